@@ -1,0 +1,32 @@
+# Two commands on a fresh machine: `make demo` and `make test` (each sets up .venv first).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test data clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## demo: lint the bundled sample with flake8 and write the official CSV reports to out/
+demo: $(STAMP)
+	-$(BIN)/flake8 --select ASC examples/
+	@mkdir -p out
+	$(BIN)/ascend-analyse -i examples/yolo_mini -o out
+
+## test: run the whole test suite
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+## data: rebuild the packaged rule data from rules_data/sources (no network)
+data:
+	$(PYTHON) tools/build_rules_data.py
+
+clean:
+	rm -rf $(VENV) out build *.egg-info src/*.egg-info

@@ -1,0 +1,73 @@
+"""Rule data: the generated per-version support tables shipped in ``data/``.
+
+Each version file is loaded at most once per process.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+DATA_DIR = Path(__file__).parent / "data"
+
+
+class UnknownVersionError(ValueError):
+    """Raised for a torch_npu version the rule data does not cover."""
+
+
+@lru_cache(maxsize=None)
+def _index() -> dict:
+    return json.loads((DATA_DIR / "index.json").read_text(encoding="utf-8"))
+
+
+def known_versions() -> List[str]:
+    return list(_index()["versions"])
+
+
+def default_version() -> str:
+    return _index()["default"]
+
+
+def resolve_version(spelling: Optional[str]) -> str:
+    """``None`` -> the default; ``2.7`` -> ``2.7.1``; unknown -> UnknownVersionError."""
+    if spelling is None or spelling == "":
+        return default_version()
+    index = _index()
+    spelling = spelling.strip()
+    if spelling in index["versions"]:
+        return spelling
+    if spelling in index["aliases"]:
+        return index["aliases"][spelling]
+    raise UnknownVersionError(
+        f"unknown torch_npu version {spelling!r}; known versions: {', '.join(index['versions'])}"
+    )
+
+
+class VersionData:
+    """The facts of one torch_npu version, as rules use them."""
+
+    def __init__(self, raw: dict) -> None:
+        self.version: str = raw["meta"]["version"]
+        self.meta: dict = raw["meta"]
+        self.apis: Dict[str, List[str]] = raw["apis"]
+        self.npu_all = frozenset(raw.get("npu_all", ()))
+        self.transfer_to_npu: Dict[str, List[str]] = raw.get("transfer_to_npu", {})
+        self.contrib: Dict[str, List[str]] = raw.get("contrib", {})
+        self.aten_npu_ops = frozenset(raw.get("aten_npu_ops", ()))
+
+    def api_status(self, qualname: str) -> Optional[Tuple[str, str, str]]:
+        """(status, note, how decided) for a public torch API, or None when unknown to the data."""
+        row = self.apis.get(qualname)
+        return (row[0], row[1], row[2]) if row else None
+
+    @property
+    def has_wheel(self) -> bool:
+        return bool(self.meta.get("wheel"))
+
+
+@lru_cache(maxsize=None)
+def load_version(version: str) -> VersionData:
+    """Load the data of an exact version (see ``resolve_version``)."""
+    path = DATA_DIR / f"torch_npu-{version}.json"
+    return VersionData(json.loads(path.read_text(encoding="utf-8")))

@@ -1,0 +1,177 @@
+"""The rule engine shared by the flake8 plugin and ``ascend-analyse``.
+
+``analyze(tree, lines, path, config)`` builds the scope table once, then walks
+the tree once, handing each node to the rules registered for its type.  A
+rule reports through ``Context.report``; the result is a sorted list of
+``Finding``.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Type
+
+from .config import Config
+from .names import Resolver, ScopeBuilder
+from .registry import Rule, all_rules
+from .tensors import is_tensor
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    """One lint finding; ``col`` is 0-based like flake8 expects from plugins."""
+
+    line: int
+    col: int
+    code: str
+    message: str  # the text after the code
+    end_line: int = 0
+    api: str = ""  # the qualified API or pattern the finding is about (CSV "OP" column)
+    tips: str = ""  # restriction, advice or replacement (CSV "Tips" column)
+    path: str = ""
+
+    @property
+    def text(self) -> str:
+        return f"{self.code} {self.message}"
+
+
+_SCOPE_NODES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+class Context:
+    """What a rule sees while the engine walks one file."""
+
+    def __init__(self, tree: ast.AST, lines: Sequence[str], path: str, config: Config) -> None:
+        self.tree = tree
+        self.lines = lines
+        self.path = path
+        self.config = config
+        self.data = config.data
+        self.stack: List[ast.AST] = []  # ancestors of the node being checked, outermost first
+        self.findings: List[Finding] = []
+        self._chains: Dict[int, Optional[str]] = {}
+        self._scopes = ScopeBuilder(is_tensor).build(tree)
+        self.resolver = Resolver(self._scopes, self._scopes[id(tree)])
+
+    # -- questions rules ask ---------------------------------------------
+    def qualname(self, node: ast.AST) -> Optional[str]:
+        """Fully qualified import path of a name or attribute chain, if it is one."""
+        return self.resolver.qualname(node)
+
+    def is_tensor(self, node: ast.AST) -> bool:
+        return is_tensor(node, self.resolver)
+
+    def chain(self, node: ast.AST) -> Optional[str]:
+        """Qualified name of a whole ``Name``/``Attribute`` chain, or None.
+
+        Only the outermost node of a chain answers (``torch.nn.functional.relu``
+        once, not again for ``torch.nn``); results are memoised per node so the
+        rules sharing this question resolve each chain once.
+        """
+        key = id(node)
+        if key in self._chains:
+            return self._chains[key]
+        parent = self.stack[-1] if self.stack else None
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            result = None
+        else:
+            result = self.resolver.qualname(node)
+        self._chains[key] = result
+        return result
+
+    @property
+    def parent(self) -> Optional[ast.AST]:
+        return self.stack[-1] if self.stack else None
+
+    def enclosing(self, *types: type) -> Optional[ast.AST]:
+        """The innermost ancestor of one of ``types``."""
+        for node in reversed(self.stack):
+            if isinstance(node, types):
+                return node
+        return None
+
+    # -- reporting ---------------------------------------------------------
+    def report(self, node: ast.AST, code: str, message: str, api: str = "", tips: str = "") -> None:
+        self.findings.append(
+            Finding(
+                line=node.lineno,
+                col=node.col_offset,
+                code=code,
+                message=message,
+                end_line=getattr(node, "end_lineno", None) or node.lineno,
+                api=api,
+                tips=tips,
+                path=self.path,
+            )
+        )
+
+
+def _active_rules(source: str, rules: Iterable[Type[Rule]]) -> List[Rule]:
+    """Rules whose trigger words occur in the file (the cheap pre-filter)."""
+    return [rule() for rule in rules if not rule.trigger_words or any(w in source for w in rule.trigger_words)]
+
+
+def _handlers(rules: List[Rule]) -> Dict[type, List[Rule]]:
+    table: Dict[type, List[Rule]] = {}
+    for rule in rules:
+        for node_type in rule.node_types:
+            table.setdefault(node_type, []).append(rule)
+    return table
+
+
+def analyze(
+    tree: ast.AST,
+    lines: Sequence[str],
+    path: str,
+    config: Config,
+    rules: Optional[Iterable[Type[Rule]]] = None,
+) -> List[Finding]:
+    """Run the rules on one parsed module and return its findings, sorted."""
+    source = "".join(lines)
+    active = _active_rules(source, all_rules() if rules is None else rules)
+    if not active:
+        return []
+    handlers = _handlers(active)
+    ctx = Context(tree, lines, path, config)
+    scopes = ctx._scopes
+    resolver = ctx.resolver
+    stack = ctx.stack
+
+    def visit(node: ast.AST) -> None:
+        for rule in handlers.get(type(node), ()):
+            rule.check(node, ctx)
+        stack.append(node)
+        entered = isinstance(node, _SCOPE_NODES) and id(node) in scopes
+        if entered:
+            outer = resolver.scope
+            resolver.scope = scopes[id(node)]
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+        if entered:
+            resolver.scope = outer
+        stack.pop()
+
+    visit(tree)
+    return sorted(set(ctx.findings))
+
+
+def parse_source(source: str, path: str = "<string>") -> Tuple[ast.AST, List[str]]:
+    """Parse source text as flake8 does; raises SyntaxError / ValueError."""
+    return ast.parse(source, filename=path), source.splitlines(keepends=True)
+
+
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z][0-9]+(?:[,\s]+[A-Z][0-9]+)*))?", re.IGNORECASE)
+
+
+def is_suppressed(finding: Finding, lines: Sequence[str]) -> bool:
+    """flake8's ``# noqa`` semantics: bare noqa silences all, ``noqa: ASC1`` a code prefix."""
+    if not 0 < finding.line <= len(lines):
+        return False
+    match = _NOQA.search(lines[finding.line - 1])
+    if match is None:
+        return False
+    codes = match.group("codes")
+    if not codes:
+        return True
+    return any(finding.code.startswith(c.strip().upper()) for c in re.split(r"[,\s]+", codes) if c.strip())

@@ -1,0 +1,59 @@
+"""The flake8 adapter: options, configuration and the checker class."""
+from __future__ import annotations
+
+import sys
+from typing import Iterator, Optional, Tuple
+
+from . import __version__
+from .config import Config, ConfigError, make_config
+from .data import known_versions
+from .engine import analyze
+from .registry import all_rules
+
+
+class AscendChecker:
+    """flake8 entry point for the ``ASC`` codes."""
+
+    name = "flake8-ascend"
+    version = __version__
+    config: Optional[Config] = None
+
+    def __init__(self, tree, lines, filename: str) -> None:
+        self.tree = tree
+        self.lines = lines
+        self.filename = filename
+
+    @classmethod
+    def add_options(cls, parser) -> None:
+        parser.add_option(
+            "--ascend-torch-version",
+            default=None,
+            parse_from_config=True,
+            help="torch_npu version whose support data ASC1xx findings use "
+            f"(one of {', '.join(known_versions())}; default: the newest, or "
+            "[tool.flake8-ascend] torch-version in pyproject.toml)",
+        )
+        parser.add_option(
+            "--ascend-api-files",
+            default=[],
+            parse_from_config=True,
+            comma_separated_list=True,
+            help="third_party result CSVs (full_unsupported_results.csv) whose APIs ASC104 reports",
+        )
+        parser.extend_default_ignore([rule.code for rule in all_rules() if rule.default_off])
+
+    @classmethod
+    def parse_options(cls, options) -> None:
+        try:
+            cls.config = make_config(options.ascend_torch_version, options.ascend_api_files)
+        except ConfigError as error:
+            sys.exit(f"flake8-ascend: error: {error}")
+
+    def run(self) -> Iterator[Tuple[int, int, str, type]]:
+        config = self.config or make_config()
+        try:
+            findings = analyze(self.tree, self.lines, self.filename, config)
+        except RecursionError:
+            return
+        for finding in findings:
+            yield finding.line, finding.col, finding.text, type(self)

@@ -1,0 +1,75 @@
+"""The rule registry: one ``Rule`` subclass per ASC code.
+
+A rule declares the AST node types it looks at, the words its source must
+contain for it to be worth running (a cheap pre-filter), its documentation in
+ruff's form and examples that must fire and must not fire; the test suite
+runs every example.  Subclasses register themselves on definition, and
+``all_rules()`` imports every module of ``flake8_ascend.rules``.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import ClassVar, Dict, List, Optional, Tuple, Type
+
+
+class Rule:
+    """Base class of every rule; subclasses override ``check``."""
+
+    code: ClassVar[str] = ""
+    summary: ClassVar[str] = ""  # one line: what the code reports
+    node_types: ClassVar[Tuple[type, ...]] = ()
+    trigger_words: ClassVar[Tuple[str, ...]] = ("torch",)  # () means "always run"
+    default_off: ClassVar[bool] = False  # in flake8's extended default ignore
+    csv: ClassVar[str] = ""  # the ascend-analyse report the finding goes to
+    # Documentation (ruff's layout), shown by --explain and the README table.
+    why: ClassVar[str] = ""
+    example: ClassVar[str] = ""
+    fix: ClassVar[str] = ""
+    source: ClassVar[str] = ""
+    # Examples the tests run: (code that must fire on, with a 1-based line) and code that must not.
+    fires: ClassVar[List[Tuple[str, int]]] = []
+    passes: ClassVar[List[str]] = []
+    # Config fields the examples need (e.g. third_party_apis for ASC104); None: the defaults.
+    example_settings: ClassVar[Optional[dict]] = None
+
+    _registry: ClassVar[Dict[str, Type["Rule"]]] = {}
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.code:
+            if cls.code in Rule._registry and Rule._registry[cls.code] is not cls:
+                raise ValueError(f"duplicate rule code {cls.code}")
+            Rule._registry[cls.code] = cls
+
+    @classmethod
+    def example_settings_dict(cls) -> dict:
+        return dict(cls.example_settings or {})
+
+    def check(self, node, ctx) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+_loaded = False
+
+
+def _load_rule_modules() -> None:
+    global _loaded
+    if _loaded:
+        return
+    from . import rules
+
+    for module in pkgutil.iter_modules(rules.__path__):
+        importlib.import_module(f"{rules.__name__}.{module.name}")
+    _loaded = True
+
+
+def all_rules() -> List[Type[Rule]]:
+    """Every registered rule class, sorted by code."""
+    _load_rule_modules()
+    return [Rule._registry[code] for code in sorted(Rule._registry)]
+
+
+def rule_for(code: str) -> Type[Rule]:
+    _load_rule_modules()
+    return Rule._registry[code]

@@ -1,0 +1,1 @@
+"""One module per ASC code family; every ``Rule`` subclass here registers itself."""

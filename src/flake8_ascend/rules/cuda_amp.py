@@ -1,0 +1,30 @@
+"""ASC207: the CUDA automatic mixed precision API (``torch.cuda.amp``)."""
+from __future__ import annotations
+
+import ast
+
+from ..registry import Rule
+
+
+class CudaAmp(Rule):
+    code = "ASC207"
+    summary = "CUDA AMP API (torch.cuda.amp.autocast, GradScaler, custom_fwd, custom_bwd)"
+    node_types = (ast.Name, ast.Attribute)
+    trigger_words = ("amp",)
+    csv = "cuda_op_list.csv"
+    why = "`torch.cuda.amp` drives CUDA autocast; on NPU the same API lives in `torch_npu.npu.amp` / `torch.amp` with device 'npu'."
+    example = "scaler = torch.cuda.amp.GradScaler()"
+    fix = "Use `torch.amp.autocast('npu')` / `torch.amp.GradScaler('npu')` or `torch_npu.npu.amp.*`."
+    source = "torch_npu transfer_to_npu.py (torch.cuda.amp -> torch_npu.npu.amp); rules_data/sources/cuda/cuda_api_catalog.tsv"
+    fires = [
+        ("import torch\nscaler = torch.cuda.amp.GradScaler()\n", 2),
+        ("from torch.cuda.amp import autocast\nwith autocast():\n    pass\n", 2),
+    ]
+    passes = ["import torch\nwith torch.autocast('cpu'):\n    pass\n", "from apex import amp\nm = amp.initialize(m)\n"]
+
+    def check(self, node, ctx) -> None:
+        qualname = ctx.chain(node)
+        if qualname and qualname.startswith("torch.cuda.amp."):
+            name = qualname[len("torch.cuda.amp."):]
+            ctx.report(node, self.code, f"{qualname} is CUDA AMP (use torch_npu.npu.amp.{name} or torch.amp with 'npu')",
+                       api=qualname, tips=f"torch_npu.npu.amp.{name}")

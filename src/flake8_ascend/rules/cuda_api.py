@@ -1,0 +1,45 @@
+"""ASC201: ``torch.cuda.*`` API use, and whether ``transfer_to_npu`` maps it."""
+from __future__ import annotations
+
+import ast
+
+from ..registry import Rule
+
+
+class CudaApi(Rule):
+    code = "ASC201"
+    summary = "torch.cuda API use; says whether transfer_to_npu maps it or it needs a manual rewrite"
+    node_types = (ast.Name, ast.Attribute)
+    trigger_words = ("cuda",)
+    csv = "cuda_op_list.csv"
+    why = (
+        "`torch.cuda` drives NVIDIA devices. `torch_npu.contrib.transfer_to_npu` redirects the names that "
+        "`torch_npu.npu` also provides; every other name must be rewritten by hand."
+    )
+    example = "torch.cuda.set_device(local_rank)"
+    fix = "Call `torch_npu.npu.<name>` (or `torch.npu.<name>`), or import `torch_npu.contrib.transfer_to_npu` first."
+    source = "torch_npu wheel: torch_npu/npu/__init__.py __all__ and torch_npu/contrib/transfer_to_npu.py"
+    fires = [
+        ("import torch\ntorch.cuda.synchronize()\n", 2),
+        ("from torch import cuda as c\nc.synchronize()\n", 2),
+        ("import torch\ng = torch.cuda.CUDAGraph()\n", 2),
+    ]
+    passes = [
+        "class A:\n    def __init__(self):\n        self.cuda = False\n",
+        "from numba import cuda\n@cuda.jit\ndef k(a):\n    pass\n",
+        "import torch\nx = torch.zeros(1)\n",
+    ]
+
+    def check(self, node, ctx) -> None:
+        qualname = ctx.chain(node)
+        if not qualname or not qualname.startswith("torch.cuda.") or qualname.startswith("torch.cuda.amp"):
+            return
+        name = qualname.split(".")[2]
+        data = ctx.data
+        if not data.npu_all:
+            how = f"no torch_npu.npu data for torch_npu {data.version}: check it by hand"
+        elif name in data.npu_all:
+            how = f"transfer_to_npu maps it to torch_npu.npu.{name}"
+        else:
+            how = f"torch_npu.npu has no {name} in torch_npu {data.version}: rewrite by hand"
+        ctx.report(node, self.code, f"{qualname} is a CUDA API ({how})", api=qualname, tips=how)

@@ -1,0 +1,86 @@
+"""ASC202: hard-coded CUDA devices (``.cuda()``, ``"cuda:0"`` device strings)."""
+from __future__ import annotations
+
+import ast
+import re
+
+from ..registry import Rule
+
+_CUDA_STRING = re.compile(r"cuda(:\d+)?")
+_DEVICE_FUNCTIONS = frozenset({"torch.device", "torch.autocast", "torch.amp.autocast", "torch.Generator",
+                               "torch.set_default_device"})
+_DEVICE_METHODS = frozenset({"to", "to_empty"})
+
+
+def _mentions_device(node: ast.AST) -> bool:
+    """A name or attribute whose spelling says it holds a device (``device``, ``self.dev_type``...)."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    name = name.lower()
+    return "device" in name or name in ("dev", "type")
+
+
+class HardCodedCudaDevice(Rule):
+    code = "ASC202"
+    summary = "hard-coded CUDA device (.cuda(), 'cuda:N' device strings)"
+    node_types = (ast.Call, ast.Constant)
+    trigger_words = ("cuda",)
+    csv = "cuda_op_list.csv"
+    why = "An NPU is device type `npu`: `.cuda()` and `'cuda'` device strings fail on a machine without CUDA."
+    example = "model = model.cuda()\nx = x.to('cuda:0')"
+    fix = "Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`)."
+    source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu); codes.md"
+    fires = [
+        ("model = Net().cuda()\n", 1),
+        ("import torch\nd = torch.device('cuda:0')\n", 2),
+        ("state = torch.load(p, map_location='cuda')\n", 1),
+        ("device = 'cuda' if ok else 'cpu'\n", 1),
+        ("x = x.to('cuda')\n", 1),
+        ("if x.device.type == 'cuda':\n    pass\n", 1),
+    ]
+    passes = [
+        "class A:\n    def __init__(self):\n        self.cuda = False\n",
+        "path = 'data/cuda/kernels.txt'\n",
+        "open('cuda')\n",
+        "msg = 'cuda'\n",
+        "x = x.to('cpu')\n",
+    ]
+
+    def check(self, node, ctx) -> None:
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr == "cuda" and ctx.qualname(func) is None:
+                ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or .to(device))",
+                           api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu")
+            return
+        if isinstance(node.value, str) and _CUDA_STRING.fullmatch(node.value) and self._device_context(ctx):
+            ctx.report(node, self.code, f"hard-coded CUDA device string {node.value!r} (use 'npu' or a configured device)",
+                       api=repr(node.value), tips="cuda device string -> npu")
+
+    @staticmethod
+    def _device_context(ctx) -> bool:
+        """Is the string in a place that names a device?"""
+        stack = ctx.stack
+        i = len(stack) - 1
+        while i >= 0 and isinstance(stack[i], (ast.IfExp, ast.BoolOp)):
+            i -= 1
+        if i < 0:
+            return False
+        holder = stack[i]
+        if isinstance(holder, ast.keyword):
+            if holder.arg in ctx.data.transfer_to_npu.get("device_kwargs_list", ("device",)) or holder.arg in (
+                "device", "device_type", "map_location", "device_id"):
+                return True
+            call = stack[i - 1] if i else None
+            return holder.arg == "default" and isinstance(call, ast.Call) and any(
+                isinstance(a, ast.Constant) and isinstance(a.value, str) and "device" in a.value for a in call.args)
+        if isinstance(holder, ast.Call):
+            func = holder.func
+            if isinstance(func, ast.Attribute) and func.attr in _DEVICE_METHODS and ctx.qualname(func) is None:
+                return True
+            return ctx.qualname(func) in _DEVICE_FUNCTIONS
+        if isinstance(holder, (ast.Assign, ast.AnnAssign)):
+            targets = holder.targets if isinstance(holder, ast.Assign) else [holder.target]
+            return any(_mentions_device(t) for t in targets)
+        if isinstance(holder, ast.Compare):
+            return any(_mentions_device(side) for side in [holder.left, *holder.comparators])
+        return False

@@ -1,0 +1,57 @@
+"""ASC204: the NCCL collective backend."""
+from __future__ import annotations
+
+import ast
+
+from ..registry import Rule
+
+_GROUP_FUNCTIONS = ("init_process_group", "new_group", "init_device_mesh")
+
+
+def _call_name(func: ast.AST) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+class NcclBackend(Rule):
+    code = "ASC204"
+    summary = "NCCL collective backend ('nccl', Backend.NCCL, is_nccl_available)"
+    node_types = (ast.Constant, ast.Name, ast.Attribute)
+    trigger_words = ("nccl", "NCCL")
+    csv = "cuda_op_list.csv"
+    why = "NCCL is NVIDIA's collective library; on Ascend the backend is HCCL (`'hccl'`)."
+    example = "dist.init_process_group('nccl')"
+    fix = "Use `backend='hccl'`, or let transfer_to_npu rewrite it; comparisons with 'nccl' must be edited by hand."
+    source = "torch_npu transfer_to_npu.py (nccl -> hccl); rules_data/sources/cuda/cuda_api_catalog.tsv"
+    fires = [
+        ("import torch.distributed as dist\ndist.init_process_group('nccl')\n", 2),
+        ("init_process_group(backend='nccl', rank=0)\n", 1),
+        ("if args.backend == 'nccl':\n    pass\n", 1),
+        ("import torch.distributed as dist\nok = dist.is_nccl_available()\n", 2),
+    ]
+    passes = ["print('nccl')\n", "name = 'nccl_tests.log'\n", "dist.init_process_group('gloo')\n"]
+
+    def check(self, node, ctx) -> None:
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, str) and node.value.lower() == "nccl" and self._backend_context(ctx):
+                ctx.report(node, self.code, "NCCL backend 'nccl' does not exist on NPU (use 'hccl')",
+                           api="nccl", tips="nccl -> hccl")
+            return
+        qualname = ctx.chain(node)
+        if qualname in ("torch.distributed.Backend.NCCL", "torch.distributed.is_nccl_available",
+                        "torch.distributed.ProcessGroupNCCL"):
+            ctx.report(node, self.code, f"{qualname} is NCCL-specific (the NPU backend is HCCL)",
+                       api=qualname, tips="NCCL -> HCCL")
+
+    @staticmethod
+    def _backend_context(ctx) -> bool:
+        holder = ctx.parent
+        if isinstance(holder, ast.keyword):
+            return holder.arg == "backend"
+        if isinstance(holder, ast.Call):
+            return _call_name(holder.func) in _GROUP_FUNCTIONS
+        if isinstance(holder, ast.Compare):
+            return any("backend" in _call_name(side).lower() or (isinstance(side, ast.Call) and "backend" in _call_name(side.func).lower())
+                       for side in [holder.left, *holder.comparators])
+        if isinstance(holder, ast.Assign):
+            return any("backend" in _call_name(t).lower() for t in holder.targets)
+        return False

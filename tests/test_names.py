@@ -1,0 +1,91 @@
+"""Qualified-name resolution and tensor inference on the stdlib ast tree."""
+import ast
+import textwrap
+
+import pytest
+
+from flake8_ascend.names import Resolver, ScopeBuilder, canonical
+from flake8_ascend.tensors import is_tensor
+
+
+def resolve_last_call(source):
+    """Qualified name of the function called by the last expression statement, and whether its receiver is a tensor."""
+    tree = ast.parse(textwrap.dedent(source))
+    scopes = ScopeBuilder(is_tensor).build(tree)
+    target, scope = None, scopes[id(tree)]
+    for node in ast.walk(tree):
+        if id(node) in scopes:
+            for child in ast.walk(node):
+                if isinstance(child, ast.Expr) and isinstance(child.value, ast.Call):
+                    if target is None or child.lineno >= target.lineno:
+                        target, scope = child, scopes[id(node)]
+    resolver = Resolver(scopes, scope)
+    func = target.value.func
+    receiver_is_tensor = isinstance(func, ast.Attribute) and is_tensor(func.value, resolver)
+    return resolver.qualname(func), receiver_is_tensor
+
+
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ("import torch\ntorch.where(c)\n", "torch.where"),
+        ("import torch.nn as nn\nnn.Linear(1, 2)\n", "torch.nn.Linear"),
+        ("from torch import fft\nfft.rfft(x)\n", "torch.fft.rfft"),
+        ("from torch.nn import functional as F\nF.relu(x)\n", "torch.nn.functional.relu"),
+        ("import torch.nn.functional as F\nF.relu(x)\n", "torch.nn.functional.relu"),
+        ("from torch import where as w\nw(c)\n", "torch.where"),
+        ("import torch.nn\ntorch.nn.functional.relu(x)\n", "torch.nn.functional.relu"),
+        ("import torch\nnn = torch.nn\nnn.ReLU()\n", "torch.nn.ReLU"),
+        ("from torch.nn.modules.conv import Conv2d\nConv2d(1, 1, 1)\n", "torch.nn.Conv2d"),
+        ("try:\n    import apex\nexcept ImportError:\n    apex = None\napex.amp.init()\n", "apex.amp.init"),
+        ("import torch\ndef f():\n    torch.zeros(1)\n", "torch.zeros"),
+        ("from .ops import nms\nnms(b)\n", ".ops.nms"),
+    ],
+)
+def test_resolves(source, expected):
+    assert resolve_last_call(source)[0] == expected
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import torch\ndef nonzero(x):\n    return x\nnonzero(t)\n",
+        "from torch import nonzero\ndef nonzero(x):\n    return x\nnonzero(t)\n",
+        "import numpy as torch\ntorch.where(c)\n",
+        "import torch\ntorch = object()\ntorch.where(c)\n",
+        "import torch\ndef f(torch):\n    torch.where(c)\n",
+        "import torch\nfor torch in range(3):\n    torch.where(c)\n",
+        "where(c)\n",
+        "import torch\nclass A:\n    def where(self):\n        pass\n    def g(self):\n        self.where()\n",
+    ],
+)
+def test_shadowed_names_do_not_resolve_to_torch(source):
+    qualname, _ = resolve_last_call(source)
+    assert qualname is None or not qualname.startswith("torch.")
+
+
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ("import torch\nx = torch.randn(3)\nx.mode()\n", True),
+        ("import torch\nx = torch.randn(3).float() * 2\nx.mode()\n", True),
+        ("import torch\ndef f(x: torch.Tensor):\n    x.mode()\n", True),
+        ("from torch import Tensor\ndef f(x: Tensor):\n    x.mode()\n", True),
+        ("import torch\nx = torch.randn(3)\nx[0].mode()\n", True),
+        ("import torch.nn.functional as F\ny = F.relu(x)\ny.mode()\n", True),
+        ("import torch\nx = torch.randn(3)\nx.grad.mode()\n", True),
+        ("import pandas as pd\npd.DataFrame({}).mode()\n", False),
+        ("import numpy as np\na = np.zeros(3)\na.mode()\n", False),
+        ("def f(x):\n    x.mode()\n", False),
+        ("import torch\nn = torch.randn(3).item()\nn.mode()\n", False),
+        ("import torch\na, b = torch.randn(2, 3)\na.mode()\n", False),
+    ],
+)
+def test_tensor_receiver(source, expected):
+    assert resolve_last_call(source)[1] is expected
+
+
+def test_canonical_keeps_public_paths():
+    assert canonical("torch.nn.modules.linear.Linear") == "torch.nn.Linear"
+    assert canonical("torch.functional.norm") == "torch.norm"
+    assert canonical("torch.where") == "torch.where"
