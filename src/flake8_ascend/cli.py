@@ -14,6 +14,7 @@ import re
 import shutil
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, TextIO, Tuple
@@ -58,9 +59,8 @@ def _mode_lines(modes: Dict[str, type]) -> str:
     lines = []
     for name in sorted(set(OFFICIAL_MODES) | set(modes)):
         mode = modes.get(name)
-        lines.append(f"  {name:<15} {mode.help if mode else '(not available yet)'}")
-        if mode:
-            lines.append(f"  {'':<15} writes {', '.join(mode.outputs + (LOG_NAME,))}")
+        text = f"{mode.help}; writes {', '.join(mode.outputs + (LOG_NAME,))}" if mode else "(not available yet)"
+        lines.append(textwrap.fill(text, 96, initial_indent=f"  {name:<15} ", subsequent_indent=" " * 18))
     return "\n".join(lines)
 
 
@@ -110,7 +110,8 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
     extra.add_argument("--select", type=_code_prefixes, action="extend", default=[], metavar="CODES",
                        help="only these code prefixes, comma-separated (e.g. ASC1,ASC203); selects ASC103 too")
     extra.add_argument("--ignore", type=_code_prefixes, action="extend", default=[], metavar="CODES",
-                       help="leave out these code prefixes, comma-separated")
+                       help="leave out these code prefixes, comma-separated (flake8's --extend-ignore: "
+                       "the default-off codes stay off)")
     extra.add_argument("--fail-on-findings", action="store_true", help="exit 1 when any report has rows (for CI)")
     extra.add_argument("-j", "--jobs", type=_positive, default=None, metavar="N",
                        help="worker processes (default: all cores)")

@@ -34,19 +34,23 @@ class Table:
 
 
 def rule_is_selected(rule: Type[Rule], select: Sequence[str], ignore: Sequence[str]) -> bool:
-    """flake8's decision for one code, given ``--select``/``--ignore`` prefixes.
+    """flake8's decision for one code under ``--select`` and ``--extend-ignore`` prefixes.
 
-    An explicit select beats the implicit default-off of a rule (ASC103); when
-    both an explicit select and an explicit ignore match, the longer prefix wins.
+    A default-off rule (ASC103) is implicitly ignored under its full code.  An
+    explicit choice beats an implicit one; when both sides are explicit (or both
+    implicit) the longer matching prefix wins, as in ``flake8.style_guide``.
     """
     code = rule.code
-    chosen = max((len(p) for p in select if code.startswith(p)), default=-1)
-    dropped = max((len(p) for p in ignore if code.startswith(p)), default=-1)
-    if select and chosen < 0:
+    picked = [p for p in select if code.startswith(p)]
+    if select and not picked:
         return False
-    if dropped >= 0:
-        return chosen > dropped
-    return chosen >= 0 or not rule.default_off
+    dropped = [p for p in ignore if code.startswith(p)]
+    implicit = [code] if rule.default_off else []
+    if not dropped and not implicit:
+        return True
+    if bool(picked) != bool(dropped):
+        return bool(picked)
+    return max(map(len, picked or ["ASC"])) > max(map(len, dropped + implicit))
 
 
 # -- the per-file work, run in worker processes ---------------------------------------------
