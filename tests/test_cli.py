@@ -4,7 +4,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -131,7 +130,8 @@ BAD_INPUTS = {
     "unknown version": lambda tmp, out: ["-i", "examples", "-o", str(out), "-v", "9.9.9"],
     "unknown mode": lambda tmp, out: ["-i", "examples", "-o", str(out), "-m", "everything"],
     "mode not built": lambda tmp, out: ["-i", "examples", "-o", str(out), "-m", _unbuilt_mode()],
-    "-api wrong columns": lambda tmp, out: ["-i", "examples", "-o", str(out), "-api", _api_file_with_wrong_columns(tmp)],
+    "-api wrong columns": lambda tmp, out: ["-i", "examples", "-o", str(out),
+                                            "-api", _api_file_with_wrong_columns(tmp)],
 }
 
 
@@ -319,7 +319,8 @@ def test_parallel_run_equals_serial_run(tmp_path, monkeypatch):
         out.mkdir()
         assert run_main("-i", str(tree), "-o", str(out), "-j", jobs, "-q", "--format", "json")[0] == 0
         folder = out / "many_analysis"
-        reports[jobs] = {name: (folder / name).read_text(encoding="utf-8") for name in [*TORCH_APIS_FILES, "findings.json"]}
+        names = [*TORCH_APIS_FILES, "findings.json"]
+        reports[jobs] = {name: (folder / name).read_text(encoding="utf-8") for name in names}
     assert reports["1"] == reports["2"]
     assert len(read_csv(out / "many_analysis" / "cuda_op_list.csv")) > 12
 

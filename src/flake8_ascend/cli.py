@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence, TextIO, Tuple
 from . import __version__
 from .config import ConfigError, make_config
 from .files import collect
-from .modes import Job, JobError, Mode, all_modes
+from .modes import Job, JobError, all_modes
 from .progress import Progress
 from .registry import all_rules, rule_for
 

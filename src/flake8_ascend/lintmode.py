@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import ast
 import os
-from pathlib import Path
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, ClassVar, Dict, Iterator, List, Optional, Sequence, Tuple, Type
 
 from . import reports
 from .config import Config
+from .data import load_version
 from .engine import Finding, analyze, is_suppressed
 from .files import SourceError, read_source
 from .modes import Job, Mode
@@ -94,6 +95,7 @@ def analyse_files(job: Job, rules: Sequence[Type[Rule]]) -> Iterator[Tuple[str, 
         _init_worker(job.config, codes)
         yield from map(_analyse_file, tasks)
         return
+    load_version(job.config.version)  # loaded before the pool starts, so forked workers share it instead of reloading
     chunk = max(1, min(32, len(tasks) // (workers * 8)))
     with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(job.config, codes)) as pool:
         yield from pool.map(_analyse_file, tasks, chunksize=chunk)
