@@ -56,11 +56,10 @@ def examples_report(tmp_path_factory):
     return out / "examples_analysis", result
 
 
-@pytest.fixture(scope="module")
-def flake8_findings():
-    """(path, line, col, 'ASCnnn message') of real `flake8 --select ASC` on examples/."""
+def flake8_run(*options: str):
+    """(path, line, col, 'ASCnnn message') of real flake8 (torch_npu 2.6.0) on examples/."""
     result = subprocess.run(
-        [sys.executable, "-m", "flake8", "--select", "ASC", "--ascend-torch-version", "2.6.0", "."],
+        [sys.executable, "-m", "flake8", *options, "--ascend-torch-version", "2.6.0", "."],
         cwd=EXAMPLES, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode in (0, 1), result.stderr
@@ -70,6 +69,11 @@ def flake8_findings():
         found.append((Path(path).as_posix().removeprefix("./"), int(row), int(col), text.strip()))
     assert found, "flake8 found nothing on examples/"
     return found
+
+
+@pytest.fixture(scope="module")
+def flake8_findings():
+    return flake8_run("--select", "ASC")
 
 
 def test_examples_report_has_official_files_and_headers(examples_report):
@@ -85,8 +89,7 @@ def test_examples_report_has_official_files_and_headers(examples_report):
 
 def test_examples_rows_equal_flake8_findings(examples_report, flake8_findings):
     folder, _ = examples_report
-    # The same codes: the CLI without --select leaves the default-off codes out, like flake8 without it.
-    expected = [f for f in flake8_findings if not rule_for(f[3].split()[0]).default_off]
+    expected = flake8_findings  # the same codes: ASC103 stays off in both unless named
     for name in TORCH_APIS_FILES:
         rows = read_csv(folder / name)[1:]
         wanted = sorted((p, line) for p, line, _, text in expected if rule_for(text.split()[0]).csv == name)
@@ -102,13 +105,15 @@ def test_examples_rows_equal_flake8_findings(examples_report, flake8_findings):
     assert got == sorted(expected)
 
 
-def test_select_asc_enables_default_off_codes_like_flake8(tmp_path, flake8_findings):
-    code, _, _ = run_main("-i", str(EXAMPLES), "-o", str(tmp_path), "-v", "2.6.0", "--select", "ASC",
+def test_naming_a_default_off_code_enables_it_like_flake8(tmp_path):
+    selection = "ASC1,ASC2"
+    code, _, _ = run_main("-i", str(EXAMPLES), "-o", str(tmp_path), "-v", "2.6.0", "--select", selection,
                           "--format", "json", "-q")
     assert code == 0
     items = json.loads((tmp_path / "examples_analysis" / "findings.json").read_text(encoding="utf-8"))
-    assert sorted((i["path"], i["line"], i["column"], f"{i['code']} {i['message']}") for i in items) == sorted(
-        flake8_findings)
+    got = sorted((i["path"], i["line"], i["column"], f"{i['code']} {i['message']}") for i in items)
+    expected = sorted(flake8_run("--select", selection))
+    assert got == expected and any(text.startswith("ASC103") for *_, text in expected)
 
 
 # -- bad input: one line, exit 2, nothing written -----------------------------------------------
@@ -332,9 +337,12 @@ def test_select_and_ignore_decide_like_flake8():
 
     from flake8.style_guide import Decision, DecisionEngine
 
+    from flake8_ascend.plugin import named_optional_codes
+
     combos = [([], []), (["ASC"], []), (["ASC1"], []), (["ASC103"], []), ([], ["ASC2"]), (["ASC"], ["ASC1"]),
               (["ASC1"], ["ASC10"]), (["ASC10"], ["ASC1"]), (["ASC2"], ["ASC2"]), ([], ["ASC103"]),
-              ([], ["ASC1"]), (["ASC103"], ["ASC1"]), (["ASC1"], ["ASC103"]), (["ASC2", "ASC103"], ["ASC20"])]
+              ([], ["ASC1"]), (["ASC103"], ["ASC1"]), (["ASC1"], ["ASC103"]), (["ASC2", "ASC103"], ["ASC20"]),
+              (["ASC1"], ["ASC2"])]
     for select, ignore in combos:
         options = argparse.Namespace(
             select=select or None, extend_select=None, ignore=None, extend_ignore=ignore or None,
@@ -342,7 +350,8 @@ def test_select_and_ignore_decide_like_flake8():
         )
         engine = DecisionEngine(options)
         for rule in all_rules():
-            expected = engine.decision_for(rule.code) is Decision.Selected
+            expected = engine.decision_for(rule.code) is Decision.Selected and (
+                not rule.default_off or rule.code in named_optional_codes(select))
             assert lintmode.rule_is_selected(rule, select, ignore) == expected, (select, ignore, rule.code)
 
 

@@ -21,6 +21,7 @@ from .data import load_version
 from .engine import Finding, analyze, is_suppressed
 from .files import SourceError, read_source
 from .modes import Job, Mode
+from .plugin import named_optional_codes
 from .registry import Rule, all_rules, rule_for
 
 PARALLEL_MIN_FILES = 50
@@ -35,13 +36,17 @@ class Table:
 
 
 def rule_is_selected(rule: Type[Rule], select: Sequence[str], ignore: Sequence[str]) -> bool:
-    """flake8's decision for one code under ``--select`` and ``--extend-ignore`` prefixes.
+    """What the flake8 plugin reports under ``--select`` and ``--extend-ignore`` prefixes.
 
-    A default-off rule (ASC103) is implicitly ignored under its full code.  An
-    explicit choice beats an implicit one; when both sides are explicit (or both
-    implicit) the longer matching prefix wins, as in ``flake8.style_guide``.
+    flake8's decision: an explicit choice beats an implicit one, and when both
+    sides are explicit (or both implicit) the longer matching prefix wins; a
+    default-off rule (ASC103) is implicitly ignored under its full code.  On top
+    of that, as in the plugin, a default-off rule needs a selection more specific
+    than ``ASC`` (``ASC1``, ``ASC103``).
     """
     code = rule.code
+    if rule.default_off and code not in named_optional_codes(select):
+        return False
     picked = [p for p in select if code.startswith(p)]
     if select and not picked:
         return False
