@@ -199,6 +199,12 @@ def _replace_folder(temporary: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def _report_folders(out_dir: Path) -> List[Path]:
+    """Folders this tool makes in ``out_dir`` (reports, temporary ones), never analysed if the input holds them."""
+    return [path for path in out_dir.iterdir()
+            if path.is_dir() and (path.name.endswith("_analysis") or "_analysis." in path.name)]
+
+
 def summary_table(counts: Dict[str, int]) -> str:
     width = max([len("files"), *map(len, counts)])
     rule = f"+-{'-' * width}-+------------+"
@@ -226,7 +232,7 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
     os.umask(umask)
     temporary.chmod(0o777 & ~umask)  # mkdtemp makes it private; the report is an ordinary folder
     try:
-        found = collect(source, exclude=(out_dir,) if out_dir != root else (target, temporary))
+        found = collect(source, exclude=_report_folders(out_dir))
         with open(temporary / LOG_NAME, "w", encoding="utf-8") as log_file:
             def log(line: str) -> None:
                 log_file.write(line + "\n")
