@@ -167,6 +167,8 @@ def _check_args(args: argparse.Namespace, mode: type) -> Tuple[Path, Path]:
     if not (source.is_dir() or source.is_file()):
         raise UsageError(f"input is neither a folder nor a file: {args.input}")
     out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"output is not a folder: {args.output}")
     if not out.is_dir():
         raise UsageError(f"output folder not found (it must exist): {args.output}")
     if not os.access(out, os.W_OK | os.X_OK):
