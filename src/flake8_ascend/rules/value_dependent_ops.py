@@ -8,8 +8,9 @@ from ._shape_facts import facts_of
 
 HINTS_CSV = "dynamic_shape_hints.csv"
 DYNAMIC_SOURCE = (
-    "Ascend PyTorch training guide, 'dynamic shape' (every new input shape compiles new operator kernels "
-    "on the NPU); PyTorch docs of the listed ops (output size depends on the data)"
+    "Ascend ascend-pytorch-crowdintelligence-doc, pytorch-train-guide, 'dynamic shape' (the NPU compiles "
+    "operators online and recompiles them for every new shape; dynamic shapes come mostly from nonzero and "
+    "tensor[index] selection); PyTorch docs of the listed ops (output size depends on the data)"
 )
 # Always value-dependent, whatever the arguments.
 _NAMES = ("nonzero", "masked_select", "unique", "unique_consecutive", "argwhere", "bincount")
