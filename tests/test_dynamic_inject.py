@@ -78,7 +78,7 @@ def test_an_already_instrumented_file_is_not_changed_again():
     source = "import torch\nfor x in train_loader:\n    x.sum().backward()\n"
     once, _ = wrap(source)
     twice, done = wrap(once)
-    assert twice == once and done.loops == [] and not done.training
+    assert twice == once and done.loops == [] and not done.manual
 
 
 @pytest.mark.parametrize("source,line,expected", [
@@ -102,11 +102,11 @@ def test_a_file_starting_with_a_compound_statement_gets_one_new_line():
 
 def test_training_scripts_without_a_loop_are_marked_for_manual_wrapping():
     _, done = wrap("import torch\nwhile True:\n    loss.backward()\n")
-    assert done.training and done.imports and done.loops == []
+    assert done.manual and done.imports and done.loops == []
     _, done = wrap("import torch\nif __name__ == '__main__':\n    run()\n", name="train_net.py")
-    assert done.training
+    assert done.manual
     after, done = wrap("import torch\ndef f(x):\n    return x\n", name="model.py")
-    assert not done.training and not done.imports and IMPORT_LINE not in after
+    assert not done.manual and not done.imports and IMPORT_LINE not in after
 
 
 def test_line_endings_and_encoding_are_kept():

@@ -59,7 +59,7 @@ class Instrumented:
     code: bytes
     loops: List[Tuple[int, str]]  # (line, original header) of each wrapped loop
     imports: bool  # the file imports the detector (added now or already there)
-    training: bool  # the file looks like a training script
+    manual: bool  # a training script in which no data loop was found: wrap it by hand
     shifted: bool = False  # the import needed a line of its own: later lines moved down by one
 
 
@@ -249,8 +249,8 @@ def instrument_source(source: bytes, name: str = "train.py", depth: int = 0) -> 
     if (wrapper.loops or training) and not already:
         module, shifted = _add_import(module, depth)
     imports = already or bool(wrapper.loops) or training
-    return Instrumented(module.bytes, wrapper.loops, imports, training and not (wrapper.loops or wrapper.already_wrapped),
-                        shifted)
+    manual = training and not (wrapper.loops or wrapper.already_wrapped)
+    return Instrumented(module.bytes, wrapper.loops, imports, manual, shifted)
 
 
 def _reserved(root_level: bool, name: str) -> bool:
@@ -331,7 +331,7 @@ def _instrument_file(path: Path, target: Path, rel: str, depth: int, result: Inj
         shutil.copymode(path, target)
     result.copied += 1
     result.wrapped += [WrappedLoop(rel, line, header) for line, header in done.loops]
-    if done.training:
+    if done.manual:
         result.manual.append(rel)
     if done.imports:
         result.importing.append(rel)
