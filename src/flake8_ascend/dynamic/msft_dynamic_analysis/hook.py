@@ -356,10 +356,14 @@ def function_name(torch, func):
 
 
 def module_name(module):
-    """``torch.nn.Linear`` for torch's modules, ``models.yolo.Detect`` for the project's own."""
+    """``torch.nn.Linear`` (the shortest public path) for torch's modules, ``models.yolo.Detect`` for the project's."""
     cls = type(module)
-    if cls.__module__.startswith("torch.nn.modules."):
-        return "torch.nn." + cls.__name__
+    parts = cls.__module__.split(".")
+    if parts[0] == "torch":
+        for end in range(1, len(parts) + 1):
+            owner = sys.modules.get(".".join(parts[:end]))
+            if owner is not None and getattr(owner, cls.__name__, None) is cls:
+                return "%s.%s" % (".".join(parts[:end]), cls.__name__)
     return "%s.%s" % (cls.__module__, cls.__qualname__)
 
 
@@ -536,7 +540,12 @@ class DynamicShapeDetector(LoopDetector):
                 shapes = tensor_shapes(inputs, tensor), tensor_shapes((output,), tensor)
         else:
             shapes = tensor_shapes(inputs, tensor), tensor_shapes((output,), tensor)
-        self._record(module_name(module), frame, shapes[0], shapes[1])
+        cls = type(module)
+        try:
+            name = self._names[cls]
+        except KeyError:
+            name = self._names[cls] = module_name(module)
+        self._record(name, frame, shapes[0], shapes[1])
         return None
 
     def _record(self, name, frame, inputs, outputs):
