@@ -5,7 +5,8 @@ assignment to a plain name: the assigned expression, the position in a tuple unp
 binding statement ends.  ``Flow.binding(name)`` is the binding in force at a use: the last one whose
 statement ends before the use starts, so in ``x = x * 2`` the right-hand ``x`` sees the previous
 binding.  Branches and loops are not modelled: the textually last earlier binding wins.  That is
-enough to follow a value through the local names of one ``forward``.
+enough to follow a value through the local names of one ``forward``.  Only statements are walked
+(walrus targets are not bindings here), which keeps a flow much cheaper than a full tree walk.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Dict, List, Optional, Set, Tuple
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp,
            ast.DictComp, ast.GeneratorExp)
 MAX_DEPTH = 8  # how many name-to-value steps a resolution follows
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")  # statement lists of compound statements
 
 
 class Binding:
@@ -32,16 +34,19 @@ class Flow:
     """The name bindings of one body, in source order."""
 
     def __init__(self, owner: ast.AST) -> None:
+        self.owner = owner
         self.bindings: Dict[str, List[Binding]] = {}
         self.shared: Set[str] = set()  # names declared global / nonlocal
-        self.products: List[ast.BinOp] = []  # every ``a * b`` and ``a / b`` of the body
         self.assignments: List[ast.AST] = []  # every Assign / AnnAssign statement, whatever its targets
-        body = owner.body if isinstance(owner.body, list) else [owner.body]
-        stack = list(reversed(body))
-        while stack:
+        self._products: Optional[List[ast.BinOp]] = None
+        stack = list(reversed(owner.body))
+        while stack:  # statements only: expressions bind nothing but walrus targets, which are ignored
             node = stack.pop()
             self._record(node)
-            stack.extend(reversed([c for c in ast.iter_child_nodes(node) if not isinstance(c, _SCOPES)]))
+            for name in _BLOCKS:
+                block = getattr(node, name, None)
+                if isinstance(block, list):
+                    stack.extend(reversed([c for c in block if not isinstance(c, _SCOPES)]))
         for bindings in self.bindings.values():
             bindings.sort(key=lambda b: b.end)
 
@@ -52,7 +57,7 @@ class Flow:
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 self._bind(target, node.value, end)
-        elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
             self._bind(node.target, node.value, end)
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             left = ast.copy_location(ast.Name(id=node.target.id, ctx=ast.Load()), node.target)
@@ -60,14 +65,28 @@ class Flow:
             self._bind(node.target, value, end)
         elif isinstance(node, (ast.For, ast.AsyncFor)):
             self._bind(node.target, None, (node.target.end_lineno, node.target.end_col_offset))
-        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
-            self._bind(node.optional_vars, None, (node.optional_vars.end_lineno, node.optional_vars.end_col_offset))
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    var = item.optional_vars
+                    self._bind(var, None, (var.end_lineno, var.end_col_offset))
         elif isinstance(node, ast.ExceptHandler) and node.name:
             self.bindings.setdefault(node.name, []).append(Binding((node.lineno, node.col_offset), None, None))
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             self.shared.update(node.names)
-        elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
-            self.products.append(node)
+
+    @property
+    def products(self) -> List[ast.BinOp]:
+        """Every ``a * b`` and ``a / b`` of the body (found on first use)."""
+        if self._products is None:
+            self._products = []
+            stack = list(self.owner.body)
+            while stack:
+                node = stack.pop()
+                if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
+                    self._products.append(node)
+                stack.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, _SCOPES))
+        return self._products
 
     def _bind(self, target: ast.AST, value: Optional[ast.AST], end: Tuple[int, int], index=None) -> None:
         if isinstance(target, ast.Name):

@@ -44,15 +44,23 @@ def module_ops(cls: ast.ClassDef, ctx) -> Dict[str, str]:
 class Patterns:
     """The detectors for one function body."""
 
-    def __init__(self, ctx, flow: Flow, attrs: Dict[str, str]) -> None:
+    def __init__(self, ctx, owner: ast.AST, attrs: Dict[str, str]) -> None:
         self.ctx = ctx
-        self.flow = flow
+        self.owner = owner
         self.attrs = attrs
+        self._flow: Optional[Flow] = None
+
+    @property
+    def flow(self) -> Flow:
+        """The owner's ``Flow``, built on the first question that needs one."""
+        if self._flow is None:
+            self._flow = Flow(self.owner)
+        return self._flow
 
     # -- what an expression computes -------------------------------------------------------
     def op(self, expr: ast.AST, follow: bool = True) -> Optional[Tuple[str, List[ast.AST], ast.AST]]:
         """(operation, operands, node) of an expression, following a local name to its value first."""
-        node = self.flow.resolve(expr) if follow else expr
+        node = self.flow.resolve(expr) if follow and isinstance(expr, ast.Name) else expr
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
             return _BINOPS[type(node.op)], [node.left, node.right], node
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
@@ -160,8 +168,8 @@ class Patterns:
         for product in self.flow.products:
             if not isinstance(product.op, operator):
                 continue
-            sides = [(product.left, product.right)] + ([(product.right, product.left)] if operator is ast.Mult else [])
-            for scale, value in sides:
+            sides = [(product.right, product.left)] + ([(product.left, product.right)] if operator is ast.Mult else [])
+            for scale, value in sides:  # x / sqrt(...): the scale is on the right
                 if self.refers(scale, call) and self.same(value, base):
                     return product
         return None

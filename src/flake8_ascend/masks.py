@@ -17,6 +17,7 @@ _MASK_OPS = frozenset(
     logical_xor gt lt ge le eq ne greater less greater_equal less_equal not_equal bool any all""".split()
 )
 _FACTORIES = frozenset("zeros ones empty full zeros_like ones_like empty_like full_like tensor as_tensor".split())
+_CONSTANTS = frozenset(f"{m}.{c}" for m in ("math", "numpy", "torch") for c in ("inf", "nan", "pi", "e"))
 _PANDAS_ACCESSORS = frozenset(("loc", "iloc", "at", "iat"))
 _CONTAINERS = (ast.List, ast.Dict, ast.Set, ast.Tuple, ast.ListComp, ast.DictComp, ast.SetComp, ast.JoinedStr)
 _CONTAINER_CALLS = frozenset(("list", "dict", "set", "tuple", "defaultdict", "OrderedDict", "Counter", "str"))
@@ -89,10 +90,9 @@ def is_scalar(expr: ast.AST, ctx, flow: Flow, depth: int = 0) -> bool:
         return is_scalar(expr.left, ctx, flow, depth + 1) and is_scalar(expr.right, ctx, flow, depth + 1)
     if isinstance(expr, ast.Call):
         return isinstance(expr.func, ast.Name) and expr.func.id in ("float", "int") and ctx.qualname(expr.func) is None
+    if isinstance(expr, (ast.Attribute, ast.Name)) and ctx.qualname(expr) in _CONSTANTS:
+        return True
     if isinstance(expr, ast.Attribute):
-        qualname = ctx.qualname(expr) or ""
-        if qualname in ("math.inf", "math.nan", "math.pi", "math.e", "numpy.inf", "numpy.nan", "numpy.pi"):
-            return True
         value = expr.value
         return (expr.attr in ("min", "max", "eps", "tiny") and isinstance(value, ast.Call)
                 and ctx.qualname(value.func) in ("torch.finfo", "torch.iinfo"))
@@ -134,8 +134,10 @@ def known_tensor(expr: ast.AST, ctx, flow: Flow) -> bool:
 
 def fresh_tensor(value: ast.AST, ctx, flow: Flow) -> bool:
     """Does ``value`` allocate a new tensor (no other name can alias it)?"""
-    if isinstance(value, (ast.BinOp, ast.Compare)) or (isinstance(value, ast.UnaryOp) and not isinstance(value.op, ast.Not)):
+    if isinstance(value, (ast.BinOp, ast.Compare)):
         return True
+    if isinstance(value, ast.UnaryOp):
+        return not isinstance(value.op, ast.Not)
     if isinstance(value, ast.Subscript):  # advanced (mask / index tensor) indexing copies, slicing does not
         index = value.slice
         return is_mask(index, ctx, flow) or (not isinstance(index, (ast.Slice, ast.Tuple, ast.Constant))

@@ -49,7 +49,9 @@ def roll_over_h_w(call: ast.Call) -> Tuple[bool, str]:
     shifts, dims = argument(call, 1, "shifts"), argument(call, 2, "dims")
     if not isinstance(dims, (ast.Tuple, ast.List)) or [_int(d) for d in dims.elts] != [1, 2]:
         return False, ""
-    if shifts is None or _int(shifts) is not None or (isinstance(shifts, (ast.Tuple, ast.List)) and len(shifts.elts) != 2):
+    if shifts is None or _int(shifts) is not None:
+        return False, ""
+    if isinstance(shifts, (ast.Tuple, ast.List)) and len(shifts.elts) != 2:
         return False, ""
     if not (_pair(shifts) and isinstance(dims, ast.Tuple)):
         return True, "shifts and dims must be tuple literals (the affinity roll caches by them)"

@@ -63,7 +63,8 @@ class AffinityPattern(Rule):
         ("import torch\nx = torch.randn(4)\nx[x > 0] = 0\n", 3),
         ("import torch\ndef f(boxes):\n    boxes[boxes < 0] = 0\n    return boxes\n", 3),
         ("import torch\ndef norm(x, eps):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n", 3),
-        ("import torch\ndef rotate_half(x):\n    x1, x2 = x.chunk(2, dim=-1)\n    return torch.cat((-x2, x1), dim=-1)\n", 4),
+        ("import torch\ndef rotate_half(x):\n    x1, x2 = x.chunk(2, dim=-1)\n"
+         "    return torch.cat((-x2, x1), dim=-1)\n", 4),
         ("import torch.nn.functional as F\ndef ffn(x):\n    a, b = x.chunk(2, dim=-1)\n    return F.silu(a) * b\n", 4),
     ]
     passes = [
@@ -76,9 +77,10 @@ class AffinityPattern(Rule):
         "import torch\ndef f(x, y):\n    return torch.cat((-y, x), dim=-1)\n",
     ]
 
-    def __init__(self) -> None:
+    def __init__(self) -> None:  # one instance per analysed file: the caches are per file
         self._flows: Dict[int, Flow] = {}
         self._patterns: Dict[int, Patterns] = {}
+        self._modules: Dict[int, Dict[str, str]] = {}
         self._foreign: Optional[bool] = None
 
     def _owner(self, ctx) -> ast.AST:
@@ -96,8 +98,8 @@ class AffinityPattern(Rule):
         elif isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            self_call = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
-            if name in STARTS or self_call:
+            if name in STARTS or (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                                  and func.value.id == "self" and name in self._patterns_for(ctx).attrs):
                 self._fused(node, ctx)
         elif isinstance(node.op, ast.MatMult) or (isinstance(node.op, ast.Mult) and any(
                 isinstance(side, (ast.Call, ast.BinOp)) for side in (node.left, node.right))):
@@ -149,16 +151,27 @@ class AffinityPattern(Rule):
         return ""
 
     # -- fused blocks --------------------------------------------------------------------------
-    def _fused(self, node, ctx) -> None:
+    def _patterns_for(self, ctx) -> Patterns:
+        """The detectors of the enclosing function (module level: an empty body, nothing fuses there)."""
         owner = ctx.enclosing(*_FUNCTIONS)
-        if owner is None:
-            return
-        patterns = self._patterns.get(id(owner))
+        key = id(owner)
+        patterns = self._patterns.get(key)
         if patterns is None:
-            index = next(i for i, n in enumerate(ctx.stack) if n is owner)
-            cls = ctx.stack[index - 1] if index else None  # a method: self.<attr> modules come from __init__
-            attrs = module_ops(cls, ctx) if isinstance(cls, ast.ClassDef) else {}
-            patterns = self._patterns[id(owner)] = Patterns(ctx, self._flow(owner), attrs)
+            attrs: Dict[str, str] = {}
+            if owner is not None:
+                index = next(i for i, n in enumerate(ctx.stack) if n is owner)
+                cls = ctx.stack[index - 1] if index else None  # a method: self.<attr> modules come from __init__
+                if isinstance(cls, ast.ClassDef):
+                    attrs = self._modules.get(id(cls))
+                    if attrs is None:
+                        attrs = self._modules[id(cls)] = module_ops(cls, ctx)
+            patterns = self._patterns[key] = Patterns(ctx, owner or ast.Module(body=[], type_ignores=[]), attrs)
+        return patterns
+
+    def _fused(self, node, ctx) -> None:
+        if ctx.enclosing(*_FUNCTIONS) is None:
+            return
+        patterns = self._patterns_for(ctx)
         if isinstance(node, ast.Call):
             found = [("rms_norm", patterns.rms_norm(node)), ("rotate_half", patterns.rotate_half(node)),
                      ("add_layer_norm", patterns.add_layer_norm(node)), ("attention", patterns.attention(node))]
