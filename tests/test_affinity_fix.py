@@ -56,6 +56,18 @@ def test_files_without_fixable_findings_are_not_parsed_by_libcst(monkeypatch, tm
     assert results == [] and problems == []
 
 
+def test_a_file_that_cannot_be_written_is_a_problem_not_a_crash(monkeypatch, tmp_path):
+    path = tmp_path / "opt.py"
+    path.write_text("import torch\nopt = torch.optim.AdamW(p, lr=1e-3)\n", encoding="utf-8")
+
+    def refuse(target, text):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(fix, "_write", refuse)
+    results, problems = fix.fix_paths([path], tmp_path, CONFIG, write=True)
+    assert results == [] and problems == ["opt.py: cannot write (Permission denied)"]
+
+
 def test_crlf_and_bom_survive(tmp_path):
     path = tmp_path / "w.py"
     path.write_bytes(b"\xef\xbb\xbfimport torch\r\nopt = torch.optim.AdamW(p, lr=1e-3)\r\n")

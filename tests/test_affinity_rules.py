@@ -402,6 +402,9 @@ def attention(query_layer, key_layer, value_layer, attention_mask, dropout, head
 
 def test_attention_patterns():
     assert fused(TIMM_ATTENTION) == [(12, 15, "torch_npu.npu_fusion_attention")]
+    masked = TIMM_ATTENTION.replace("attn = attn.softmax(dim=-1)",
+                                    "attn = attn.masked_fill(mask, float('-inf')).float().softmax(dim=-1)")
+    assert fused(masked) == [(12, 15, "torch_npu.npu_fusion_attention")]
     # BERT's dropout is a module passed in: the probabilities are not followed through it
     assert fused(BERT_ATTENTION) == []
     with_f_dropout = BERT_ATTENTION.replace("dropout(attention_probs)", "nn.functional.dropout(attention_probs, 0.1)")

@@ -218,6 +218,10 @@ def fix_paths(paths: Sequence[Path], root: Path, config: Config, write: bool,
         new, applied, left = fix_source(source, findings)
         result = FileFix(path, rel, source, new, applied, left)
         if write and result.changed:
-            _write(path, new)
+            try:
+                _write(path, new)
+            except OSError as error:
+                problems.append(f"{rel}: cannot write ({error.strerror or error})")
+                continue
         results.append(result)
     return results, problems
