@@ -4,7 +4,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -57,11 +56,10 @@ def examples_report(tmp_path_factory):
     return out / "examples_analysis", result
 
 
-@pytest.fixture(scope="module")
-def flake8_findings():
-    """(path, line, col, 'ASCnnn message') of real `flake8 --select ASC` on examples/."""
+def flake8_run(*options: str):
+    """(path, line, col, 'ASCnnn message') of real flake8 (torch_npu 2.6.0) on examples/."""
     result = subprocess.run(
-        [sys.executable, "-m", "flake8", "--select", "ASC", "--ascend-torch-version", "2.6.0", "."],
+        [sys.executable, "-m", "flake8", *options, "--ascend-torch-version", "2.6.0", "."],
         cwd=EXAMPLES, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode in (0, 1), result.stderr
@@ -71,6 +69,11 @@ def flake8_findings():
         found.append((Path(path).as_posix().removeprefix("./"), int(row), int(col), text.strip()))
     assert found, "flake8 found nothing on examples/"
     return found
+
+
+@pytest.fixture(scope="module")
+def flake8_findings():
+    return flake8_run("--select", "ASC")
 
 
 def torch_apis_findings(findings):
@@ -91,8 +94,8 @@ def test_examples_report_has_official_files_and_headers(examples_report):
 
 def test_examples_rows_equal_flake8_findings(examples_report, flake8_findings):
     folder, _ = examples_report
-    # The same codes: the CLI without --select leaves the default-off codes out, like flake8 without it.
-    expected = [f for f in torch_apis_findings(flake8_findings) if not rule_for(f[3].split()[0]).default_off]
+    # the same codes (ASC103 stays off in both unless named); ASC3xx go to -m affinity_apis
+    expected = torch_apis_findings(flake8_findings)
     for name in TORCH_APIS_FILES:
         rows = read_csv(folder / name)[1:]
         wanted = sorted((p, line) for p, line, _, text in expected if rule_for(text.split()[0]).csv == name)
@@ -108,13 +111,15 @@ def test_examples_rows_equal_flake8_findings(examples_report, flake8_findings):
     assert got == sorted(expected)
 
 
-def test_select_asc_enables_default_off_codes_like_flake8(tmp_path, flake8_findings):
-    code, _, _ = run_main("-i", str(EXAMPLES), "-o", str(tmp_path), "-v", "2.6.0", "--select", "ASC",
+def test_naming_a_default_off_code_enables_it_like_flake8(tmp_path):
+    selection = "ASC1,ASC2"
+    code, _, _ = run_main("-i", str(EXAMPLES), "-o", str(tmp_path), "-v", "2.6.0", "--select", selection,
                           "--format", "json", "-q")
     assert code == 0
     items = json.loads((tmp_path / "examples_analysis" / "findings.json").read_text(encoding="utf-8"))
-    assert sorted((i["path"], i["line"], i["column"], f"{i['code']} {i['message']}") for i in items) == sorted(
-        torch_apis_findings(flake8_findings))
+    got = sorted((i["path"], i["line"], i["column"], f"{i['code']} {i['message']}") for i in items)
+    expected = sorted(flake8_run("--select", selection))
+    assert got == expected and any(text.startswith("ASC103") for *_, text in expected)
 
 
 # -- bad input: one line, exit 2, nothing written -----------------------------------------------
@@ -136,7 +141,8 @@ BAD_INPUTS = {
     "unknown version": lambda tmp, out: ["-i", "examples", "-o", str(out), "-v", "9.9.9"],
     "unknown mode": lambda tmp, out: ["-i", "examples", "-o", str(out), "-m", "everything"],
     "mode not built": lambda tmp, out: ["-i", "examples", "-o", str(out), "-m", _unbuilt_mode()],
-    "-api wrong columns": lambda tmp, out: ["-i", "examples", "-o", str(out), "-api", _api_file_with_wrong_columns(tmp)],
+    "-api wrong columns": lambda tmp, out: ["-i", "examples", "-o", str(out),
+                                            "-api", _api_file_with_wrong_columns(tmp)],
 }
 
 
@@ -272,6 +278,20 @@ def test_unreadable_and_odd_files_are_logged_and_skipped(tmp_path):
     assert "started" in log.splitlines()[0] and "skipped: 6" in log and "finished in" in log
 
 
+def test_an_engine_error_skips_only_that_file(tmp_path, monkeypatch):
+    def broken(tree, lines, path, config, rules):
+        if path == "dist.py":
+            raise KeyError("boom")
+        return real(tree, lines, path, config, rules)
+
+    real = lintmode.analyze
+    monkeypatch.setattr(lintmode, "analyze", broken)
+    code, _, _ = run_main("-i", str(EXAMPLES / "yolo_mini" / "utils"), "-o", str(tmp_path), "-q")
+    assert code == 0
+    log = (tmp_path / "utils_analysis" / "pytorch_analysis.txt").read_text(encoding="utf-8")
+    assert "skipped dist.py: internal error in the rule engine, please report it (KeyError: 'boom')" in log
+
+
 def test_single_file_input(tmp_path):
     code, _, _ = run_main("-i", str(EXAMPLES / "yolo_mini" / "utils" / "dist.py"), "-o", str(tmp_path), "-q")
     assert code == 0
@@ -279,15 +299,18 @@ def test_single_file_input(tmp_path):
     assert rows and {r[0] for r in rows} == {"dist.py"}
 
 
-def test_report_folder_inside_the_input_is_not_analysed(tmp_path, monkeypatch):
+@pytest.mark.parametrize("output", [".", "reports"])
+def test_report_folders_inside_the_input_are_not_analysed(tmp_path, monkeypatch, output):
     tree = tmp_path / "proj"
-    tree.mkdir()
-    (tree / "a.py").write_text("import torch\ntorch.cuda.synchronize()\n", encoding="utf-8")
+    (tree / output / "old_analysis").mkdir(parents=True)
+    cuda = "import torch\ntorch.cuda.synchronize()\n"
+    (tree / "a.py").write_text(cuda, encoding="utf-8")
+    (tree / output / "old_analysis" / "copy.py").write_text(cuda, encoding="utf-8")
     monkeypatch.chdir(tree)
     for _ in range(2):
-        assert run_main("-i", ".", "-o", ".", "-q")[0] == 0
-        (tree / "proj_analysis" / "copy.py").write_text("import torch\ntorch.cuda.synchronize()\n", encoding="utf-8")
-    assert [r[0] for r in read_csv(tree / "proj_analysis" / "cuda_op_list.csv")[1:]] == ["a.py"]
+        assert run_main("-i", ".", "-o", output, "-q")[0] == 0
+        (tree / output / "proj_analysis" / "copy.py").write_text(cuda, encoding="utf-8")
+    assert [r[0] for r in read_csv(tree / output / "proj_analysis" / "cuda_op_list.csv")[1:]] == ["a.py"]
 
 
 # -- the report folder is replaced whole, or not at all --------------------------------------------
@@ -324,7 +347,8 @@ def test_parallel_run_equals_serial_run(tmp_path, monkeypatch):
         out.mkdir()
         assert run_main("-i", str(tree), "-o", str(out), "-j", jobs, "-q", "--format", "json")[0] == 0
         folder = out / "many_analysis"
-        reports[jobs] = {name: (folder / name).read_text(encoding="utf-8") for name in [*TORCH_APIS_FILES, "findings.json"]}
+        names = [*TORCH_APIS_FILES, "findings.json"]
+        reports[jobs] = {name: (folder / name).read_text(encoding="utf-8") for name in names}
     assert reports["1"] == reports["2"]
     assert len(read_csv(out / "many_analysis" / "cuda_op_list.csv")) > 12
 
@@ -336,9 +360,12 @@ def test_select_and_ignore_decide_like_flake8():
 
     from flake8.style_guide import Decision, DecisionEngine
 
+    from flake8_ascend.plugin import named_optional_codes
+
     combos = [([], []), (["ASC"], []), (["ASC1"], []), (["ASC103"], []), ([], ["ASC2"]), (["ASC"], ["ASC1"]),
               (["ASC1"], ["ASC10"]), (["ASC10"], ["ASC1"]), (["ASC2"], ["ASC2"]), ([], ["ASC103"]),
-              ([], ["ASC1"]), (["ASC103"], ["ASC1"]), (["ASC1"], ["ASC103"]), (["ASC2", "ASC103"], ["ASC20"])]
+              ([], ["ASC1"]), (["ASC103"], ["ASC1"]), (["ASC1"], ["ASC103"]), (["ASC2", "ASC103"], ["ASC20"]),
+              (["ASC1"], ["ASC2"])]
     for select, ignore in combos:
         options = argparse.Namespace(
             select=select or None, extend_select=None, ignore=None, extend_ignore=ignore or None,
@@ -346,7 +373,8 @@ def test_select_and_ignore_decide_like_flake8():
         )
         engine = DecisionEngine(options)
         for rule in all_rules():
-            expected = engine.decision_for(rule.code) is Decision.Selected
+            expected = engine.decision_for(rule.code) is Decision.Selected and (
+                not rule.default_off or rule.code in named_optional_codes(select))
             assert lintmode.rule_is_selected(rule, select, ignore) == expected, (select, ignore, rule.code)
 
 

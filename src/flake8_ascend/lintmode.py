@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import ast
 import os
-from pathlib import Path
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, ClassVar, Dict, Iterator, List, Optional, Sequence, Tuple, Type
 
 from . import reports
 from .config import Config
+from .data import load_version
 from .engine import Finding, analyze, is_suppressed
 from .files import SourceError, read_source
 from .modes import Job, Mode
+from .plugin import named_optional_codes
 from .registry import Rule, all_rules, rule_for
 
 PARALLEL_MIN_FILES = 50
@@ -34,13 +36,17 @@ class Table:
 
 
 def rule_is_selected(rule: Type[Rule], select: Sequence[str], ignore: Sequence[str]) -> bool:
-    """flake8's decision for one code under ``--select`` and ``--extend-ignore`` prefixes.
+    """What the flake8 plugin reports under ``--select`` and ``--extend-ignore`` prefixes.
 
-    A default-off rule (ASC103) is implicitly ignored under its full code.  An
-    explicit choice beats an implicit one; when both sides are explicit (or both
-    implicit) the longer matching prefix wins, as in ``flake8.style_guide``.
+    flake8's decision: an explicit choice beats an implicit one, and when both
+    sides are explicit (or both implicit) the longer matching prefix wins; a
+    default-off rule (ASC103) is implicitly ignored under its full code.  On top
+    of that, as in the plugin, a default-off rule needs a selection more specific
+    than ``ASC`` (``ASC1``, ``ASC103``).
     """
     code = rule.code
+    if rule.default_off and code not in named_optional_codes(select):
+        return False
     picked = [p for p in select if code.startswith(p)]
     if select and not picked:
         return False
@@ -82,6 +88,8 @@ def _analyse_file(task: Tuple[str, str]) -> Tuple[str, List[Finding], str]:
         findings = analyze(tree, lines, rel, _worker_config, _worker_rules)
     except RecursionError:
         return rel, [], "nested too deeply to analyse"
+    except Exception as error:  # a rule bug must not cost the whole report; the log names it
+        return rel, [], f"internal error in the rule engine, please report it ({type(error).__name__}: {error})"
     return rel, [f for f in findings if not is_suppressed(f, lines)], ""
 
 
@@ -94,6 +102,7 @@ def analyse_files(job: Job, rules: Sequence[Type[Rule]]) -> Iterator[Tuple[str, 
         _init_worker(job.config, codes)
         yield from map(_analyse_file, tasks)
         return
+    load_version(job.config.version)  # loaded before the pool starts, so forked workers share it instead of reloading
     chunk = max(1, min(32, len(tasks) // (workers * 8)))
     with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(job.config, codes)) as pool:
         yield from pool.map(_analyse_file, tasks, chunksize=chunk)
