@@ -146,6 +146,15 @@ def test_mmdet_bbox_coders_pick_the_target_by_signature():
             return bboxes
         def decode(self, bboxes, pred_bboxes, max_shape=None, wh_ratio_clip=16 / 1000):
             return bboxes
+
+    class TBLRBBoxCoder:
+        def encode(self, bboxes, gt_bboxes):
+            return bboxes
+
+    class BaseBBoxCoder(metaclass=ABCMeta):
+        @abstractmethod
+        def encode(self, bboxes, gt_bboxes, stride):
+            return bboxes
     """
     found = {(f.line, f.tips) for f in only(source, "ASC302")}
     assert found == {

@@ -27,7 +27,7 @@ WHEELS = REPO / "rules_data" / "sources" / "wheels"
 OUT = REPO / "src" / "flake8_ascend" / "data" / "affinity.json"
 GENERATOR = "tools/build_affinity.py"
 API_TYPES = ("class", "function", "torch", "special")
-LIST_KEYS = {"class": ("base", "init", "forward"), "function": ("params",), "torch": ("fix", "needs")}
+LIST_KEYS = {"class": ("base", "init", "forward"), "function": ("params", "owner"), "torch": ("fix", "needs")}
 TEXT_KEYS = {"torch": ("when",)}
 CONTRIB_PREFIXES = (  # target prefix -> key of the wheel facts' "contrib" map, longest first
     ("torch_npu.contrib.function.", "function", "torch_npu/contrib/function/__init__.py"),

@@ -92,6 +92,30 @@ def same_signature(function: Optional[ast.AST], expected: Sequence[str]) -> bool
     return normalised(parameters(function)) == normalised(expected)
 
 
+def is_stub(function: ast.AST) -> bool:
+    """An abstract or placeholder def: ``@abstractmethod``, or only docstring/pass/.../raise NotImplementedError."""
+    for decorator in function.decorator_list:
+        name = decorator.attr if isinstance(decorator, ast.Attribute) else getattr(decorator, "id", "")
+        if name == "abstractmethod":
+            return True
+    for stmt in function.body:
+        if isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+            continue
+        if isinstance(stmt, ast.Raise) and stmt.exc is not None:
+            exc = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
+            if isinstance(exc, ast.Name) and exc.id == "NotImplementedError":
+                continue
+        return False
+    return True
+
+
+def function_matches(function: ast.AST, entry: dict, owner: Optional[str]) -> bool:
+    """Name already equal; ``owner`` is the enclosing class's name (None for a plain function)."""
+    if entry.get("owner") and owner not in entry["owner"]:
+        return False
+    return same_signature(function, entry["params"]) and not is_stub(function)
+
+
 def method(cls: ast.ClassDef, name: str) -> Optional[ast.AST]:
     """The last ``def name`` directly in the class body, or None."""
     found = None

@@ -21,7 +21,9 @@ MODULE_OPS = {"torch.nn.SiLU": "silu", "torch.nn.GELU": "gelu", "torch.nn.LayerN
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow", ast.MatMult: "matmul"}
 _NAMESPACES = ("torch.nn.functional.", "torch.")
 _CASTS = frozenset(("float", "half", "bfloat16", "double", "to", "type", "type_as", "contiguous"))
-_SCORE_STEPS = frozenset(("add", "sub", "mul", "div", "masked_fill", "masked_fill_")) | _CASTS
+_BINARY = frozenset(("add", "sub", "mul", "div"))
+_SCORE_STEPS = _BINARY | {"masked_fill", "masked_fill_"} | _CASTS  # between q @ k and softmax
+_PROB_STEPS = frozenset(("dropout", "mul", "div")) | _CASTS  # between softmax and @ v (head masks too)
 # the call names a detector can start from (cheap pre-filter on the hot path)
 STARTS = frozenset(("rsqrt", "sqrt", "cat", "concat", "concatenate", "layer_norm", "matmul", "bmm"))
 
@@ -212,25 +214,28 @@ class Patterns:
         return None
 
     def attention(self, node: ast.AST) -> Optional[Span]:
-        """softmax(q @ k ... [scale, mask]) [dropout] @ v."""
+        """softmax(q @ k ... [scale, mask, casts]) [casts, dropout, head mask] @ v."""
         found = self.op(node, follow=False)
         if not found or found[0] not in ("matmul", "bmm") or len(found[1]) < 2:
             return None
-        probs = self.op(found[1][0])
-        while probs and probs[0] == "dropout" and probs[1]:
-            probs = self.op(probs[1][0])
-        if not probs or probs[0] != "softmax" or not probs[1]:
+        probs = self._search(found[1][0], ("softmax",), _PROB_STEPS)
+        if probs is None or not probs[1]:
             return None
-        pending, steps = [probs[1][0]], 0
+        scores = self._search(probs[1][0], ("matmul", "bmm"), _SCORE_STEPS)
+        return (scores[2], node) if scores else None
+
+    def _search(self, expr: ast.AST, wanted: Tuple[str, ...], through: frozenset):
+        """The first operation in ``wanted`` reached from ``expr`` through operations in ``through``."""
+        pending, steps = [expr], 0
         while pending and steps < 4 * MAX_DEPTH:
             steps += 1
             step = self.op(pending.pop())
             if step is None:
                 continue
-            if step[0] in ("matmul", "bmm"):
-                return step[2], node
-            if step[0] in _SCORE_STEPS:
-                pending.extend(step[1][:1] if step[0] not in ("add", "sub", "mul", "div") else step[1])
+            if step[0] in wanted:
+                return step
+            if step[0] in through:
+                pending.extend(step[1] if step[0] in _BINARY else step[1][:1])
         return None
 
     def add_layer_norm(self, call: ast.Call) -> Optional[Span]:

@@ -74,8 +74,11 @@ class AffinityFunction(Rule):
     """A def with the name and parameter list of an affinity entry (methods and functions alike).
 
     Matching rule: the function name equals the entry's and the parameter lists match by
-    ``affinity.same_signature`` (see ASC301). Several entries may share a name (mmdet's YOLO and
-    delta-XYWH ``encode``): the parameter list picks the one.
+    ``affinity.same_signature`` (see ASC301); an entry may also name the class the method must be in
+    (mmdet's ``DeltaXYWHBBoxCoder.encode``, whose signature other coders share). Several entries may
+    share a name (mmdet's YOLO and delta-XYWH ``encode``): the parameter list picks the one. Abstract
+    and placeholder defs (``@abstractmethod``, a body of only ``pass``/``...``/docstring/``raise
+    NotImplementedError``) are not re-implementations.
     """
 
     code = "ASC302"
@@ -95,7 +98,7 @@ class AffinityFunction(Rule):
         ("def channel_shuffle(x, groups):\n    return x\n", 1),
         ("class YOLOBBoxCoder:\n    def encode(self, bboxes, gt_bboxes, stride):\n        return bboxes\n", 2),
         ("def multiclass_nms(multi_bboxes, multi_scores, score_thr, nms_cfg, max_num=-1, score_factors=None,\n"
-         "                   return_inds=False):\n    pass\n", 1),
+         "                   return_inds=False):\n    return multi_bboxes\n", 1),
     ]
     passes = [
         "def channel_shuffle(x, groups, dim):\n    return x\n",
@@ -103,17 +106,20 @@ class AffinityFunction(Rule):
         # the official table's YOLO decode maps to a function no torch_npu wheel has
         "class YOLOBBoxCoder:\n    def decode(self, bboxes, pred_bboxes, stride):\n        return bboxes\n",
         "class Tokenizer:\n    def encode(self, text):\n        return text\n",
+        # the delta-XYWH entry is for that class only; an abstract method is no re-implementation
+        "class TBLRBBoxCoder:\n    def encode(self, bboxes, gt_bboxes):\n        return bboxes\n",
+        "class BaseBBoxCoder:\n    def encode(self, bboxes, gt_bboxes, stride):\n        raise NotImplementedError\n",
     ]
 
     def check(self, node, ctx) -> None:
         candidates = affinity.entries("function").get(node.name)
         if not candidates:
             return
+        owner = ctx.parent.name if isinstance(ctx.parent, ast.ClassDef) else None
         entry = affinity.first_available(candidates, ctx.data.version,
-                                         lambda e: affinity.same_signature(node, e["params"]))
+                                         lambda e: affinity.function_matches(node, e, owner))
         if entry is None:
             return
-        owner = ctx.parent
-        name = f"{owner.name}.{node.name}" if isinstance(owner, ast.ClassDef) else node.name
+        name = f"{owner}.{node.name}" if owner else node.name
         ctx.report(node, self.code, f"use {entry['target']} instead of the hand-written function {name} "
                    f"(NPU affinity API, {affinity.since(entry)})", api=name, tips=entry["target"])
