@@ -61,6 +61,7 @@ def write_table(tmp_path, row: str) -> Path:
     ("torch\ttorch.roll\t\ttorch_npu.contrib.function.roll\t\t ", "no source"),
     ("torch\ttorch.roll\tspeed=fast\ttorch_npu.contrib.function.roll\t\tdoc", "unknown match key"),
     ("method\tf\t\ttorch_npu.contrib.function.roll\t\tdoc", "api_type"),
+    ("torch\ttorch.optim.SGD\tfix=params; needs=lr\ttorch_npu.optim.NpuFusedSGD\t\tdoc", "needs="),
     ("special\tx\tmanual\tmindspeed.ops.npu_matmul_add\t\tdoc", "exported by no torch_npu wheel"),
 ])
 def test_build_rejects_bad_rows(tmp_path, row, message):

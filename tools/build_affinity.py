@@ -103,6 +103,8 @@ def parse_match(api_type: str, text: str) -> Dict[str, object]:
             fields[key] = value.strip()
         else:
             raise BuildError(f"unknown match key {key!r} for api type {api_type}")
+    if not set(fields.get("needs", ())) <= set(fields.get("fix", ())):
+        raise BuildError("every needs= parameter must be one of fix=")
     return fields
 
 
