@@ -1,9 +1,8 @@
-"""The shipped rule data: in sync with rules_data/sources/, well-formed, fast to load."""
+"""The shipped rule data: in sync with rules_data/sources/ and well-formed (load time: benchmarks/bench_startup.py)."""
 from __future__ import annotations
 
 import importlib.util
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -53,11 +52,9 @@ def test_tensor_mode_is_unsupported_in_2_13():
 
 
 @pytest.mark.parametrize("version", index()["versions"])
-def test_version_file_is_well_formed_and_fast(version):
+def test_version_file_is_well_formed(version):
     path = DATA / f"torch_npu-{version}.json"
-    start = time.perf_counter()
     data = json.loads(path.read_text(encoding="utf-8"))
-    assert time.perf_counter() - start < 0.1
     assert data["meta"]["version"] == version
     for api, (status, note, method) in data["apis"].items():
         assert status in STATUSES and method in METHODS, api
