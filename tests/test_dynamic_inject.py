@@ -67,6 +67,11 @@ def test_other_loops_are_left_alone(source):
     assert done.loops == [] and after == source
 
 
+def test_a_function_that_trains_and_validates_is_a_training_function():
+    _, done = wrap("def train_and_validate(loader):\n    for x in loader:\n        pass\n")
+    assert [line for line, _ in done.loops] == [2]
+
+
 def test_only_the_outer_of_nested_data_loops_is_wrapped():
     source = "for x in train_loader:\n    for y in aux_loader:\n        pass\n"
     after, done = wrap(source)

@@ -79,6 +79,12 @@ def says_loader(name: str) -> bool:
     return any("loader" in w or w == "dl" for w in words(name))
 
 
+def _evaluates(function: str) -> bool:
+    """``evaluate``, ``val_epoch``, ``run_test``: but not ``train_and_validate``."""
+    found = words(function)
+    return any(w in _EVAL_FUNCTIONS for w in found) and not any("train" in w for w in found)
+
+
 def _callee(func: cst.BaseExpression) -> str:
     if isinstance(func, cst.Name):
         return func.value
@@ -165,7 +171,7 @@ class _LoopWrapper(cst.CSTTransformer):
         if _is_detector_start(node.iter):
             self.already_wrapped = data_loop = True
         elif (node.asynchronous is None and not any(self.open_loops) and self.is_loader(node.iter)
-              and not any(w in _EVAL_FUNCTIONS for f in self.functions for w in words(f))):
+              and not any(_evaluates(f) for f in self.functions)):
             data_loop = True
             self.wrap.add(id(node))
             line = self.get_metadata(PositionProvider, node).start.line
