@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Iterator, Optional, Tuple
+from typing import FrozenSet, Iterator, Optional, Tuple
 
 from . import __version__
 from .config import Config, ConfigError, make_config
@@ -11,12 +11,24 @@ from .engine import analyze
 from .registry import all_rules
 
 
+def optional_codes() -> FrozenSet[str]:
+    """Advisory codes that are off unless named explicitly (e.g. ASC103)."""
+    return frozenset(rule.code for rule in all_rules() if rule.default_off)
+
+
+def named_optional_codes(selections) -> FrozenSet[str]:
+    """Optional codes switched on by a selection more specific than ``ASC`` (``ASC1``, ``ASC103``...)."""
+    names = [n.strip().upper() for n in selections if n and len(n.strip()) > 3]
+    return frozenset(code for code in optional_codes() if any(code.startswith(n) for n in names))
+
+
 class AscendChecker:
     """flake8 entry point for the ``ASC`` codes."""
 
     name = "flake8-ascend"
     version = __version__
     config: Optional[Config] = None
+    suppressed: FrozenSet[str] = frozenset()  # optional codes the user did not switch on
 
     def __init__(self, tree, lines, filename: str) -> None:
         self.tree = tree
@@ -40,7 +52,7 @@ class AscendChecker:
             comma_separated_list=True,
             help="third_party result CSVs (full_unsupported_results.csv) whose APIs ASC104 reports",
         )
-        parser.extend_default_ignore([rule.code for rule in all_rules() if rule.default_off])
+        parser.extend_default_ignore(sorted(optional_codes()))
 
     @classmethod
     def parse_options(cls, options) -> None:
@@ -48,12 +60,15 @@ class AscendChecker:
             cls.config = make_config(options.ascend_torch_version, options.ascend_api_files)
         except ConfigError as error:
             sys.exit(f"flake8-ascend: error: {error}")
+        selections = [*(getattr(options, "select", None) or ()), *(getattr(options, "extend_select", None) or ())]
+        cls.suppressed = optional_codes() - named_optional_codes(selections)
 
     def run(self) -> Iterator[Tuple[int, int, str, type]]:
         config = self.config or make_config()
         try:
             findings = analyze(self.tree, self.lines, self.filename, config)
-        except RecursionError:
+        except RecursionError:  # absurdly deep expressions: flake8 itself reports nothing either
             return
         for finding in findings:
-            yield finding.line, finding.col, finding.text, type(self)
+            if finding.code not in self.suppressed:
+                yield finding.line, finding.col, finding.text, type(self)

@@ -66,7 +66,7 @@ class UnsupportedApi(_ApiStatusRule):
 
     fires = [
         ("import torch\nx = torch.randn(4, 4)\nm = x.mode()\n", 3),
-        ("from torch import linalg\nv = linalg.eig(a)\n", 2),
+        ("import torch\ny = torch.unique(x)\nz = y.unique_consecutive()\n", 3),
         ("import torch\ndef f(t: torch.Tensor):\n    return t.mode()\n", 3),
     ]
     passes = [
@@ -95,7 +95,10 @@ class UnknownApi(_ApiStatusRule):
     example = "y = torch.nn.functional.huber_loss(a, b)"
     fix = "Check the API on an NPU or with `ascend-analyse -m runtime_ops`; prefer an API the list supports."
 
-    fires = [("import torch.nn.functional as F\nloss = F.huber_loss(a, b)\n", 2)]
+    fires = [
+        ("import torch.nn.functional as F\nloss = F.huber_loss(a, b)\n", 2),
+        ("from torch import linalg\nv = linalg.eig(a)\n", 2),
+    ]
     passes = ["import torch.nn.functional as F\ny = F.relu(x)\n", "import torch\nw = torch.nn.Parameter(x)\n"]
 
     def emit(self, node, ctx, api, note, how) -> None:

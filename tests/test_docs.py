@@ -1,0 +1,23 @@
+"""The README rule table and docs/rules.md are generated from the registry and must be current."""
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("gen_rule_docs", ROOT / "tools" / "gen_rule_docs.py")
+gen = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gen)
+
+
+def test_readme_rule_table_is_current():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert gen.updated_readme(text) == text, "run: python tools/gen_rule_docs.py"
+
+
+def test_rule_pages_are_current():
+    assert (ROOT / "docs" / "rules.md").read_text(encoding="utf-8") == gen.rule_pages(), \
+        "run: python tools/gen_rule_docs.py"
+
+
+def test_readme_names_the_two_commands():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "make demo" in text and "make test" in text

@@ -1,0 +1,110 @@
+"""The installed flake8 plugin, run as users run it: ``flake8 --select ASC``."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def flake8(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "flake8", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd or ROOT)
+
+
+def codes_in(output):
+    return set(re.findall(r": (ASC\d{3}) ", output))
+
+
+def test_examples_show_many_codes():
+    result = flake8("--select", "ASC", EXAMPLES)
+    assert result.returncode == 1, result.stderr
+    assert len(codes_in(result.stdout)) >= 8, result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_output_is_sorted_and_stable():
+    first = flake8("--select", "ASC", "--jobs", "2", EXAMPLES).stdout
+    second = flake8("--select", "ASC", "--jobs", "1", EXAMPLES).stdout
+    assert first == second
+    keys = []
+    for line in first.splitlines():
+        path, line_no, col, _ = line.split(":", 3)
+        keys.append((path, int(line_no), int(col)))
+    assert keys == sorted(keys)
+
+
+def test_unknown_version_is_a_one_line_error():
+    result = flake8("--select", "ASC", "--ascend-torch-version", "9.9", EXAMPLES)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "unknown torch_npu version '9.9'" in lines[0] and "2.6.0" in lines[0]
+
+
+def test_version_matters(tmp_path):
+    script = tmp_path / "dist.py"
+    script.write_text("import torch\nd = torch.cdist(a, b)\n")
+    old = flake8("--select", "ASC1", "--ascend-torch-version", "2.6.0", script, cwd=tmp_path).stdout
+    new = flake8("--select", "ASC1", "--ascend-torch-version", "2.8.0", script, cwd=tmp_path).stdout
+    assert "ASC101 torch.cdist is not supported on NPU (torch_npu 2.6.0)" in old
+    assert "ASC101" not in new
+
+
+def test_version_from_pyproject(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.flake8-ascend]\ntorch-version = "2.6"\n')
+    (tmp_path / "a.py").write_text("import torch\nd = torch.cdist(a, b)\n")
+    result = flake8("--select", "ASC", "a.py", cwd=tmp_path)
+    assert "torch_npu 2.6.0" in result.stdout
+
+
+def test_asc103_is_off_unless_named(tmp_path):
+    (tmp_path / "a.py").write_text("import torch\nd = torch.cdist(a, b)\n")
+    assert "ASC103" not in flake8("a.py", cwd=tmp_path).stdout
+    assert "ASC103" not in flake8("--select", "ASC", "a.py", cwd=tmp_path).stdout
+    assert "ASC103" in flake8("--extend-select", "ASC103", "a.py", cwd=tmp_path).stdout
+
+
+def test_noqa(tmp_path):
+    (tmp_path / "a.py").write_text(
+        "import torch\n"
+        "torch.cuda.synchronize()  # noqa: ASC201\n"
+        "torch.cuda.synchronize()  # noqa\n"
+        "torch.cuda.synchronize()  # noqa: ASC202\n"
+    )
+    out = flake8("--select", "ASC", "a.py", cwd=tmp_path).stdout
+    assert [line.split(":")[1] for line in out.splitlines()] == ["4"]
+
+
+@pytest.mark.parametrize(
+    "name,content",
+    [
+        ("syntax.py", b"import torch\ndef f(:\n    torch.cuda.synchronize()\n"),
+        ("latin1.py", "import torch\nname = 'caf\u00e9'\n".encode("latin-1")),
+        ("empty.py", b""),
+        ("binary.py", bytes(range(256))),
+    ],
+)
+def test_bad_files_never_crash(tmp_path, name, content):
+    (tmp_path / name).write_bytes(content)
+    result = flake8("--select", "ASC,E999,E902", name, cwd=tmp_path)
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
+    assert "ASC" not in result.stdout
+
+
+def test_api_files_option(tmp_path):
+    (tmp_path / "results.csv").write_text('File,3rd-party API,Message\nops/nms.py,"mylib.ops.nms\nmylib.nms",x\n')
+    (tmp_path / "train.py").write_text("from mylib.ops import nms\nkeep = nms(b, s)\n")
+    result = flake8("--select", "ASC", "--ascend-api-files", "results.csv", "train.py", cwd=tmp_path)
+    assert "train.py:2:8: ASC104 mylib.ops.nms" in result.stdout
+
+
+def test_api_file_with_wrong_columns(tmp_path):
+    (tmp_path / "results.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "train.py").write_text("x = 1\n")
+    result = flake8("--select", "ASC", "--ascend-api-files", "results.csv", "train.py", cwd=tmp_path)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "not a third_party result file" in result.stderr

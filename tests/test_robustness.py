@@ -1,0 +1,46 @@
+"""Property tests: the engine never raises on valid Python, and the plugin never on arbitrary bytes."""
+import ast
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from conftest import run_rules
+from flake8_ascend.plugin import AscendChecker
+
+hypothesmith = pytest.importorskip("hypothesmith")
+
+# Fragments that exercise the rules, mixed into generated modules.
+TORCHY = st.sampled_from([
+    "import torch\n", "import torch.nn.functional as F\n", "from torch import cuda\n", "import numpy as torch\n",
+    "x = torch.randn(3)\n", "y = x.mode()\n", "torch.cuda.synchronize()\n", "m = m.cuda()\n",
+    "d = torch.device('cuda:0')\n", "dist.init_process_group('nccl')\n", "x[x > 0] = 0\n",
+    "for b in loader:\n    loss.backward()\n    print(loss.item())\n", "def nonzero(x):\n    return x\n",
+])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(hypothesmith.from_grammar(auto_target=False), st.lists(TORCHY, max_size=4))
+def test_engine_never_raises_on_valid_python(generated, fragments):
+    source = "".join(fragments) + generated
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return
+    run_rules(source)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(TORCHY, min_size=1, max_size=8))
+def test_engine_never_raises_on_rule_fragments(fragments):
+    run_rules("".join(fragments))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.binary(max_size=300))
+def test_plugin_never_raises_on_bytes(data):
+    text = data.decode("utf-8", errors="replace")
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return  # flake8 reports E999 itself and never calls the plugin
+    list(AscendChecker(tree, text.splitlines(True), "x.py").run())

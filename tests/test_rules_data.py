@@ -1,0 +1,77 @@
+"""The shipped rule data: in sync with rules_data/sources/, well-formed, fast to load."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "src" / "flake8_ascend" / "data"
+SOURCES = REPO / "rules_data" / "sources"
+STATUSES = {"supported", "partial", "unsupported", "unknown"}
+METHODS = {"official_tool", "docs", "aten", "traced", "not_listed"}
+
+
+def load_builder():
+    """tools/build_rules_data.py as a module (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("build_rules_data", REPO / "tools" / "build_rules_data.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def index() -> dict:
+    """The committed index.json."""
+    return json.loads((DATA / "index.json").read_text(encoding="utf-8"))
+
+
+def apis(version: str) -> dict:
+    """The apis table of one committed version file."""
+    return json.loads((DATA / f"torch_npu-{version}.json").read_text(encoding="utf-8"))["apis"]
+
+
+def test_committed_data_matches_a_rebuild(tmp_path):
+    load_builder().build(SOURCES, tmp_path)
+    rebuilt = sorted(p.name for p in tmp_path.iterdir())
+    assert rebuilt == sorted(p.name for p in DATA.glob("*.json")), "run tools/build_rules_data.py"
+    for name in rebuilt:
+        stale = f"{name} is stale: run tools/build_rules_data.py"
+        assert (tmp_path / name).read_bytes() == (DATA / name).read_bytes(), stale
+
+
+def test_cdist_support_changes_between_2_6_and_2_8():
+    assert apis("2.6.0")["torch.cdist"][0] == "unsupported"
+    assert apis("2.8.0")["torch.cdist"][0] in {"supported", "partial"}
+
+
+def test_tensor_mode_is_unsupported_in_2_13():
+    assert apis("2.13.0")["torch.Tensor.mode"][0] == "unsupported"
+
+
+@pytest.mark.parametrize("version", index()["versions"])
+def test_version_file_is_well_formed_and_fast(version):
+    path = DATA / f"torch_npu-{version}.json"
+    start = time.perf_counter()
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert time.perf_counter() - start < 0.1
+    assert data["meta"]["version"] == version
+    for api, (status, note, method) in data["apis"].items():
+        assert status in STATUSES and method in METHODS, api
+        assert "\n" not in note and "<br" not in note, api
+        if method in {"official_tool", "docs"} and status != "unsupported":
+            assert bool(note) == (status == "partial"), api
+
+
+def test_index_default_and_aliases_resolve():
+    idx = index()
+    assert idx["versions"] == sorted(idx["versions"], key=lambda v: tuple(map(int, v.split("."))))
+    assert idx["default"] in idx["versions"]
+    assert set(idx["aliases"].values()) <= set(idx["versions"])
+    for version in idx["versions"]:
+        assert idx["aliases"][version] == version
+        assert idx["aliases"][".".join(version.split(".")[:2])] == version
+    assert idx["aliases"]["1.11"] == "1.11.0"
+    assert idx["aliases"]["2.7"] == idx["aliases"]["2.7.0"] == "2.7.1"

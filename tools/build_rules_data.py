@@ -1,0 +1,344 @@
+#!/usr/bin/env python3
+"""Build the linter's per-version rule data from the facts in rules_data/sources/.
+
+Pure standard library, deterministic, no network.  Writes src/flake8_ascend/data/torch_npu-<V>.json
+for every supported torch_npu version plus src/flake8_ascend/data/index.json, and prints a short log
+(disagreements between the two 2.7.1 tables, duplicate and repaired rows, skipped names).
+
+    python tools/build_rules_data.py [--sources DIR] [--out DIR] [--quiet]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCES = REPO / "rules_data" / "sources"
+OUT = REPO / "src" / "flake8_ascend" / "data"
+GENERATOR = "tools/build_rules_data.py"
+DEFAULT_VERSION = "2.13.0"
+
+# Per version: its support tables, earlier ones taking precedence where two list the same API.
+TABLES = {
+    "1.11.0": ["official_tool/1.11.0.tsv"],
+    "2.1.0": ["official_tool/2.1.tsv"],
+    "2.2.0": ["official_tool/2.2.tsv"],
+    "2.3.1": ["official_tool/2.3.tsv"],
+    "2.4.0": ["official_tool/2.4.tsv"],
+    "2.5.1": ["official_tool/2.5.tsv"],
+    "2.6.0": ["official_tool/2.6.tsv"],
+    "2.7.1": ["docs/2.7.1.tsv", "official_tool/2.7.tsv"],
+    "2.8.0": ["official_tool/2.8.tsv"],
+    "2.9.0": ["docs/2.9.0.tsv"],
+    "2.10.0": ["docs/2.10.0.tsv"],
+    "2.11.0": ["docs/2.11.0.tsv"],
+    "2.12.0": ["docs/2.12.0.tsv"],
+    "2.13.0": ["docs/2.13.0.tsv"],
+}
+NO_WHEEL = {"1.11.0", "2.2.0"}  # torch_npu never published these wheels on the package index
+ATEN_TSV = "aten/aten_support_torch2.13.0_npu2.13.0.tsv"
+TRACE_JSON = "aten/python_api_to_aten_trace_torch2.13.json"
+KERNEL_SECTIONS = ("supported", "symint", "autograd")  # `custom` is npu::, `quant` quantized-only
+COMPOSITE_CLASSES = {"composite_implicit", "composite_explicit"}
+NAMESPACES = {"linalg_": "torch.linalg.", "fft_": "torch.fft.", "special_": "torch.special."}
+TRACE_PREFIXES = {"F.": "torch.nn.functional.", "nn.": "torch.nn.", "x.": "torch.Tensor."}
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+STATUS_RANK = {"supported": 0, "partial": 1, "unsupported": 2}  # most permissive first
+NOTES = (
+    "Table rows (official_tool / docs) win over ATen rows. The ATen fallback for APIs the tables do not "
+    "list uses the composite and structured classification of torch 2.13 "
+    f"({ATEN_TSV}) for every version, with the NPU kernels of this version's wheel."
+)
+
+
+# ---------------------------------------------------------------- text cleaning
+
+
+def clean_note(text: str) -> str:
+    """One line of plain text: <br> -> '; ', HTML tags and markdown backticks/escapes removed."""
+    if "<" in text or "\\" in text:
+        text = re.sub(r"\s*>\s*<font[^>]*>.*?</font>\s*$", "", text)  # the next doc heading, leaked in
+        text = re.sub(r"<br\s*/?>", "; ", text, flags=re.I)
+        text = re.sub(r"<sup>(.*?)</sup>", r"^\1", text, flags=re.I)
+        text = re.sub(r"<[^>]*>", "", text)
+        text = re.sub(r"\\([\\`*_<>|\[\]])", r"\1", text)
+    text = " ".join(text.replace("`", "").split()).strip("; ")
+    return "" if text == "-" else text
+
+
+def clean_name(raw: str) -> str:
+    """An API name without markdown escapes, leaked `abstract`/`static` keywords or trailing prose."""
+    if IDENTIFIER.fullmatch(raw):
+        return raw
+    name = re.sub(r"\.(?:abstract|static|classmethod) ", ".", raw.replace("\\_", "_"))
+    match = IDENTIFIER.match(name)
+    return match.group(0).rstrip(".") if match else ""
+
+
+# ---------------------------------------------------------------- support tables
+
+
+def read_tsv(path: Path) -> list[dict[str, str]]:
+    """Rows of a tab-separated file with a header line (no quoting)."""
+    with path.open(encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+def table_row(row: dict[str, str], method: str) -> list[str]:
+    """[status, note, method] of an official_tool row (api/status/limit_note) or a docs row."""
+    if method == "official_tool":
+        ok, note = row["status"] == "supported", clean_note(row["limit_note"])
+    else:
+        ok, note = row["supported_any_hw"] == "True", clean_note(row["limit"])
+    status = "unsupported" if not ok else "partial" if note else "supported"
+    return [status, note, method]
+
+
+def read_table(sources: Path, rel: str, log: list[str]) -> dict[str, list[str]]:
+    """One support table as {api: [status, note, method]}; a duplicate keeps its most permissive row."""
+    method = rel.split("/")[0]
+    table: dict[str, list[str]] = {}
+    repaired, duplicates = [], []
+    for row in read_tsv(sources / rel):
+        api = clean_name(row["api"])
+        if not api:
+            log.append(f"{rel}: skipped a row without an API name: {row['api'][:60]!r}")
+            continue
+        if api != row["api"]:
+            repaired.append(f"{row['api'][:60]!r} -> {api!r}")
+        entry = table_row(row, method)
+        if api in table:
+            duplicates.append(api)
+            if STATUS_RANK[entry[0]] >= STATUS_RANK[table[api][0]]:
+                continue
+        table[api] = entry
+    if repaired:
+        log.append(f"{rel}: repaired {len(repaired)} API names, e.g. {'; '.join(repaired[:3])}")
+    if duplicates:
+        log.append(f"{rel}: {len(duplicates)} APIs listed twice, kept the most permissive row: {duplicates}")
+    return table
+
+
+def merge_tables(version: str, tables: list[dict[str, list[str]]], log: list[str]) -> dict[str, list[str]]:
+    """Merge a version's tables, earlier ones first; log status disagreements where two list an API."""
+    merged: dict[str, list[str]] = {}
+    for table in reversed(tables):
+        merged.update(table)
+    if len(tables) == 2:
+        first, second = tables
+        both = sorted(set(first) & set(second))
+        differ = [api for api in both if first[api][0] != second[api][0]]
+        hard = [api for api in differ if "unsupported" in (first[api][0], second[api][0])]
+        log.append(
+            f"{version}: {len(both)} APIs in both tables, {len(differ)} with a different status, "
+            f"{len(hard)} of them supported vs unsupported (the first table is kept), e.g. "
+            + "; ".join(f"{api} {first[api][0]}/{second[api][0]}" for api in hard[:5])
+        )
+    return merged
+
+
+# ---------------------------------------------------------------- ATen fallback
+
+
+def kernel_ops(wheel: dict) -> set[str]:
+    """`name.overload` of every ATen op with an NPU kernel in a wheel's npu_native_functions*.yaml."""
+    return {op for sections in wheel["yaml"].values() for s in KERNEL_SECTIONS for op in sections.get(s, [])}
+
+
+def op_runs(op: str, kernels: set[str], aten: dict[str, dict[str, str]]) -> str | None:
+    """How the ATen overload op runs on NPU ('has an NPU kernel' / 'is composite'), None if it does not."""
+    row = aten.get(op)
+    if op in kernels or (row and row["structured_delegate"] in kernels):
+        return "has an NPU kernel"
+    if row and row["npu_class"] in COMPOSITE_CLASSES:
+        return "is composite"
+    return None
+
+
+def base_verdicts(kernels: set[str], aten: dict[str, dict[str, str]]) -> dict[str, str | None]:
+    """For each public ATen base name: how some overload of it runs on NPU, or None."""
+    kernel_bases = {op.split(".")[0] for op in kernels}
+    verdicts: dict[str, str | None] = {}
+    for op in aten:
+        base = op.split(".")[0]
+        if base.startswith("_"):
+            continue
+        how = "has an NPU kernel" if base in kernel_bases else op_runs(op, kernels, aten)
+        if how and verdicts.get(base) != "has an NPU kernel":
+            verdicts[base] = how
+        verdicts.setdefault(base, None)
+    return verdicts
+
+
+def python_names(base: str) -> list[str]:
+    """The Python APIs an ATen base name is assumed to back."""
+    for prefix, module in NAMESPACES.items():
+        if base.startswith(prefix):
+            return [module + base[len(prefix):]]
+    return [f"torch.{base}", f"torch.Tensor.{base}", f"torch.nn.functional.{base}"]
+
+
+def aten_rows(version: str, kernels: set[str], aten: dict[str, dict[str, str]]) -> dict[str, list[str]]:
+    """Rows for Python names mapped from ATen base names."""
+    rows = {}
+    for base, how in base_verdicts(kernels, aten).items():
+        if how:
+            entry = ["supported", f"aten::{base} {how}", "aten"]
+        else:
+            entry = ["unknown", f"aten::{base} has no NPU kernel in torch_npu {version} (CPU fallback)", "aten"]
+        for name in python_names(base):
+            rows[name] = entry
+    return rows
+
+
+def trace_api(key: str) -> str:
+    """The Python API of a trace key: 'F.huber_loss(a, b).backward()' -> 'torch.nn.functional.huber_loss'."""
+    name = re.match(r"[\w.]*", key).group(0).rstrip(".")
+    for short, full in TRACE_PREFIXES.items():
+        if name.startswith(short):
+            return full + name[len(short):]
+    return name
+
+
+def traced_rows(version: str, kernels: set[str], aten: dict, trace: dict) -> dict[str, list[str]]:
+    """Rows for traced APIs: supported iff every ATen op of every trace of the API runs on NPU."""
+    calls_by_api: dict[str, list[str]] = {}
+    for call in trace:
+        calls_by_api.setdefault(trace_api(call), []).append(call)
+    rows = {}
+    for api, calls in calls_by_api.items():
+        failures = []
+        for call in calls:
+            ops = [op for op in trace[call]["aten_ops"] if "::" not in op]  # skip profiler:: and other namespaces
+            missing = [f"aten::{op}" for op in ops if not op_runs(op, kernels, aten)]
+            if missing:
+                failures.append(f"{call} -> {', '.join(missing)}")
+        if failures:
+            note = f"traced {'; '.join(failures)}: no NPU kernel in torch_npu {version} (CPU fallback)"
+            rows[api] = ["unknown", note, "traced"]
+        else:
+            rows[api] = ["supported", f"traced {'; '.join(calls)}: every ATen op runs on NPU", "traced"]
+    return rows
+
+
+# ---------------------------------------------------------------- assembling
+
+
+def version_key(version: str) -> tuple:
+    """Sort key for versions like 2.10.0 or 2.1.0.post17."""
+    base, _, post = version.partition(".post")
+    return tuple(int(p) for p in base.split(".")) + (int(post) if post else -1,)
+
+
+def load_wheels(sources: Path) -> dict[str, tuple[str, dict]]:
+    """{base version: (facts file relative to sources, facts)}, the newest post release per base."""
+    wheels: dict[str, tuple[str, dict]] = {}
+    for path in sorted((sources / "wheels").glob("torch_npu-*.json")):
+        facts = json.loads(path.read_text(encoding="utf-8"))
+        base = facts["version"].partition(".post")[0]
+        if base not in wheels or version_key(facts["version"]) > version_key(wheels[base][1]["version"]):
+            wheels[base] = (f"wheels/{path.name}", facts)
+    return wheels
+
+
+def meta(version: str, sources_used: list[str], wheel: dict | None) -> dict:
+    """The meta block of a version file."""
+    notes = NOTES
+    if wheel is None:
+        notes += (" No torch_npu wheel of this version exists: no ATen fallback; npu_all, transfer_to_npu,"
+                  " contrib and aten_npu_ops are empty (unknown, not 'nothing').")
+    elif wheel.get("fallback"):
+        notes += f" Wheel: {wheel['fallback']}."
+    return {
+        "version": version,
+        "generator": GENERATOR,
+        "sources": sources_used,
+        "wheel": wheel["wheel"] if wheel else None,
+        "extracted": wheel["extracted"] if wheel else None,
+        "notes": notes,
+    }
+
+
+def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_entry, aten, trace) -> dict:
+    """The rule data of one version."""
+    table = tables[version]
+    apis: dict[str, list[str]] = {}
+    sources_used = list(TABLES[version])
+    wheel = None
+    if wheel_entry:
+        rel, wheel = wheel_entry
+        sources_used += [rel, ATEN_TSV, TRACE_JSON]
+        kernels = kernel_ops(wheel)
+        apis.update(aten_rows(version, kernels, aten))
+        apis.update(traced_rows(version, kernels, aten, trace))
+    for api in sorted(listed_anywhere - set(table) - set(apis)):
+        apis[api] = ["unknown", f"not in the torch_npu {version} support list", "not_listed"]
+    apis.update(table)
+    return {
+        "meta": meta(version, sources_used, wheel),
+        "apis": apis,
+        "npu_all": wheel["npu_all"] if wheel else [],
+        "transfer_to_npu": wheel["transfer_to_npu"] if wheel else {},
+        "contrib": wheel["contrib"] if wheel else {},
+        "aten_npu_ops": sorted({op.split(".")[0] for op in kernel_ops(wheel)}) if wheel else [],
+    }
+
+
+def build_index(versions: list[str]) -> dict:
+    """index.json: the versions, the default and every X.Y / X.Y.0 / X.Y.Z spelling."""
+    aliases = {}
+    for version in versions:
+        major_minor = ".".join(version.split(".")[:2])
+        for spelling in (major_minor, major_minor + ".0", version):
+            aliases.setdefault(spelling, version)
+    return {"versions": versions, "default": DEFAULT_VERSION, "aliases": aliases}
+
+
+def dump(obj: dict) -> str:
+    """Compact, sorted, deterministic JSON text."""
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def build(sources: Path, out: Path) -> list[str]:
+    """Write every version file and index.json into out; return the log lines."""
+    log: list[str] = []
+    aten = {row["aten_op"]: row for row in read_tsv(sources / ATEN_TSV)}
+    tables = {v: merge_tables(v, [read_table(sources, r, log) for r in rels], log) for v, rels in TABLES.items()}
+    private = {op.split(".")[0] for op in aten if op.startswith("_")}
+    log.append(f"{ATEN_TSV}: skipped {len(private)} private (_x) base names")
+    listed_anywhere = set().union(*tables.values())
+    wheels = load_wheels(sources)
+    trace = json.loads((sources / TRACE_JSON).read_text(encoding="utf-8"))
+    versions = sorted(TABLES, key=version_key)
+    out.mkdir(parents=True, exist_ok=True)
+    for version in versions:
+        if version not in NO_WHEEL and version not in wheels:
+            raise SystemExit(f"no wheel facts for torch_npu {version} in {sources / 'wheels'}")
+        data = build_version(version, tables, listed_anywhere, wheels.get(version), aten, trace)
+        (out / f"torch_npu-{version}.json").write_text(dump(data), encoding="utf-8")
+        counts = Counter(status for status, _, _ in data["apis"].values())
+        log.append(f"torch_npu-{version}.json: {len(data['apis'])} APIs {dict(sorted(counts.items()))}")
+    (out / "index.json").write_text(dump(build_index(versions)), encoding="utf-8")
+    return log
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sources", type=Path, default=SOURCES, help="facts directory (rules_data/sources)")
+    parser.add_argument("--out", type=Path, default=OUT, help="output directory (src/flake8_ascend/data)")
+    parser.add_argument("--quiet", action="store_true", help="do not print the log")
+    args = parser.parse_args(argv)
+    log = build(args.sources, args.out)
+    if not args.quiet:
+        print("\n".join(log))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
