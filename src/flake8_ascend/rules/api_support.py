@@ -121,4 +121,4 @@ class RestrictedApi(_ApiStatusRule):
 
     def emit(self, node, ctx, api, note, how) -> None:
         ctx.report(node, self.code, f"{api} is supported on NPU with restrictions (torch_npu {ctx.data.version}: {note})",
-                   api=api, tips=note)
+                   api=api, tips=f"supported with restrictions: {note}")

@@ -1,0 +1,290 @@
+"""``ascend-analyse``: the PyTorch Analyse command line on the flake8-ascend rule engine.
+
+The CLI parses and checks the arguments, builds a ``modes.Job``, lets the
+selected mode write its reports into a temporary folder beside the target,
+then swaps that folder in as ``OUT/<name>_analysis`` so an interrupted run
+never leaves a half-written report.  Usage and input errors print one line and
+exit 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, TextIO, Tuple
+
+from . import __version__
+from .config import ConfigError, make_config
+from .files import collect
+from .modes import Job, JobError, all_modes
+from .progress import Progress
+from .registry import all_rules, rule_for
+
+PROG = "ascend-analyse"
+OFFICIAL_MODES = ("torch_apis", "third_party", "affinity_apis", "dynamic_shape")
+LOG_NAME = "pytorch_analysis.txt"
+_CODE_PREFIX = re.compile(r"ASC\d{0,3}")
+
+
+class UsageError(Exception):
+    """Bad arguments or input; printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line instead of usage + message
+        raise UsageError(f"{message} (see {PROG} -h)")
+
+
+def _code_prefixes(text: str) -> List[str]:
+    prefixes = [part.strip().upper() for part in text.split(",") if part.strip()]
+    for prefix in prefixes:
+        if not _CODE_PREFIX.fullmatch(prefix):
+            raise argparse.ArgumentTypeError(f"not an ASC code prefix: {prefix!r}")
+    return prefixes
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return int(text)
+
+
+def _mode_lines(modes: Dict[str, type]) -> str:
+    lines = []
+    for name in sorted(set(OFFICIAL_MODES) | set(modes)):
+        mode = modes.get(name)
+        text = f"{mode.help}; writes {', '.join(mode.outputs + (LOG_NAME,))}" if mode else "(not available yet)"
+        lines.append(textwrap.fill(text, 96, initial_indent=f"  {name:<15} ", subsequent_indent=" " * 18))
+    return "\n".join(lines)
+
+
+EPILOG = """\
+modes:
+{modes}
+
+output:
+  Reports go to OUTPUT/<input name>_analysis/ (for a single file, <file stem>_analysis), which
+  is replaced as a whole on every run: it is built in a hidden temporary folder beside it and
+  renamed into place at the end. The official CSV files and {log} (the run log) are always
+  written; --format json adds findings.json and --format sarif adds findings.sarif (SARIF 2.1.0,
+  for GitHub code scanning; URIs are relative to the current directory when the input lies in
+  it, so run from the repository root).
+
+exit status:
+  0  the report was written (with or without findings)
+  1  with --fail-on-findings: the report was written and holds findings
+  2  usage or input error (nothing is written)
+"""
+
+
+def build_parser(modes: Dict[str, type]) -> _Parser:
+    parser = _Parser(
+        prog=PROG,
+        description="Find what must change to move PyTorch code from NVIDIA GPUs to Ascend NPUs (torch_npu), "
+        "and write the reports of Huawei's PyTorch Analyse tool.",
+        epilog=EPILOG.format(modes=_mode_lines(modes), log=LOG_NAME),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    official = parser.add_argument_group("official PyTorch Analyse options")
+    official.add_argument("-i", "--input", metavar="INPUT", help="folder (or single .py file) to analyse")
+    official.add_argument("-o", "--output", metavar="OUTPUT", help="existing folder to write the report folder into")
+    official.add_argument("-v", "--version", metavar="VERSION", dest="torch_version",
+                          help="torch_npu version whose support data is used (e.g. 2.6.0; default: "
+                          "[tool.flake8-ascend] torch-version in the project's pyproject.toml, else the newest)")
+    official.add_argument("-m", "--mode", default="torch_apis", help="analysis mode (default: torch_apis; see below)")
+    official.add_argument("-env", "--env-path", nargs="+", default=[], metavar="PATH",
+                          help="extra source folders (site-packages) for third_party analysis")
+    official.add_argument("-api", "--api-files", nargs="+", default=[], metavar="CSV",
+                          help="full_unsupported_results.csv files of third_party runs; calls of the APIs they "
+                          "list are reported (ASC104)")
+    extra = parser.add_argument_group("beyond the official tool")
+    extra.add_argument("--format", choices=("csv", "json", "sarif"), default="csv",
+                       help="also write findings.json or findings.sarif (the CSVs are always written)")
+    extra.add_argument("--select", type=_code_prefixes, action="extend", default=[], metavar="CODES",
+                       help="only these code prefixes, comma-separated (e.g. ASC1,ASC203); selects ASC103 too")
+    extra.add_argument("--ignore", type=_code_prefixes, action="extend", default=[], metavar="CODES",
+                       help="leave out these code prefixes, comma-separated (flake8's --extend-ignore: "
+                       "the default-off codes stay off)")
+    extra.add_argument("--fail-on-findings", action="store_true", help="exit 1 when any report has rows (for CI)")
+    extra.add_argument("-j", "--jobs", type=_positive, default=None, metavar="N",
+                       help="worker processes (default: all cores)")
+    extra.add_argument("-q", "--quiet", action="store_true", help="no progress display and no summary table")
+    extra.add_argument("--explain", metavar="CODE", help="print the documentation of an ASC code and exit")
+    extra.add_argument("--list-codes", action="store_true", help="print every ASC code with its summary and exit")
+    for name, mode in modes.items():
+        mode.add_arguments(parser.add_argument_group(f"{name} mode options"))
+    return parser
+
+
+# -- --explain / --list-codes ---------------------------------------------------------------
+def explain(code: str) -> str:
+    try:
+        rule = rule_for(code.strip().upper())
+    except KeyError:
+        raise UsageError(f"unknown code {code!r} (see {PROG} --list-codes)") from None
+    state = "off by default (enable with --select)" if rule.default_off else "on by default"
+    sections = [("Why it matters on NPU", rule.why), ("Example", rule.example), ("Fix", rule.fix),
+                ("Source", rule.source)]
+    body = "\n\n".join(f"{title}:\n  " + text.replace("\n", "\n  ") for title, text in sections)
+    return f"{rule.code}: {rule.summary}\nReport: {rule.csv}; {state}\n\n{body}\n"
+
+
+def list_codes() -> str:
+    rules = all_rules()
+    width = max(len(rule.csv) for rule in rules)
+    lines = [f"{'code':<7} {'report':<{width}}  summary"]
+    for rule in rules:
+        note = " (off by default)" if rule.default_off else ""
+        lines.append(f"{rule.code:<7} {rule.csv:<{width}}  {rule.summary}{note}")
+    return "\n".join(lines) + "\n"
+
+
+# -- validation -------------------------------------------------------------------------------
+def _choose_mode(name: str, modes: Dict[str, type]) -> type:
+    if name in modes:
+        return modes[name]
+    if name in OFFICIAL_MODES:
+        raise UsageError(f"mode {name} is not available yet in this version of {PROG}")
+    raise UsageError(f"unknown mode {name!r}; choose from {', '.join(sorted(set(OFFICIAL_MODES) | set(modes)))}")
+
+
+def _check_args(args: argparse.Namespace, mode: type) -> Tuple[Path, Path]:
+    """(resolved input, resolved output folder); raises UsageError."""
+    if not args.input:
+        raise UsageError(f"the following argument is required: -i/--input (see {PROG} -h)")
+    if not args.output:
+        raise UsageError(f"the following argument is required: -o/--output (see {PROG} -h)")
+    source = Path(args.input)
+    if not source.exists():
+        raise UsageError(f"input not found: {args.input}")
+    if not (source.is_dir() or source.is_file()):
+        raise UsageError(f"input is neither a folder nor a file: {args.input}")
+    out = Path(args.output)
+    if not out.is_dir():
+        raise UsageError(f"output folder not found (it must exist): {args.output}")
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UsageError(f"output folder is not writable: {args.output}")
+    for path in args.env_path:
+        if not Path(path).is_dir():
+            raise UsageError(f"-env folder not found: {path}")
+    if args.format not in mode.formats:
+        raise UsageError(f"mode {mode.name} writes no {args.format} output (it supports {', '.join(mode.formats)})")
+    if (args.select or args.ignore) and not mode.uses_rules:
+        raise UsageError(f"--select/--ignore do not apply to mode {mode.name}")
+    return source.resolve(), out.resolve()
+
+
+def report_name(source: Path) -> str:
+    """``<basename of -i>_analysis``; a single file uses its stem."""
+    base = source.stem if source.is_file() else source.name
+    return f"{base or 'root'}_analysis"
+
+
+# -- the run ----------------------------------------------------------------------------------
+def _replace_folder(temporary: Path, target: Path) -> None:
+    """Move the finished report into place, removing an older one only after the new one is complete."""
+    old: Optional[Path] = None
+    if target.is_symlink() or target.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        os.replace(target, old / target.name)
+    os.replace(temporary, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def summary_table(counts: Dict[str, int]) -> str:
+    width = max([len("files"), *map(len, counts)])
+    rule = f"+-{'-' * width}-+------------+"
+    rows = [rule, f"| {'files':<{width}} | statistics |", rule]
+    rows += [f"| {name:<{width}} | {count:>10} |" for name, count in counts.items()]
+    rows.append(rule)
+    return "\n".join(rows)
+
+
+def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: TextIO) -> int:
+    mode = _choose_mode(args.mode, modes)
+    source, out_dir = _check_args(args, mode)
+    root = source if source.is_dir() else source.parent
+    try:
+        config = make_config(args.torch_version, args.api_files, project_dir=root)
+    except ConfigError as error:
+        raise UsageError(str(error)) from None
+    target = out_dir / report_name(source)
+    if target == source or target in source.parents:
+        raise UsageError(f"the input lies inside the report folder it would replace: {target}")
+
+    started = time.monotonic()
+    temporary = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=out_dir))
+    umask = os.umask(0)
+    os.umask(umask)
+    temporary.chmod(0o777 & ~umask)  # mkdtemp makes it private; the report is an ordinary folder
+    try:
+        found = collect(source, exclude=(out_dir,) if out_dir != root else (target, temporary))
+        with open(temporary / LOG_NAME, "w", encoding="utf-8") as log_file:
+            def log(line: str) -> None:
+                log_file.write(line + "\n")
+
+            progress = Progress(None if args.quiet else err, tty=err.isatty())
+            job = Job(source, found.root, found.files, temporary, config, args, log, progress)
+            log(f"{PROG} {__version__} started {time.strftime('%Y-%m-%d %H:%M:%S')}")
+            log(f"input: {source}")
+            log(f"mode: {mode.name}; torch_npu version: {config.version}; format: {args.format}")
+            if config.third_party_apis:
+                log(f"third-party APIs from -api files: {len(config.third_party_apis)}")
+            log(f"files: {len(found.files)} Python files")
+            for rel, reason in found.skipped:
+                job.skip(rel, reason)
+            counts = mode().run(job)
+            elapsed = time.monotonic() - started
+            log(f"skipped: {len(job.skipped)}")
+            for name, count in counts.items():
+                log(f"wrote {name}: {count} rows")
+            log(f"finished in {elapsed:.2f} s")
+        _replace_folder(temporary, target)
+    except JobError as error:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise UsageError(str(error)) from None
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+
+    if not args.quiet:
+        out.write(summary_table(counts) + "\n")
+        shown = os.path.relpath(target)
+        out.write(f"Analysed {len(found.files)} files ({len(job.skipped)} skipped) in {elapsed:.1f} s; "
+                  f"report: {target if shown.startswith(os.pardir) else shown}\n")
+    if args.fail_on_findings and any(counts.values()):
+        return 1
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None, out: TextIO = None, err: TextIO = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        modes = all_modes()
+        args = build_parser(modes).parse_args(argv)
+        if args.list_codes:
+            out.write(list_codes())
+            return 0
+        if args.explain:
+            out.write(explain(args.explain))
+            return 0
+        return _run(args, modes, out, err)
+    except UsageError as error:
+        err.write(f"{PROG}: error: {error}\n")
+        return 2
+    except KeyboardInterrupt:
+        err.write(f"{PROG}: interrupted; no report written\n")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

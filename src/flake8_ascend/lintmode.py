@@ -1,0 +1,166 @@
+"""Lint-style modes: run the rule engine on every file and route findings into CSVs.
+
+Each file is read and parsed once (``ast.parse``), analysed by ``engine.analyze``
+and filtered with ``engine.is_suppressed`` so ``# noqa`` means the same as in
+flake8.  Inputs of ``PARALLEL_MIN_FILES`` files or more are spread over a
+process pool.  A finding goes to the report named by its rule's ``csv``
+attribute, so new rules need no edit here or in the CLI.
+"""
+from __future__ import annotations
+
+import ast
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, ClassVar, Dict, Iterator, List, Optional, Sequence, Tuple, Type
+
+from . import reports
+from .config import Config
+from .data import load_version
+from .engine import Finding, analyze, is_suppressed
+from .files import SourceError, read_source
+from .modes import Job, Mode
+from .plugin import named_optional_codes
+from .registry import Rule, all_rules, rule_for
+
+PARALLEL_MIN_FILES = 50
+
+
+@dataclass(frozen=True)
+class Table:
+    """One CSV report: its header and how a finding becomes a row."""
+
+    columns: Tuple[str, ...]
+    row: Callable[[Finding, Type[Rule]], Sequence[object]]
+
+
+def rule_is_selected(rule: Type[Rule], select: Sequence[str], ignore: Sequence[str]) -> bool:
+    """What the flake8 plugin reports under ``--select`` and ``--extend-ignore`` prefixes.
+
+    flake8's decision: an explicit choice beats an implicit one, and when both
+    sides are explicit (or both implicit) the longer matching prefix wins; a
+    default-off rule (ASC103) is implicitly ignored under its full code.  On top
+    of that, as in the plugin, a default-off rule needs a selection more specific
+    than ``ASC`` (``ASC1``, ``ASC103``).
+    """
+    code = rule.code
+    if rule.default_off and code not in named_optional_codes(select):
+        return False
+    picked = [p for p in select if code.startswith(p)]
+    if select and not picked:
+        return False
+    dropped = [p for p in ignore if code.startswith(p)]
+    implicit = [code] if rule.default_off else []
+    if not dropped and not implicit:
+        return True
+    if bool(picked) != bool(dropped):
+        return bool(picked)
+    return max(map(len, picked or ["ASC"])) > max(map(len, dropped + implicit))
+
+
+# -- the per-file work, run in worker processes ---------------------------------------------
+_worker_config: Optional[Config] = None
+_worker_rules: List[Type[Rule]] = []
+
+
+def _init_worker(config: Config, codes: Tuple[str, ...]) -> None:
+    global _worker_config, _worker_rules
+    _worker_config = config
+    wanted = set(codes)
+    _worker_rules = [rule for rule in all_rules() if rule.code in wanted]
+
+
+def _analyse_file(task: Tuple[str, str]) -> Tuple[str, List[Finding], str]:
+    """(relative path, findings, "" or why the file was skipped) for one file."""
+    path, rel = task
+    try:
+        source = read_source(Path(path))
+        tree = ast.parse(source, filename=path)
+    except SourceError as error:
+        return rel, [], str(error)
+    except SyntaxError as error:
+        return rel, [], f"syntax error at line {error.lineno}: {error.msg}"
+    except (ValueError, RecursionError, MemoryError) as error:  # null bytes, absurd nesting
+        return rel, [], f"cannot parse ({type(error).__name__}: {error})"
+    lines = source.splitlines(keepends=True)
+    try:
+        findings = analyze(tree, lines, rel, _worker_config, _worker_rules)
+    except RecursionError:
+        return rel, [], "nested too deeply to analyse"
+    return rel, [f for f in findings if not is_suppressed(f, lines)], ""
+
+
+def analyse_files(job: Job, rules: Sequence[Type[Rule]]) -> Iterator[Tuple[str, List[Finding], str]]:
+    """Results of every file of the job, in file order, in parallel for large inputs."""
+    tasks = [(str(path), job.rel(path)) for path in job.files]
+    codes = tuple(rule.code for rule in rules)
+    workers = job.args.jobs or os.cpu_count() or 1
+    if len(tasks) < PARALLEL_MIN_FILES or workers == 1:
+        _init_worker(job.config, codes)
+        yield from map(_analyse_file, tasks)
+        return
+    load_version(job.config.version)  # loaded before the pool starts, so forked workers share it instead of reloading
+    chunk = max(1, min(32, len(tasks) // (workers * 8)))
+    with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(job.config, codes)) as pool:
+        yield from pool.map(_analyse_file, tasks, chunksize=chunk)
+
+
+class LintMode(Mode):
+    """A mode whose reports are rule findings; subclasses declare ``tables`` (file name -> Table)."""
+
+    tables: ClassVar[Dict[str, Table]] = {}
+    formats = ("csv", "json", "sarif")
+    uses_rules = True
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        cls.outputs = tuple(cls.tables)
+        super().__init_subclass__(**kwargs)
+
+    def rules(self, job: Job) -> List[Type[Rule]]:
+        """The rules feeding this mode's tables that --select/--ignore leave on."""
+        return [
+            rule for rule in all_rules()
+            if rule.csv in self.tables and rule_is_selected(rule, job.args.select, job.args.ignore)
+        ]
+
+    def run(self, job: Job) -> Dict[str, int]:
+        rules = self.rules(job)
+        job.log(f"rules: {', '.join(rule.code for rule in rules) or 'none'}")
+        findings: List[Finding] = []
+        skipped = 0
+        job.progress.start(len(job.files))
+        for index, (rel, found, problem) in enumerate(analyse_files(job, rules), 1):
+            if problem:
+                skipped += 1
+                job.skip(rel, problem)
+            else:
+                job.log(f"[{index}/{len(job.files)}] {rel}: {len(found)} findings")
+                findings.extend(found)
+            job.progress.advance()
+        job.progress.finish()
+        findings.sort(key=lambda f: (f.path, f.line, f.col, f.code))
+        job.log(f"analysed {len(job.files) - skipped} of {len(job.files)} files: {len(findings)} findings")
+        return self.write(job, findings)
+
+    def write(self, job: Job, findings: List[Finding]) -> Dict[str, int]:
+        """The CSVs (always), plus findings.json / findings.sarif for --format json / sarif."""
+        by_file: Dict[str, List[Finding]] = {name: [] for name in self.tables}
+        for finding in findings:
+            by_file[_rule(finding).csv].append(finding)
+        counts = {}
+        for name, table in self.tables.items():
+            rows = (table.row(f, _rule(f)) for f in by_file[name])
+            counts[name] = job.write_csv(name, table.columns, rows)
+        if job.args.format == "json":
+            job.output_path(reports.JSON_NAME).write_text(reports.to_json(findings), encoding="utf-8")
+            counts[reports.JSON_NAME] = len(findings)
+        elif job.args.format == "sarif":
+            document = reports.to_sarif(findings, job.root, [_rule(f) for f in findings])
+            job.output_path(reports.SARIF_NAME).write_text(document, encoding="utf-8")
+            counts[reports.SARIF_NAME] = len(findings)
+        return counts
+
+
+def _rule(finding: Finding) -> Type[Rule]:
+    return rule_for(finding.code)

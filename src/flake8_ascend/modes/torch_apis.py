@@ -1,0 +1,27 @@
+"""``-m torch_apis`` (the default): torch APIs, CUDA uses and advice, in the official report files."""
+from __future__ import annotations
+
+from ..lintmode import LintMode, Table
+
+API_COLUMNS = ("File", "Start Line", "End Line", "OP", "Tips")
+CUDA_COLUMNS = ("File", "Api", "Start Line", "End Line", "Tips")
+
+
+def _api_row(finding, rule):
+    return (finding.path, finding.line, finding.end_line, finding.api, finding.tips or "-")
+
+
+def _cuda_row(finding, rule):
+    return (finding.path, finding.api, finding.line, finding.end_line, finding.text)
+
+
+class TorchApis(LintMode):
+    name = "torch_apis"
+    help = "torch APIs the NPU lacks or restricts, CUDA-only code, precision and performance advice (default)"
+    tables = {
+        "unsupported_api.csv": Table(API_COLUMNS, _api_row),
+        "unknown_api.csv": Table(API_COLUMNS, _api_row),
+        "cuda_op_list.csv": Table(CUDA_COLUMNS, _cuda_row),
+        "api_precision_advice.csv": Table(API_COLUMNS, _api_row),
+        "api_performance_advice.csv": Table(API_COLUMNS, _api_row),
+    }

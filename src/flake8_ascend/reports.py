@@ -1,0 +1,95 @@
+"""Machine-readable finding reports: a JSON list and SARIF 2.1.0 (for GitHub code scanning)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Type
+from urllib.parse import quote
+
+from . import __version__
+from .engine import Finding
+from .registry import Rule, rule_for
+
+JSON_NAME = "findings.json"
+SARIF_NAME = "findings.sarif"
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+ROOT_BASE_ID = "INPUTROOT"
+
+
+def level(rule: Type[Rule]) -> str:
+    """SARIF level: ``note`` for restrictions, dynamic-shape hints and advice, else ``warning``."""
+    return "note" if rule.default_off or rule.code[3] in "456" else "warning"
+
+
+def to_json(findings: Sequence[Finding]) -> str:
+    """A list of finding objects; ``column`` is 1-based as flake8 prints it."""
+    items = [
+        {
+            "path": f.path, "line": f.line, "column": f.col + 1, "end_line": f.end_line,
+            "code": f.code, "message": f.message, "api": f.api, "tips": f.tips,
+            "report": rule_for(f.code).csv,
+        }
+        for f in findings
+    ]
+    return json.dumps(items, indent=2, ensure_ascii=False) + "\n"
+
+
+def _rule_descriptor(rule: Type[Rule]) -> dict:
+    help_text = f"{rule.why}\n\nExample: {rule.example}\n\nFix: {rule.fix}\n\nSource: {rule.source}"
+    help_markdown = (
+        f"{rule.why}\n\n**Example**\n\n```python\n{rule.example}\n```\n\n**Fix**: {rule.fix}\n\n"
+        f"**Source**: {rule.source}"
+    )
+    return {
+        "id": rule.code,
+        "name": rule.__name__,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": rule.why},
+        "help": {"text": help_text, "markdown": help_markdown},
+        "defaultConfiguration": {"level": level(rule), "enabled": not rule.default_off},
+        "properties": {"report": rule.csv},
+    }
+
+
+def _uri_prefix(root: Path, cwd: Path) -> Optional[str]:
+    """``root`` relative to ``cwd`` ("" for cwd itself), or None when it lies outside it."""
+    relative = os.path.relpath(root, cwd)
+    if relative == os.curdir:
+        return ""
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep) or os.path.isabs(relative):
+        return None
+    return Path(relative).as_posix() + "/"
+
+
+def to_sarif(findings: Sequence[Finding], root: Path, rules: Sequence[Type[Rule]], cwd: Optional[Path] = None) -> str:
+    """One SARIF 2.1.0 run; URIs are relative to ``cwd`` when ``root`` is inside it, else to ``root``."""
+    by_code: Dict[str, Type[Rule]] = {rule.code: rule for rule in rules}
+    codes = sorted(by_code)
+    index = {code: i for i, code in enumerate(codes)}
+    prefix = _uri_prefix(root, cwd or Path.cwd())
+    results: List[dict] = []
+    for f in findings:
+        location = {"uri": quote(f"{prefix or ''}{f.path}")}
+        if prefix is None:
+            location["uriBaseId"] = ROOT_BASE_ID
+        region = {"startLine": f.line, "startColumn": f.col + 1, "endLine": max(f.end_line, f.line)}
+        results.append({
+            "ruleId": f.code,
+            "ruleIndex": index[f.code],
+            "level": level(by_code[f.code]),
+            "message": {"text": f.message},
+            "locations": [{"physicalLocation": {"artifactLocation": location, "region": region}}],
+        })
+    run = {
+        "tool": {"driver": {
+            "name": "ascend-analyse",
+            "version": __version__,
+            "rules": [_rule_descriptor(by_code[code]) for code in codes],
+        }},
+        "results": results,
+    }
+    if prefix is None:
+        run["originalUriBaseIds"] = {ROOT_BASE_ID: {"uri": root.resolve().as_uri() + "/"}}
+    document = {"version": "2.1.0", "$schema": SARIF_SCHEMA, "runs": [run]}
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
