@@ -10,8 +10,8 @@ from ..training import source_text, training
 _CSV = "api_precision_advice.csv"
 _AUTOCAST_SOURCE = ("torch_npu torch_npu/csrc/aten/AutoCastOps.cpp (Ascend/pytorch master, KERNEL_PRIVATEUSEONE "
                     "entries) via rules_data/sources/advice/npu_autocast_op_lists.json")
-_HF32_DOCS = ("Ascend/op-plugin docs torch_npu-npu-matmul-allow_hf32.md / torch_npu-npu-conv-allow_hf32.md and the "
-              "hiascend.com torch_npu API reference (matmul.allow_hf32 default False, conv.allow_hf32 default True)")
+_HF32_DOCS = ("hiascend.com torch_npu API reference (torch_npu.npu.matmul.allow_hf32: default False; "
+              "torch_npu.npu.conv.allow_hf32: default True) and Ascend/op-plugin docs torch_npu-npu-conv-allow_hf32.md")
 
 # ATen ops of the NPU autocast "fp32" policy -> the Python spellings that dispatch to them first.
 # Checked with torch 2.13.0 (tools/verify_autocast_spellings.py); tests keep the op names in step
