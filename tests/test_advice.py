@@ -29,7 +29,7 @@ def lines_of(source, code):
 def loops_of(source):
     """Line numbers of the loops ``Training`` counts as training loops."""
     tree = ast.parse(textwrap.dedent(source))
-    info = Training(tree)
+    info = Training(tree, textwrap.dedent(source).splitlines())
     return sorted(n.lineno for n in ast.walk(tree) if id(n) in info.loops), info
 
 

@@ -23,10 +23,12 @@ training step?" so they all agree.  The definitions, also in docs/advice.md:
 from __future__ import annotations
 
 import ast
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from bisect import bisect_left
+from typing import Dict, List, Optional, Sequence, Set
 
 from .tensors import _NOT_TENSOR_METHODS
 
+_STEP_WORDS = ("backward", ".step(")  # a training step call spells one of these
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _BOUNDARIES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -76,7 +78,7 @@ def _periodic(test: ast.AST) -> bool:
     return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test))
 
 
-def _is_main_guard(stmt: ast.stmt) -> bool:
+def is_main_guard(stmt: ast.stmt) -> bool:
     if not isinstance(stmt, ast.If) or not isinstance(stmt.test, ast.Compare):
         return False
     sides = [stmt.test.left, *stmt.test.comparators]
@@ -84,23 +86,34 @@ def _is_main_guard(stmt: ast.stmt) -> bool:
         isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
 
 
-class Training:
-    """The training structure of one module, built by one walk of its tree."""
+def _lines_with(lines: Sequence[str], words: Sequence[str]) -> List[int]:
+    """1-based numbers of the lines holding any of ``words``, ascending."""
+    return [number for number, line in enumerate(lines, 1) if any(word in line for word in words)]
 
-    def __init__(self, tree: ast.AST) -> None:
+
+class Training:
+    """The training structure of one module.
+
+    Built by two walks that skip every statement whose lines hold none of the
+    words they look for: the first finds training step calls and loss scaling,
+    the second (only when the file has step functions) the loops calling them.
+    """
+
+    def __init__(self, tree: ast.AST, lines: Sequence[str]) -> None:
         self.loops: Set[int] = set()  # ids of training loops
         self.step_functions: Set[int] = set()  # ids of step functions called from a loop
         self.loss_names: Dict[int, Set[str]] = {}  # id(def or module) -> names backward is called on
         self.scales_loss = False  # GradScaler, scaler.scale(...), amp.scale_loss or X.backward(loss)
         self.accumulates = False  # an optimizer step under a periodic ``if`` inside a training loop
         self._candidates: Dict[str, List[ast.AST]] = {}  # def name -> defs with a step outside their loops
-        self._loop_calls: List[Tuple[ast.AST, str]] = []  # (loop, name of a same-file function it calls)
+        self._hits: List[int] = _lines_with(lines, _STEP_WORDS + ("scale", "Scaler"))
+        self._on_call = self._step_call
         self._walk(tree, tree, None, False)
-        for loop, name in self._loop_calls:
-            for function in self._candidates.get(name, ()):
-                self.loops.add(id(loop))
-                self.step_functions.add(id(function))
-        self.is_entry = bool(self.loops) and any(_is_main_guard(s) for s in getattr(tree, "body", ()))
+        if self._candidates:
+            self._hits = _lines_with(lines, tuple(self._candidates))
+            self._on_call = self._loop_call
+            self._walk(tree, tree, None, False)
+        self.is_entry = bool(self.loops) and any(is_main_guard(s) for s in getattr(tree, "body", ()))
 
     # -- building ------------------------------------------------------------
     def _walk(self, node: ast.AST, scope: ast.AST, loop: Optional[ast.AST], periodic: bool) -> None:
@@ -108,11 +121,15 @@ class Training:
             self._visit(child, scope, loop, periodic)
 
     def _visit(self, node: ast.AST, scope: ast.AST, loop: Optional[ast.AST], periodic: bool) -> None:
+        if isinstance(node, ast.stmt):
+            at = bisect_left(self._hits, node.lineno)
+            if at == len(self._hits) or self._hits[at] > node.end_lineno:
+                return  # none of the words is on its lines: nothing to find inside
         if isinstance(node, _BOUNDARIES):
             self._walk(node, node, None, False)
             return
         if isinstance(node, ast.Call):
-            self._call(node, scope, loop, periodic)
+            self._on_call(node, scope, loop, periodic)
         if isinstance(node, _LOOPS):
             self._walk(node, scope, node, False)
         elif isinstance(node, ast.If) and _periodic(node.test):
@@ -124,7 +141,7 @@ class Training:
         else:
             self._walk(node, scope, loop, periodic)
 
-    def _call(self, call: ast.Call, scope: ast.AST, loop: Optional[ast.AST], periodic: bool) -> None:
+    def _step_call(self, call: ast.Call, scope: ast.AST, loop: Optional[ast.AST], periodic: bool) -> None:
         func = call.func
         name = _last_name(func)
         if name in _LOSS_SCALING or (name == "scale" and len(call.args) == 1):
@@ -136,15 +153,21 @@ class Training:
                 self.scales_loss = True  # accelerator.backward(loss): the framework scales the loss
                 receiver = call.args[0]
             _receiver_names(receiver, self.loss_names.setdefault(id(scope), set()))
-        if kind:
-            if loop is not None:
-                self.loops.add(id(loop))
-                self.accumulates |= kind == "step" and periodic
-            elif isinstance(scope, _FUNCTIONS):
-                self._candidates.setdefault(scope.name, []).append(scope)
-        elif loop is not None and (isinstance(func, ast.Name) or (
+        if kind and loop is not None:
+            self.loops.add(id(loop))
+            self.accumulates |= kind == "step" and periodic
+        elif kind and isinstance(scope, _FUNCTIONS):
+            self._candidates.setdefault(scope.name, []).append(scope)
+
+    def _loop_call(self, call: ast.Call, scope: ast.AST, loop: Optional[ast.AST], periodic: bool) -> None:
+        """A loop calling ``f(...)`` / ``self.f(...)`` of a step function ``f`` is a training loop."""
+        func = call.func
+        if loop is None or not (isinstance(func, ast.Name) or (
                 isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self")):
-            self._loop_calls.append((loop, name))
+            return
+        for function in self._candidates.get(_last_name(func), ()):
+            self.loops.add(id(loop))
+            self.step_functions.add(id(function))
 
     # -- questions -----------------------------------------------------------
     def runs_every_step(self, stack: Sequence[ast.AST], node: ast.AST) -> bool:
@@ -179,9 +202,19 @@ def _in(node: ast.AST, statements: List[ast.stmt]) -> bool:
     return any(node is stmt for stmt in statements)
 
 
+_NO_TRAINING = Training(ast.Module(body=[], type_ignores=[]), [])
+
+
 def training(ctx) -> Training:
-    """The ``Training`` of the file being checked, built once and shared by the rules."""
-    return ctx.memo("training", lambda c: Training(c.tree))
+    """The ``Training`` of the file being checked, built on first use and shared by the rules.
+
+    A file that never spells ``backward`` or ``.step(`` cannot hold a training step call: no walk.
+    """
+    def build(c) -> Training:
+        text = source_text(c)
+        return Training(c.tree, c.lines) if any(word in text for word in _STEP_WORDS) else _NO_TRAINING
+
+    return ctx.memo("training", build)
 
 
 def source_text(ctx) -> str:

@@ -52,7 +52,7 @@ class DataLoaderWithoutPinMemory(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        if ctx.qualname(node.func) == _DATALOADER and _left_default(node, "pin_memory", 7, False):
+        if ctx.chain(node.func) == _DATALOADER and _left_default(node, "pin_memory", 7, False):
             ctx.report(node, self.code, "DataLoader without pin_memory=True: host-to-NPU copies are staged and "
                        "cannot overlap with compute (pass pin_memory=True) [pin_memory defaults to False]",
                        api=_DATALOADER, tips="pin_memory=True")
@@ -84,7 +84,7 @@ class DataLoaderWithoutWorkers(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        if ctx.qualname(node.func) == _DATALOADER and _left_default(node, "num_workers", 5, 0):
+        if ctx.chain(node.func) == _DATALOADER and _left_default(node, "num_workers", 5, 0):
             ctx.report(node, self.code, "DataLoader loads batches in the training process (num_workers=0): the NPU "
                        "waits for data every step (pass num_workers > 0) [num_workers defaults to 0]",
                        api=_DATALOADER, tips="num_workers>0")
@@ -116,7 +116,7 @@ class DdpWithoutBucketSize(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        if ctx.qualname(node.func) == _DDP and argument(node, "bucket_cap_mb", 6) is MISSING:
+        if ctx.chain(node.func) == _DDP and argument(node, "bucket_cap_mb", 6) is MISSING:
             ctx.report(node, self.code, "DistributedDataParallel keeps 25 MB gradient buckets: many small HCCL "
                        "all-reduces per step (pass a larger bucket_cap_mb, e.g. 500) [bucket_cap_mb not set]",
                        api=_DDP, tips="bucket_cap_mb=500")
@@ -156,7 +156,7 @@ class DdpAccumulationWithoutNoSync(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        if ctx.qualname(node.func) != _DDP or not training(ctx).accumulates or "no_sync" in source_text(ctx):
+        if ctx.chain(node.func) != _DDP or not training(ctx).accumulates or "no_sync" in source_text(ctx):
             return
         ctx.report(node, self.code, "DDP model trained with gradient accumulation all-reduces on every micro-batch "
                    "(run the non-stepping backward passes under model.no_sync()) [optimizer.step() every N steps]",

@@ -45,7 +45,7 @@ class AnomalyDetectionOn(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        qualname = ctx.qualname(node.func)
+        qualname = ctx.chain(node.func)
         if qualname in _DETECT_ANOMALY or (qualname in _SET_ANOMALY and is_constant(argument(node, "mode", 0), True)):
             ctx.report(node, self.code, f"{qualname} keeps autograd anomaly detection on: every op records a "
                        "traceback and backward syncs to check for NaN (remove it outside debugging) "
@@ -90,7 +90,7 @@ class DoublePrecisionTensor(Rule):
         if isinstance(node, ast.Call):
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr == "double" and not node.args and not node.keywords \
-                    and ctx.qualname(func) is None:
+                    and ctx.chain(func) is None:
                 self._report(node, ctx, "torch.Tensor.double", ".double()")
             return
         qualname = ctx.chain(node)

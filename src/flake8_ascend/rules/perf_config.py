@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ..training import source_text, training
+from ..training import is_main_guard, source_text, training
 
 _CSV = "api_performance_advice.csv"
 _OFFICIAL = "msfmktransplt resource/precision_performance_advice.json (Ascend-mstt HEAD; same in Ascend/msprobe 81f0042c)"
@@ -33,7 +33,7 @@ class _EntryScriptAdvice(Rule):
     message = ""
 
     def check(self, node, ctx) -> None:
-        if self.marker not in source_text(ctx) and training(ctx).is_entry:
+        if self.marker not in source_text(ctx) and any(map(is_main_guard, node.body)) and training(ctx).is_entry:
             ctx.report(_LINE_ONE, self.code, self.message, api=self.api, tips=self.tips)
 
 

@@ -92,6 +92,8 @@ class HostSyncInTrainingLoop(Rule):
     ]
 
     def check(self, node, ctx) -> None:
+        if not self._candidate(node):
+            return
         info = training(ctx)
         if not info.loops:
             return
@@ -104,23 +106,33 @@ class HostSyncInTrainingLoop(Rule):
                        api=api, tips="move host reads out of the per-step path (log every N steps)")
 
     @staticmethod
+    def _candidate(node) -> bool:
+        """A cheap syntactic filter before any resolution: could this node be a host sync?"""
+        if isinstance(node, ast.FormattedValue):
+            return True
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            return func.attr in _SYNC_METHODS or func.attr in ("to", "synchronize")
+        return isinstance(func, ast.Name) and func.id in ("print", "float", "int", "bool", "synchronize")
+
+    @staticmethod
     def _sync(node, ctx, info):
         """(text, api) when ``node`` copies a tensor to the host or waits for the device."""
         if isinstance(node, ast.FormattedValue):
             return (f"formatting {_short(node.value)}", "torch.Tensor.__format__") if info.holds_tensor(
                 node.value, ctx) else None
         func = node.func
-        if isinstance(func, ast.Attribute) and ctx.qualname(func) is None and not node.args:
+        if isinstance(func, ast.Attribute) and ctx.chain(func) is None and not node.args:
             if func.attr in _SYNC_METHODS and not _syncs_before(func.value) and (
                     func.attr != "tolist" or info.holds_tensor(func.value, ctx)):
                 return _short(node), f"torch.Tensor.{func.attr}"
-        if _to_cpu(node) and not _syncs_before(func.value) and ctx.qualname(func) is None:
+        if _to_cpu(node) and not _syncs_before(func.value) and ctx.chain(func) is None:
             return _short(node), "torch.Tensor.to"
         if _builtin(func, ctx, "float", "int", "bool") and len(node.args) == 1 and info.holds_tensor(node.args[0], ctx):
             return _short(node), f"torch.Tensor.__{func.id}__"
         if _builtin(func, ctx, "print") and any(info.holds_tensor(a, ctx) for a in node.args):
             return _short(node), "torch.Tensor.__repr__"
-        qualname = ctx.qualname(func)
+        qualname = ctx.chain(func)
         if qualname in _SYNCHRONIZE:
             return qualname + "()", qualname
         return None
@@ -175,7 +187,7 @@ class BlockingCopyInTrainingLoop(Rule):
 
     def check(self, node, ctx) -> None:
         func = node.func
-        if not isinstance(func, ast.Attribute) or func.attr not in ("to", "npu", "cuda") or ctx.qualname(func):
+        if not isinstance(func, ast.Attribute) or func.attr not in ("to", "npu", "cuda") or ctx.chain(func):
             return
         if argument(node, "non_blocking", 2 if func.attr == "to" else 1) is not MISSING:
             return
@@ -225,7 +237,7 @@ class EmptyCacheInTrainingLoop(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        qualname = ctx.qualname(node.func)
+        qualname = ctx.chain(node.func)
         if qualname in _EMPTY_CACHE and training(ctx).runs_every_step(ctx.stack, node):
             ctx.report(node, self.code, f"{qualname}() on every training step forces the allocator to refetch "
                        "device memory each step (remove it from the loop) [empty_cache in the training loop]",
@@ -254,7 +266,7 @@ class GcCollectInTrainingLoop(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        if ctx.qualname(node.func) == "gc.collect" and training(ctx).runs_every_step(ctx.stack, node):
+        if ctx.chain(node.func) == "gc.collect" and training(ctx).runs_every_step(ctx.stack, node):
             ctx.report(node, self.code, "gc.collect() pauses the host on every training step, leaving the NPU "
                        "idle (collect every N steps) [Python GC in the training loop]",
                        api="gc.collect", tips="collect every N steps or once per epoch")

@@ -72,11 +72,11 @@ class HalfAutocastWithoutScaler(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        info = training(ctx)
-        if info.scales_loss or not info.runs_every_step(ctx.stack, node):
-            return
         for item in node.items:
             if autocast_dtype(item.context_expr, ctx) == "float16":
+                info = training(ctx)
+                if info.scales_loss or not info.runs_every_step(ctx.stack, node):
+                    return
                 ctx.report(item.context_expr, self.code, "float16 autocast in the training loop without a loss "
                            "scaler: small gradients underflow (use torch.amp.GradScaler('npu') or bfloat16) "
                            "[fp16 AMP without loss scaling]", api=ctx.qualname(item.context_expr.func) or "autocast",
@@ -170,7 +170,7 @@ class Fp32PolicyOpInAutocast(Rule):
 
     def check(self, node, ctx) -> None:
         func = node.func
-        api = ctx.qualname(func)
+        api = ctx.chain(func)
         op = FP32_POLICY_APIS.get(api or "")
         if op is None and api is None and isinstance(func, ast.Attribute) and func.attr in FP32_POLICY_METHODS \
                 and ctx.is_tensor(func.value):

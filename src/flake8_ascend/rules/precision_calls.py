@@ -26,7 +26,7 @@ class _CallAdvice(Rule):
 
     def check(self, node, ctx) -> None:
         func = node.func
-        api = ctx.qualname(func)
+        api = ctx.chain(func)
         if api is None and isinstance(func, ast.Attribute) and func.attr in self.methods and ctx.is_tensor(func.value):
             api = f"torch.Tensor.{func.attr}"
         elif api not in self.apis:
@@ -188,7 +188,7 @@ class DeterministicWithoutFill(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        if ctx.qualname(node.func) != "torch.use_deterministic_algorithms":
+        if ctx.chain(node.func) != "torch.use_deterministic_algorithms":
             return
         if is_constant(argument(node, "mode", 0), False) or "fill_uninitialized_memory" in source_text(ctx):
             return
