@@ -9,8 +9,6 @@ import json
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from conftest import run_rules
 from flake8_ascend import cli
 from flake8_ascend.registry import all_rules, rule_for

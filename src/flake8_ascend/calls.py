@@ -24,7 +24,6 @@ def argument(call: ast.Call, keyword: str, index: Optional[int] = None):
     return MISSING
 
 
-
 def is_constant(node, *values) -> bool:
     """Is ``node`` a literal equal to one of ``values`` (``True`` does not match ``1``)?"""
     return isinstance(node, ast.Constant) and any(

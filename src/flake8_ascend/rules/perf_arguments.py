@@ -10,12 +10,12 @@ import ast
 
 from ..calls import MISSING, argument, is_constant
 from ..registry import Rule
+from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
 from ..training import source_text, training
 
 _CSV = "api_performance_advice.csv"
 _DATALOADER = "torch.utils.data.DataLoader"
 _DDP = "torch.nn.parallel.DistributedDataParallel"
-_OFFICIAL = "msfmktransplt resource/precision_performance_advice.json (Ascend-mstt HEAD; same in Ascend/msprobe 81f0042c)"
 
 
 def _left_default(call: ast.Call, keyword: str, index: int, *bad) -> bool:
@@ -37,8 +37,7 @@ class DataLoaderWithoutPinMemory(Rule):
     )
     example = "loader = DataLoader(dataset, batch_size=64, num_workers=8)"
     fix = "`DataLoader(dataset, ..., pin_memory=True)`"
-    source = (f"{_OFFICIAL} api_parameters_performance_dict; Ascend-mstt profiler/msprof_analyze/advisor/rules/en/"
-              "dataloader.yaml; rules_data/sources/advice/expert_advice.tsv")
+    source = f"{OFFICIAL_ADVICE} api_parameters_performance_dict; {ADVISOR_RULES}dataloader.yaml; {ADVICE_TABLE}"
     fires = [
         ("from torch.utils.data import DataLoader\nl = DataLoader(ds, batch_size=8, num_workers=4)\n", 2),
         ("import torch\nl = torch.utils.data.DataLoader(ds, 8, num_workers=4, pin_memory=False)\n", 2),
@@ -55,7 +54,7 @@ class DataLoaderWithoutPinMemory(Rule):
         if ctx.chain(node.func) == _DATALOADER and _left_default(node, "pin_memory", 7, False):
             ctx.report(node, self.code, "DataLoader without pin_memory=True: host-to-NPU copies are staged and "
                        "cannot overlap with compute (pass pin_memory=True) [pin_memory defaults to False]",
-                       api=_DATALOADER, tips="pin_memory=True")
+                       api=_DATALOADER, tips="set pin_memory=True")
 
 
 class DataLoaderWithoutWorkers(Rule):
@@ -70,8 +69,7 @@ class DataLoaderWithoutWorkers(Rule):
     )
     example = "loader = DataLoader(dataset, batch_size=64, pin_memory=True)"
     fix = "`DataLoader(dataset, ..., num_workers=N)` with N > 0 (e.g. the CPU cores per device)."
-    source = (f"{_OFFICIAL} api_parameters_performance_dict; Ascend-mstt profiler/msprof_analyze/advisor/rules/en/"
-              "dataloader.yaml; rules_data/sources/advice/expert_advice.tsv")
+    source = f"{OFFICIAL_ADVICE} api_parameters_performance_dict; {ADVISOR_RULES}dataloader.yaml; {ADVICE_TABLE}"
     fires = [
         ("from torch.utils.data import DataLoader\nl = DataLoader(ds, batch_size=8, pin_memory=True)\n", 2),
         ("from torch.utils.data import DataLoader\nl = DataLoader(ds, 8, num_workers=0)\n", 2),
@@ -87,7 +85,7 @@ class DataLoaderWithoutWorkers(Rule):
         if ctx.chain(node.func) == _DATALOADER and _left_default(node, "num_workers", 5, 0):
             ctx.report(node, self.code, "DataLoader loads batches in the training process (num_workers=0): the NPU "
                        "waits for data every step (pass num_workers > 0) [num_workers defaults to 0]",
-                       api=_DATALOADER, tips="num_workers>0")
+                       api=_DATALOADER, tips="set num_workers > 0")
 
 
 class DdpWithoutBucketSize(Rule):
@@ -103,7 +101,7 @@ class DdpWithoutBucketSize(Rule):
     )
     example = "model = DistributedDataParallel(model, device_ids=[rank])"
     fix = "`DistributedDataParallel(model, device_ids=[rank], bucket_cap_mb=500)`, then tune by profiling."
-    source = f"{_OFFICIAL} api_parameters_performance_dict; rules_data/sources/advice/expert_advice.tsv"
+    source = f"{OFFICIAL_ADVICE} api_parameters_performance_dict; {ADVICE_TABLE}"
     fires = [
         ("from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(m, device_ids=[0])\n", 2),
         ("import torch\nm = torch.nn.parallel.DistributedDataParallel(m)\n", 2),
@@ -119,7 +117,7 @@ class DdpWithoutBucketSize(Rule):
         if ctx.chain(node.func) == _DDP and argument(node, "bucket_cap_mb", 6) is MISSING:
             ctx.report(node, self.code, "DistributedDataParallel keeps 25 MB gradient buckets: many small HCCL "
                        "all-reduces per step (pass a larger bucket_cap_mb, e.g. 500) [bucket_cap_mb not set]",
-                       api=_DDP, tips="bucket_cap_mb=500")
+                       api=_DDP, tips="set bucket_cap_mb=500, then tune")
 
 
 class DdpAccumulationWithoutNoSync(Rule):
@@ -139,7 +137,7 @@ class DdpAccumulationWithoutNoSync(Rule):
         "    if (i + 1) % accum == 0:\n        opt.step()"
     )
     fix = "Run the non-stepping micro-batches under `with model.no_sync():` so only the last one all-reduces."
-    source = f"{_OFFICIAL} performance_api_suggest_use; rules_data/sources/advice/expert_advice.tsv"
+    source = f"{OFFICIAL_ADVICE} performance_api_suggest_use; {ADVICE_TABLE}"
     fires = [
         ("from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(m, bucket_cap_mb=100)\n"
          "for i, x in enumerate(data):\n    m(x).sum().backward()\n    if (i + 1) % 4 == 0:\n"
@@ -160,4 +158,4 @@ class DdpAccumulationWithoutNoSync(Rule):
             return
         ctx.report(node, self.code, "DDP model trained with gradient accumulation all-reduces on every micro-batch "
                    "(run the non-stepping backward passes under model.no_sync()) [optimizer.step() every N steps]",
-                   api=_DDP, tips="model.no_sync() on accumulation steps")
+                   api=_DDP, tips="wrap accumulation steps in model.no_sync()")

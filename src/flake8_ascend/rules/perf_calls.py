@@ -5,10 +5,9 @@ import ast
 
 from ..calls import argument, env_settings, is_constant
 from ..registry import Rule
+from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
 
 _CSV = "api_performance_advice.csv"
-_OFFICIAL = "msfmktransplt resource/precision_performance_advice.json (Ascend-mstt HEAD; same in Ascend/msprobe 81f0042c)"
-_ADVISOR = "Ascend-mstt profiler/msprof_analyze/advisor/rules/en/"
 _SET_ANOMALY = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})
 _DETECT_ANOMALY = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})
 _DOUBLE_DTYPES = {
@@ -32,7 +31,7 @@ class AnomalyDetectionOn(Rule):
     )
     example = "torch.autograd.set_detect_anomaly(True)"
     fix = "Delete it, or tie it to a debug flag: `torch.autograd.set_detect_anomaly(args.debug)`."
-    source = f"{_OFFICIAL} api_performance_dict; rules_data/sources/advice/expert_advice.tsv"
+    source = f"{OFFICIAL_ADVICE} api_performance_dict; {ADVICE_TABLE}"
     fires = [
         ("import torch\ntorch.autograd.set_detect_anomaly(True)\n", 2),
         ("from torch.autograd import detect_anomaly\nwith detect_anomaly():\n    loss.backward()\n", 2),
@@ -68,9 +67,9 @@ class DoublePrecisionTensor(Rule):
     )
     example = "x = torch.zeros(n, dtype=torch.float64)\ny = x.double()"
     fix = "Use float32 (`dtype=torch.float32`, `.float()`); keep float64 maths on the CPU, outside the NPU graph."
-    source = (f"{_ADVISOR}aicpu_rules.yaml; Ascend-mstt profiler/msprof_analyze/advisor/doc/Samples of AI CPU "
+    source = (f"{ADVISOR_RULES}aicpu_rules.yaml; Ascend-mstt profiler/msprof_analyze/advisor/doc/Samples of AI CPU "
               "Operator Replacement.md; torch_npu/contrib/transfer_to_npu.py; "
-              "rules_data/sources/advice/expert_advice.tsv")
+              f"{ADVICE_TABLE}")
     fires = [
         ("import torch\nx = torch.zeros(3, dtype=torch.float64)\n", 2),
         ("y = x.double()\n", 1),
@@ -105,7 +104,7 @@ class DoublePrecisionTensor(Rule):
 
     def _report(self, node, ctx, api, spelling) -> None:
         ctx.report(node, self.code, f"{spelling} makes double-precision tensors, which NPU operators run on the "
-                   "slow AI CPU (use float32) [float64/complex128 on NPU]", api=api, tips="use torch.float32")
+                   "slow AI CPU (use float32) [float64/complex128 on NPU]", api=api, tips="use float32")
 
 
 def _env_rule_check(rule, node, ctx, name: str, slow) -> None:
@@ -127,7 +126,7 @@ class LaunchBlockingSet(Rule):
     )
     example = 'os.environ["ASCEND_LAUNCH_BLOCKING"] = "1"'
     fix = "Remove it (or set 0) for training; set it only on the command line while debugging."
-    source = f"{_ADVISOR}synchronize.yaml, environment_variable_info.yaml; rules_data/sources/advice/expert_advice.tsv"
+    source = f"{ADVISOR_RULES}synchronize.yaml, environment_variable_info.yaml; {ADVICE_TABLE}"
     fires = [
         ('import os\nos.environ["ASCEND_LAUNCH_BLOCKING"] = "1"\n', 2),
         ('import os\nos.environ.setdefault("ASCEND_LAUNCH_BLOCKING", "1")\n', 2),
@@ -160,7 +159,7 @@ class VerboseCannLogging(Rule):
     )
     example = 'os.environ["ASCEND_GLOBAL_LOG_LEVEL"] = "1"'
     fix = 'Set `ASCEND_GLOBAL_LOG_LEVEL=3` (or leave it unset) for training.'
-    source = f"{_ADVISOR}environment_variable_info.yaml; rules_data/sources/advice/expert_advice.tsv"
+    source = f"{ADVISOR_RULES}environment_variable_info.yaml; {ADVICE_TABLE}"
     fires = [
         ('import os\nos.environ["ASCEND_GLOBAL_LOG_LEVEL"] = "0"\n', 2),
         ('import os\nos.environ.update(ASCEND_GLOBAL_LOG_LEVEL="1")\n', 2),

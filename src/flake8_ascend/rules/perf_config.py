@@ -11,10 +11,10 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
+from ._sources import ADVICE_TABLE, OFFICIAL_ADVICE
 from ..training import is_main_guard, source_text, training
 
 _CSV = "api_performance_advice.csv"
-_OFFICIAL = "msfmktransplt resource/precision_performance_advice.json (Ascend-mstt HEAD; same in Ascend/msprobe 81f0042c)"
 _LINE_ONE = ast.Pass(lineno=1, col_offset=0, end_lineno=1, end_col_offset=0)
 _ENTRY = (
     "import torch\n\ndef main():\n    for x in data:\n        loss = f(x)\n        loss.backward()\n"
@@ -54,12 +54,13 @@ class CompileModeNotChosen(_EntryScriptAdvice):
         "not call `set_compile_mode`, on line 1. With `mp.spawn`, set it inside the spawned worker."
     )
     example = _ENTRY
-    fix = "`torch_npu.npu.set_compile_mode(jit_compile=False)` at start-up (before the first NPU op) for dynamic shapes."
-    source = (f"{_OFFICIAL} performance_configuration_dict; MindStudio 8.3.0 analysis-migration tool user guide "
-              "§5.3; rules_data/sources/advice/expert_advice.tsv")
+    fix = ("`torch_npu.npu.set_compile_mode(jit_compile=False)` at start-up (before the first NPU op) for "
+           "dynamic shapes.")
+    source = (f"{OFFICIAL_ADVICE} performance_configuration_dict; MindStudio 8.3.0 analysis-migration tool user guide "
+              f"§5.3; {ADVICE_TABLE}")
     fires = [(_ENTRY, 1)]
     passes = [
-        _ENTRY.replace("import torch\n", "import torch\nimport torch_npu\ntorch_npu.npu.set_compile_mode(jit_compile=False)\n"),
+        _ENTRY.replace("import torch\n", "import torch_npu\ntorch_npu.npu.set_compile_mode(jit_compile=False)\n"),
         "import torch\n\ndef train():\n    for x in data:\n        f(x).backward()\n",
         "import torch\n\nif __name__ == '__main__':\n    model = build()\n    print(model(x).item())\n",
     ]
@@ -83,8 +84,8 @@ class TaskQueueNotSet(_EntryScriptAdvice):
     )
     example = _ENTRY
     fix = "`export TASK_QUEUE_ENABLE=2` in the launch script (or `os.environ` before `import torch_npu`)."
-    source = (f"{_OFFICIAL} performance_configuration_dict; Ascend/pytorch docs/zh/api/environment_variable "
-              "TASK_QUEUE_ENABLE.md; rules_data/sources/advice/expert_advice.tsv")
+    source = (f"{OFFICIAL_ADVICE} performance_configuration_dict; Ascend/pytorch docs/zh/api/environment_variable "
+              f"TASK_QUEUE_ENABLE.md; {ADVICE_TABLE}")
     fires = [(_ENTRY, 1)]
     passes = [
         "import os\nos.environ['TASK_QUEUE_ENABLE'] = '2'\n" + _ENTRY,

@@ -11,6 +11,7 @@ import ast
 from ..calls import MISSING, argument, is_constant
 from ..registry import Rule
 from ..training import training
+from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
 
 _CSV = "api_performance_advice.csv"
 _LOOP_WORDS = ("backward", ".step(")
@@ -56,15 +57,16 @@ class HostSyncInTrainingLoop(Rule):
         "a noticeable share of step time. Fires inside a training loop (a loop that calls `.backward()` or "
         "`optimizer.step()`), not outside loops and not in a periodic `if step % N == 0:` logging branch."
     )
-    example = "for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n    opt.step()\n    print(loss.item())"
+    example = ("for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n    opt.step()\n"
+               "    print(loss.item())")
     fix = (
         "Log every N steps (`if step % 50 == 0:`), or accumulate on the device "
         "(`total += loss.detach()`) and read the value once per epoch."
     )
     source = (
         "Ascend/pytorch docs/zh/developer_notes/npugraph.md (host syncs such as .item()/.cpu() listed as unsuitable "
-        "in captured regions); msprof-analyze advisor synchronize rule (Ascend-mstt "
-        "profiler/msprof_analyze/advisor/rules/en/synchronize.yaml); rules_data/sources/advice/expert_advice.tsv"
+        f"in captured regions); msprof-analyze advisor synchronize rule ({ADVISOR_RULES}synchronize.yaml); "
+        f"{ADVICE_TABLE}"
     )
     fires = [
         ("for x in data:\n    loss = model(x)\n    loss.backward()\n    opt.step()\n    total += loss.item()\n", 5),
@@ -103,7 +105,7 @@ class HostSyncInTrainingLoop(Rule):
             ctx.report(node, self.code,
                        f"{what} waits for the NPU on every training step (read values every N steps or "
                        f"keep them on the device) [host sync: {api}]",
-                       api=api, tips="move host reads out of the per-step path (log every N steps)")
+                       api=api, tips="read tensor values every N steps, not every step")
 
     @staticmethod
     def _candidate(node) -> bool:
@@ -151,6 +153,21 @@ def _device_like(expr, ctx) -> bool:
     return False
 
 
+def _loop_data(expr, ctx) -> bool:
+    """Is ``expr`` (``x``, ``batch["img"]``, ``batch.img``) rooted in a target of an enclosing ``for``?"""
+    while isinstance(expr, (ast.Subscript, ast.Attribute)):
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return False
+    for parent in reversed(ctx.stack):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return False
+        if isinstance(parent, (ast.For, ast.AsyncFor)) and any(
+                isinstance(n, ast.Name) and n.id == expr.id for n in ast.walk(parent.target)):
+            return True
+    return False
+
+
 class BlockingCopyInTrainingLoop(Rule):
     code = "ASC502"
     summary = "host-to-device copy without non_blocking=True on every training step (.to(device), .npu(), .cuda())"
@@ -160,18 +177,17 @@ class BlockingCopyInTrainingLoop(Rule):
     why = (
         "A blocking copy makes the host wait until the batch has reached the NPU before it dispatches the "
         "next kernel. With `non_blocking=True` (and a DataLoader with `pin_memory=True`) the copy is queued "
-        "like a kernel and overlaps with compute. Fires on `.to(<device>)`, `.npu()` and `.cuda()` without "
-        "`non_blocking` inside a training loop."
+        "like a kernel and overlaps with compute. Fires on `.to(<device>)` without `non_blocking` inside a "
+        "training loop, and on `.npu()` / `.cuda()` of a known tensor or of a batch from the loop's `for` "
+        "target (`Module.cuda()` has no `non_blocking`, so modules are left alone)."
     )
     example = "for x, y in loader:\n    x, y = x.to(device), y.to(device)\n    ..."
     fix = "`x = x.to(device, non_blocking=True)`, and build the DataLoader with `pin_memory=True`."
-    source = (
-        "msfmktransplt resource/precision_performance_advice.json api_parameters_performance_dict (tensor.to "
-        "non_blocking), Ascend-mstt; rules_data/sources/advice/expert_advice.tsv"
-    )
+    source = f"{OFFICIAL_ADVICE} api_parameters_performance_dict (tensor.to non_blocking); {ADVICE_TABLE}"
     fires = [
         ("for x, y in data:\n    x = x.to(device)\n    loss = f(x, y)\n    loss.backward()\n", 2),
         ("for x in data:\n    x = x.npu()\n    loss = f(x)\n    loss.backward()\n", 2),
+        ("for batch in data:\n    img = batch['img'].cuda(0)\n    f(img).backward()\n", 2),
         ("for x in data:\n    x = x.to('npu:0')\n    loss = f(x)\n    loss.backward()\n", 2),
         ("for x in data:\n    x = x.to(self.device, torch.float16)\n    f(x).backward()\n", 2),
     ]
@@ -183,6 +199,8 @@ class BlockingCopyInTrainingLoop(Rule):
         "for x in data:\n    x = x.to(dtype)\n    f(x).backward()\n",
         "for x in data:\n    x = x.to(**kw)\n    f(x).backward()\n",
         "for x in data:\n    x = x.cuda(non_blocking=True)\n    f(x).backward()\n",
+        "for x in data:\n    net = copy.deepcopy(model).cuda(rank)\n    net(x).sum().backward()\n",
+        "for x in data:\n    model.npu()\n    model(x).sum().backward()\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -195,14 +213,15 @@ class BlockingCopyInTrainingLoop(Rule):
             device = argument(node, "device", 0)
             if device is None or device is MISSING or not _device_like(device, ctx):
                 return
-        elif node.args and not isinstance(node.args[0], (ast.Constant, ast.Name, ast.Attribute)):
-            return
         info = training(ctx)
-        if info.loops and info.runs_every_step(ctx.stack, node):
+        if not info.loops or (func.attr != "to" and not (
+                info.holds_tensor(func.value, ctx) or _loop_data(func.value, ctx))):
+            return  # Module.cuda()/.npu() take no non_blocking: only tensors and loader batches qualify
+        if info.runs_every_step(ctx.stack, node):
             ctx.report(node, self.code,
                        f"{_short(node)} copies to the device synchronously on every training step "
                        "(pass non_blocking=True, with pin_memory=True in the DataLoader) [blocking H2D copy]",
-                       api=f"torch.Tensor.{func.attr}", tips="non_blocking=True")
+                       api=f"torch.Tensor.{func.attr}", tips="pass non_blocking=True (with pin_memory=True)")
 
 
 class EmptyCacheInTrainingLoop(Rule):
@@ -222,8 +241,8 @@ class EmptyCacheInTrainingLoop(Rule):
     source = (
         "PyTorch docs, CUDA semantics > Memory management (empty_cache releases cached blocks, it does not "
         "increase the memory available to PyTorch); torch_npu mirrors the allocator (torch_npu.npu.empty_cache); "
-        "msprof-analyze advisor environment_variable_info.yaml (PYTORCH_NPU_ALLOC_CONF expandable_segments), "
-        "rules_data/sources/advice/expert_advice.tsv"
+        f"{ADVISOR_RULES}environment_variable_info.yaml (PYTORCH_NPU_ALLOC_CONF expandable_segments); "
+        f"{ADVICE_TABLE}"
     )
     fires = [
         ("import torch\nfor x in data:\n    f(x).backward()\n    opt.step()\n    torch.npu.empty_cache()\n", 5),
@@ -257,7 +276,7 @@ class GcCollectInTrainingLoop(Rule):
     )
     example = "for x in loader:\n    loss = f(x)\n    loss.backward()\n    gc.collect()"
     fix = "Collect every N steps or once per epoch; avoid reference cycles; `gc.freeze()` after start-up."
-    source = "Ascend-mstt profiler/msprof_analyze/advisor/rules/en/gc.yaml; rules_data/sources/advice/expert_advice.tsv"
+    source = f"{ADVISOR_RULES}gc.yaml; {ADVICE_TABLE}"
     fires = [("import gc\nfor x in data:\n    f(x).backward()\n    opt.step()\n    gc.collect()\n", 5)]
     passes = [
         "import gc\nfor x in data:\n    f(x).backward()\ngc.collect()\n",

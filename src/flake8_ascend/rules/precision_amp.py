@@ -47,7 +47,8 @@ class HalfAutocastWithoutScaler(Rule):
         "`scaler.scale(...)`, `amp.scale_loss` or framework `X.backward(loss)` (accelerate, DeepSpeed). "
         "bfloat16 autocast does not need a scaler and does not fire."
     )
-    example = "for x, y in loader:\n    with torch.autocast('npu'):\n        loss = crit(model(x), y)\n    loss.backward()"
+    example = ("for x, y in loader:\n    with torch.autocast('npu'):\n        loss = crit(model(x), y)\n"
+               "    loss.backward()")
     fix = ("`scaler = torch.amp.GradScaler('npu')`, then `scaler.scale(loss).backward()`, `scaler.step(opt)`, "
            "`scaler.update()`; or autocast with `dtype=torch.bfloat16`.")
     source = ("PyTorch docs, Automatic Mixed Precision > Gradient Scaling; Ascend/pytorch docs torch_npu.npu.amp "
@@ -80,7 +81,7 @@ class HalfAutocastWithoutScaler(Rule):
                 ctx.report(item.context_expr, self.code, "float16 autocast in the training loop without a loss "
                            "scaler: small gradients underflow (use torch.amp.GradScaler('npu') or bfloat16) "
                            "[fp16 AMP without loss scaling]", api=ctx.qualname(item.context_expr.func) or "autocast",
-                           tips="torch.amp.GradScaler('npu') / torch_npu.npu.amp.GradScaler")
+                           tips="scale the loss with torch.amp.GradScaler('npu'), or autocast to bfloat16")
                 return
 
 
@@ -105,7 +106,8 @@ class Tf32WithoutHf32(Rule):
         "set differs from the NPU default (or is not a literal) and the file does not set the counterpart."
     )
     example = "torch.backends.cuda.matmul.allow_tf32 = True\ntorch.backends.cudnn.allow_tf32 = False"
-    fix = "Set the counterpart to the same value: `torch.npu.matmul.allow_hf32 = True`, `torch.npu.conv.allow_hf32 = False`."
+    fix = ("Set the counterpart to the same value: `torch.npu.matmul.allow_hf32 = True`, "
+           "`torch.npu.conv.allow_hf32 = False`.")
     source = f"{_HF32_DOCS}; rules_data/sources/advice/hf32_switches.tsv"
     fires = [
         ("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n", 2),
@@ -132,7 +134,7 @@ class Tf32WithoutHf32(Rule):
             wanted = repr(value.value) if literal else ast.unparse(value)
             ctx.report(node, self.code, f"{switch} does not reach the NPU, where {counterpart} defaults to "
                        f"{npu_default} (set {counterpart} = {wanted}) [TF32 vs HF32]", api=switch,
-                       tips=f"{counterpart} = {wanted}")
+                       tips=f"set {counterpart} = {wanted}")
 
 
 class Fp32PolicyOpInAutocast(Rule):
@@ -179,4 +181,4 @@ class Fp32PolicyOpInAutocast(Rule):
             return
         ctx.report(node, self.code, f"NPU autocast runs {api} in float32: half inputs are cast up and the result "
                    f"is float32 [torch_npu autocast policy fp32: aten::{op}]", api=api,
-                   tips="runs in float32 under NPU autocast")
+                   tips="runs in float32 under NPU autocast; do not cast its result back to half")

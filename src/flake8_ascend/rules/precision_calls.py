@@ -7,12 +7,9 @@ from typing import ClassVar, FrozenSet
 from ..calls import argument, is_constant
 from ..registry import Rule
 from ..training import source_text
+from ._sources import ADVICE_TABLE, ASCEND_API_DOCS, OFFICIAL_ADVICE
 
 _CSV = "api_precision_advice.csv"
-_OFFICIAL = ("msfmktransplt resource/precision_performance_advice.json (Ascend-mstt HEAD; same in Ascend/msprobe "
-             "81f0042c) api_precision_dict")
-_DOCS = "Ascend/pytorch master docs/zh/api/native_api/"
-_TSV = "rules_data/sources/advice/expert_advice.tsv"
 
 
 class _CallAdvice(Rule):
@@ -43,15 +40,16 @@ class BaddbmmOverflow(_CallAdvice):
     trigger_words = ("baddbmm",)
     apis = frozenset({"torch.baddbmm"})
     methods = frozenset({"baddbmm", "baddbmm_"})
-    tips = "torch.bmm(batch1, batch2) then add the input"
+    tips = "use torch.bmm(batch1, batch2), then scale and add the input"
     why = (
         "Ascend's migration advice warns that the NPU kernel of `baddbmm` (beta * input + alpha * batch1 @ "
         "batch2) may overflow during the computation, giving inf where the GPU gives finite values, and "
         "advises computing the batched product and the addition as two ops."
     )
     example = "scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scale)"
-    fix = "`scores = torch.bmm(q, k.transpose(1, 2)) * scale + bias` instead of `torch.baddbmm(bias, q, k.mT, alpha=scale)`."
-    source = f"{_OFFICIAL}; {_TSV}"
+    fix = ("`scores = torch.bmm(q, k.transpose(1, 2)) * scale + bias` instead of "
+           "`torch.baddbmm(bias, q, k.mT, alpha=scale)`.")
+    source = f"{OFFICIAL_ADVICE} api_precision_dict; {ADVICE_TABLE}"
     fires = [
         ("import torch\ny = torch.baddbmm(m, a, b)\n", 2),
         ("import torch\nm = torch.zeros(2, 3, 5)\ny = m.baddbmm(a, b)\n", 3),
@@ -59,7 +57,7 @@ class BaddbmmOverflow(_CallAdvice):
     passes = ["import torch\ny = torch.bmm(a, b) + m\n", "y = m.baddbmm(a, b)\n"]
 
     def message(self, api: str) -> str:
-        return f"{api} can overflow on NPU in its intermediate result (use torch.bmm and add separately) [overflow risk]"
+        return f"{api} can overflow on NPU during the computation (use torch.bmm and add separately) [overflow risk]"
 
 
 class EmbeddingNondeterministic(_CallAdvice):
@@ -76,15 +74,18 @@ class EmbeddingNondeterministic(_CallAdvice):
     example = "self.tok = nn.Embedding(vocab, dim)"
     fix = ("Nothing for ordinary training. For bit-reproducible runs call `torch.use_deterministic_algorithms(True)` "
            "(see ASC606) and compare runs with that setting.")
-    source = f"{_OFFICIAL}; {_TSV}"
+    source = f"{OFFICIAL_ADVICE} api_precision_dict; {ADVICE_TABLE}"
     fires = [
         ("import torch.nn as nn\nemb = nn.Embedding(100, 16)\n", 2),
         ("import torch.nn.functional as F\ny = F.embedding(idx, w)\n", 2),
     ]
-    passes = ["from mylib import Embedding\nemb = Embedding(100, 16)\n", "import torch.nn as nn\nbag = nn.EmbeddingBag(10, 3)\n"]
+    passes = [
+        "from mylib import Embedding\nemb = Embedding(100, 16)\n",
+        "import torch.nn as nn\nbag = nn.EmbeddingBag(10, 3)\n",
+    ]
 
     def message(self, api: str) -> str:
-        return f"{api} backward may give slightly different gradients from run to run on NPU [nondeterministic backward]"
+        return f"{api} backward may give slightly different gradients from run to run on NPU [nondeterministic]"
 
 
 class MatmulNondeterministic(_CallAdvice):
@@ -102,7 +103,7 @@ class MatmulNondeterministic(_CallAdvice):
     )
     example = "y = torch.matmul(a, b)"
     fix = "For reproducible runs call `torch.use_deterministic_algorithms(True)` (see ASC606)."
-    source = f"{_OFFICIAL}; {_TSV}"
+    source = f"{OFFICIAL_ADVICE} api_precision_dict; {ADVICE_TABLE}"
     fires = [
         ("import torch\ny = torch.matmul(a, b)\n", 2),
         ("import torch\na = torch.ones(2, 2)\ny = a.matmul(a)\n", 3),
@@ -118,7 +119,7 @@ class SeluHalfBackward(_CallAdvice):
     summary = "SELU, whose fp16 backward on NPU accumulates more error than on GPU"
     trigger_words = ("selu", "SELU")
     apis = frozenset({"torch.selu", "torch.selu_", "torch.nn.functional.selu", "torch.nn.SELU"})
-    tips = "torch.ops.aten.elu(x, 1.6732632423543772848170429916717, 1.0507009873554804934193349852946)"
+    tips = "compute it as torch.ops.aten.elu(x, 1.6732632423543772848170429916717, 1.0507009873554804934193349852946)"
     why = (
         "The Ascend docs note that the float16 backward of SELU on NPU accumulates a larger error than the "
         "GPU kernel. SELU is ELU with fixed alpha and scale; the docs' workaround computes it with the ELU op."
@@ -126,7 +127,7 @@ class SeluHalfBackward(_CallAdvice):
     example = "y = F.selu(x)"
     fix = ("Compute the forward as ELU with SELU's constants: "
            "`torch.ops.aten.elu(x, 1.6732632423543772848170429916717, 1.0507009873554804934193349852946)`.")
-    source = f"{_DOCS}pytorch_2-13-0/torch-nn-functional.md (restrictions of selu); {_TSV}"
+    source = f"{ASCEND_API_DOCS}pytorch_2-13-0/torch-nn-functional.md (restrictions of selu); {ADVICE_TABLE}"
     fires = [
         ("import torch.nn.functional as F\ny = F.selu(x)\n", 2),
         ("import torch.nn as nn\nact = nn.SELU()\n", 2),
@@ -152,7 +153,7 @@ class InfNanHandling(_CallAdvice):
     )
     example = "s = torch.sign(x)\nu, s, vh = torch.linalg.svd(a)"
     fix = "Sanitise inputs first (`torch.nan_to_num(x)`) or check `torch.isfinite` before the op where it matters."
-    source = f"{_DOCS}appendixes/inf_nan_difference_apis.md; {_TSV}"
+    source = f"{ASCEND_API_DOCS}appendixes/inf_nan_difference_apis.md; {ADVICE_TABLE}"
     fires = [
         ("import torch\ns = torch.sign(x)\n", 2),
         ("import torch\nu, s, v = torch.linalg.svd(a)\n", 2),
@@ -179,12 +180,13 @@ class DeterministicWithoutFill(Rule):
     example = "torch.use_deterministic_algorithms(True)"
     fix = ("Also set `torch.utils.deterministic.fill_uninitialized_memory = True` (and export "
            "`HCCL_DETERMINISTIC=true` for distributed runs); set it once, in the main training process.")
-    source = (f"{_DOCS}pytorch_2-13-0/torch.md (use_deterministic_algorithms); {_DOCS}deterministic_computing_apis.md;"
-              f" {_TSV}")
+    source = (f"{ASCEND_API_DOCS}pytorch_2-13-0/torch.md (use_deterministic_algorithms); "
+              f"{ASCEND_API_DOCS}deterministic_computing_apis.md; {ADVICE_TABLE}")
     fires = [("import torch\ntorch.use_deterministic_algorithms(True)\n", 2)]
     passes = [
         "import torch\ntorch.use_deterministic_algorithms(False)\n",
-        "import torch\ntorch.use_deterministic_algorithms(True)\ntorch.utils.deterministic.fill_uninitialized_memory = True\n",
+        "import torch\ntorch.use_deterministic_algorithms(True)\n"
+        "torch.utils.deterministic.fill_uninitialized_memory = True\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -195,4 +197,4 @@ class DeterministicWithoutFill(Rule):
         ctx.report(node, self.code, "deterministic mode on NPU leaves uninitialised memory unfilled (also set "
                    "torch.utils.deterministic.fill_uninitialized_memory = True; HCCL_DETERMINISTIC=true for "
                    "collectives) [NPU deterministic mode]", api="torch.use_deterministic_algorithms",
-                   tips="torch.utils.deterministic.fill_uninitialized_memory=True; HCCL_DETERMINISTIC=true")
+                   tips="also set torch.utils.deterministic.fill_uninitialized_memory=True; HCCL_DETERMINISTIC=true")
