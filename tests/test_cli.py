@@ -278,6 +278,20 @@ def test_unreadable_and_odd_files_are_logged_and_skipped(tmp_path):
     assert "started" in log.splitlines()[0] and "skipped: 6" in log and "finished in" in log
 
 
+def test_an_engine_error_skips_only_that_file(tmp_path, monkeypatch):
+    def broken(tree, lines, path, config, rules):
+        if path == "dist.py":
+            raise KeyError("boom")
+        return real(tree, lines, path, config, rules)
+
+    real = lintmode.analyze
+    monkeypatch.setattr(lintmode, "analyze", broken)
+    code, _, _ = run_main("-i", str(EXAMPLES / "yolo_mini" / "utils"), "-o", str(tmp_path), "-q")
+    assert code == 0
+    log = (tmp_path / "utils_analysis" / "pytorch_analysis.txt").read_text(encoding="utf-8")
+    assert "skipped dist.py: internal error in the rule engine, please report it (KeyError: 'boom')" in log
+
+
 def test_single_file_input(tmp_path):
     code, _, _ = run_main("-i", str(EXAMPLES / "yolo_mini" / "utils" / "dist.py"), "-o", str(tmp_path), "-q")
     assert code == 0
@@ -285,15 +299,18 @@ def test_single_file_input(tmp_path):
     assert rows and {r[0] for r in rows} == {"dist.py"}
 
 
-def test_report_folder_inside_the_input_is_not_analysed(tmp_path, monkeypatch):
+@pytest.mark.parametrize("output", [".", "reports"])
+def test_report_folders_inside_the_input_are_not_analysed(tmp_path, monkeypatch, output):
     tree = tmp_path / "proj"
-    tree.mkdir()
-    (tree / "a.py").write_text("import torch\ntorch.cuda.synchronize()\n", encoding="utf-8")
+    (tree / output / "old_analysis").mkdir(parents=True)
+    cuda = "import torch\ntorch.cuda.synchronize()\n"
+    (tree / "a.py").write_text(cuda, encoding="utf-8")
+    (tree / output / "old_analysis" / "copy.py").write_text(cuda, encoding="utf-8")
     monkeypatch.chdir(tree)
     for _ in range(2):
-        assert run_main("-i", ".", "-o", ".", "-q")[0] == 0
-        (tree / "proj_analysis" / "copy.py").write_text("import torch\ntorch.cuda.synchronize()\n", encoding="utf-8")
-    assert [r[0] for r in read_csv(tree / "proj_analysis" / "cuda_op_list.csv")[1:]] == ["a.py"]
+        assert run_main("-i", ".", "-o", output, "-q")[0] == 0
+        (tree / output / "proj_analysis" / "copy.py").write_text(cuda, encoding="utf-8")
+    assert [r[0] for r in read_csv(tree / output / "proj_analysis" / "cuda_op_list.csv")[1:]] == ["a.py"]
 
 
 # -- the report folder is replaced whole, or not at all --------------------------------------------

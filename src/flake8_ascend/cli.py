@@ -167,6 +167,8 @@ def _check_args(args: argparse.Namespace, mode: type) -> Tuple[Path, Path]:
     if not (source.is_dir() or source.is_file()):
         raise UsageError(f"input is neither a folder nor a file: {args.input}")
     out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"output is not a folder: {args.output}")
     if not out.is_dir():
         raise UsageError(f"output folder not found (it must exist): {args.output}")
     if not os.access(out, os.W_OK | os.X_OK):
@@ -199,6 +201,12 @@ def _replace_folder(temporary: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def _report_folders(out_dir: Path) -> List[Path]:
+    """Folders this tool makes in ``out_dir`` (reports, temporary ones), never analysed if the input holds them."""
+    return [path for path in out_dir.iterdir()
+            if path.is_dir() and (path.name.endswith("_analysis") or "_analysis." in path.name)]
+
+
 def summary_table(counts: Dict[str, int]) -> str:
     width = max([len("files"), *map(len, counts)])
     rule = f"+-{'-' * width}-+------------+"
@@ -226,7 +234,7 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
     os.umask(umask)
     temporary.chmod(0o777 & ~umask)  # mkdtemp makes it private; the report is an ordinary folder
     try:
-        found = collect(source, exclude=(out_dir,) if out_dir != root else (target, temporary))
+        found = collect(source, exclude=_report_folders(out_dir))
         with open(temporary / LOG_NAME, "w", encoding="utf-8") as log_file:
             def log(line: str) -> None:
                 log_file.write(line + "\n")

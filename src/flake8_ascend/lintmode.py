@@ -88,6 +88,8 @@ def _analyse_file(task: Tuple[str, str]) -> Tuple[str, List[Finding], str]:
         findings = analyze(tree, lines, rel, _worker_config, _worker_rules)
     except RecursionError:
         return rel, [], "nested too deeply to analyse"
+    except Exception as error:  # a rule bug must not cost the whole report; the log names it
+        return rel, [], f"internal error in the rule engine, please report it ({type(error).__name__}: {error})"
     return rel, [f for f in findings if not is_suppressed(f, lines)], ""
 
 
