@@ -182,9 +182,9 @@ def test_advice_stays_off_the_apis_the_affinity_codes_own():
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
         sgd = torch.optim.SGD(params, foreach=True)
         layer = nn.Linear(4, 4)
-        bn = nn.SyncBatchNorm.convert_sync_batchnorm(model)
         x[mask] = 0
         y = torch.reshape(x, (2, 2))
+        s = torch.matmul(q, k.transpose(-2, -1))
     """
     assert run_rules(source, codes=["ASC5", "ASC6"]) == []
 

@@ -1,4 +1,4 @@
-"""ASC507, ASC508, ASC511, ASC512: debugging switches and data types that slow NPU training wherever they appear."""
+"""ASC507, ASC508, ASC511, ASC512, ASC515: debugging switches, data types and layers that slow NPU training."""
 from __future__ import annotations
 
 import ast
@@ -176,3 +176,38 @@ class VerboseCannLogging(Rule):
         ctx.report(node, self.code, f"ASCEND_GLOBAL_LOG_LEVEL={value} turns on verbose CANN logging, which slows "
                    "every operator launch (use 3, errors only) [log level below 3]", api="ASCEND_GLOBAL_LOG_LEVEL",
                    tips="export ASCEND_GLOBAL_LOG_LEVEL=3")
+
+
+class SyncBatchNormLayers(Rule):
+    code = "ASC515"
+    summary = "SyncBatchNorm, slow on NPU when the model has many BatchNorm layers"
+    node_types = (ast.Call,)
+    trigger_words = ("SyncBatchNorm",)
+    csv = _CSV
+    why = (
+        "SyncBatchNorm all-reduces the batch statistics in every BN layer, forward and backward, and its "
+        "forward runs many small ops dispatched from Python. The msprof-analyze advisor flags models with "
+        "more than 20 SyncBatchNorm layers, where this dominates the step. Fires on "
+        "`nn.SyncBatchNorm.convert_sync_batchnorm(...)` and `nn.SyncBatchNorm(...)`; how many layers the model "
+        "has is only known at run time, so check before acting."
+    )
+    example = "model = nn.SyncBatchNorm.convert_sync_batchnorm(model)"
+    fix = ("Keep plain BatchNorm when the per-device batch is large enough; otherwise use the faster "
+           "SyncBatchNorm forward the advisor's sync_batchnorm rule describes.")
+    source = f"{ADVISOR_RULES}sync_batchnorm.yaml; {ADVICE_TABLE}"
+    fires = [
+        ("import torch.nn as nn\nmodel = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n", 2),
+        ("import torch\nbn = torch.nn.SyncBatchNorm(64)\n", 2),
+    ]
+    passes = [
+        "import torch.nn as nn\nbn = nn.BatchNorm2d(64)\n",
+        "from apex.parallel import SyncBatchNorm\nbn = SyncBatchNorm(64)\n",
+    ]
+
+    def check(self, node, ctx) -> None:
+        qualname = ctx.chain(node.func)
+        if qualname in ("torch.nn.SyncBatchNorm", "torch.nn.SyncBatchNorm.convert_sync_batchnorm"):
+            ctx.report(node, self.code, f"{qualname} all-reduces statistics in every BN layer; with many layers "
+                       "(the advisor flags more than 20) it dominates the NPU step (keep it only where needed) "
+                       "[SyncBatchNorm cost]", api=qualname, tips="drop SyncBatchNorm or use a faster forward "
+                       "when the model has more than 20 BN layers")

@@ -28,10 +28,32 @@ class _CallAdvice(Rule):
             api = f"torch.Tensor.{func.attr}"
         elif api not in self.apis:
             return
-        ctx.report(node, self.code, self.message(api), api=api, tips=self.tips)
+        if not self.owned_elsewhere(node, ctx):
+            ctx.report(node, self.code, self.message(api), api=api, tips=self.tips)
+
+    def owned_elsewhere(self, node: ast.Call, ctx) -> bool:
+        """Is this call another code's finding already (an affinity replacement), so no advice is added?"""
+        return False
 
     def message(self, api: str) -> str:
         raise NotImplementedError
+
+
+def _transposed_last_two(expr: ast.AST, ctx) -> bool:
+    """``k.transpose(-2, -1)``, ``k.transpose(-1, -2)``, ``torch.transpose(k, -2, -1)`` or ``k.mT``."""
+    if isinstance(expr, ast.Attribute):
+        return expr.attr == "mT"
+    if not isinstance(expr, ast.Call):
+        return False
+    if ctx.qualname(expr.func) == "torch.transpose":
+        dims = expr.args[1:]
+    elif isinstance(expr.func, ast.Attribute) and expr.func.attr == "transpose" and ctx.qualname(expr.func) is None:
+        dims = expr.args
+    else:
+        return False
+    values = {d.operand.value * -1 if isinstance(d, ast.UnaryOp) and isinstance(d.op, ast.USub)
+              and isinstance(d.operand, ast.Constant) else None for d in dims}
+    return len(dims) == 2 and values == {-1, -2}
 
 
 class BaddbmmOverflow(_CallAdvice):
@@ -99,7 +121,8 @@ class MatmulNondeterministic(_CallAdvice):
     why = (
         "Ascend's migration advice warns that `matmul` results on NPU may differ between runs. Because matmul "
         "is everywhere, this code is off by default in flake8; select it (`--extend-select ASC603`) when "
-        "chasing run-to-run differences."
+        "chasing run-to-run differences. `matmul(q, k.transpose(-2, -1))` is left to ASC303 "
+        "(`matmul_transpose`), which already reports that call."
     )
     example = "y = torch.matmul(a, b)"
     fix = "For reproducible runs call `torch.use_deterministic_algorithms(True)` (see ASC606)."
@@ -107,8 +130,19 @@ class MatmulNondeterministic(_CallAdvice):
     fires = [
         ("import torch\ny = torch.matmul(a, b)\n", 2),
         ("import torch\na = torch.ones(2, 2)\ny = a.matmul(a)\n", 3),
+        ("import torch\ns = torch.matmul(q, k.transpose(0, 1))\n", 2),
     ]
-    passes = ["import numpy as np\ny = np.matmul(a, b)\n", "y = a.matmul(b)\n"]
+    passes = [
+        "import numpy as np\ny = np.matmul(a, b)\n",
+        "y = a.matmul(b)\n",
+        "import torch\ns = torch.matmul(q, k.transpose(-2, -1))\n",  # ASC303's matmul_transpose
+        "import torch\nq = torch.ones(2, 2)\ns = q.matmul(k.mT)\n",
+    ]
+
+    def owned_elsewhere(self, node: ast.Call, ctx) -> bool:
+        """``matmul(q, k.transpose(-2, -1))`` is ASC303's (``torch_npu.contrib.function.matmul_transpose``)."""
+        args = node.args if isinstance(node.func, ast.Attribute) and ctx.chain(node.func) is None else node.args[1:]
+        return bool(args) and _transposed_last_two(args[0], ctx)
 
     def message(self, api: str) -> str:
         return f"{api} results may differ slightly from run to run on NPU [nondeterministic result]"
