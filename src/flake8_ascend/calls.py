@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Iterator, Optional, Tuple
+from typing import AbstractSet, Iterator, Optional, Tuple
 
 MISSING = object()  # the parameter is not passed at all
 
@@ -22,6 +22,24 @@ def argument(call: ast.Call, keyword: str, index: Optional[int] = None):
     if any(item.arg is None for item in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
         return None
     return MISSING
+
+
+def last_names(*qualnames: str) -> frozenset:
+    """The last components of qualified names: what an attribute chain calling one of them ends with."""
+    return frozenset(name.rsplit(".", 1)[-1] for name in qualnames)
+
+
+def callee(call: ast.Call, ctx, lasts: AbstractSet[str]) -> Optional[str]:
+    """Qualified name of the called function when it can be one whose last component is in ``lasts``.
+
+    A cheap filter before resolution: an attribute chain (``torch.nn.Embedding``) spells the real last
+    name, so other attributes are skipped unresolved; a bare name may be an import alias (``DDP``), so it
+    is always resolved.
+    """
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr not in lasts:
+        return None
+    return ctx.chain(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
 
 
 def is_constant(node, *values) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from ..calls import MISSING, argument, is_constant
+from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
 from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
 from ..training import source_text, training
@@ -16,6 +16,7 @@ from ..training import source_text, training
 _CSV = "api_performance_advice.csv"
 _DATALOADER = "torch.utils.data.DataLoader"
 _DDP = "torch.nn.parallel.DistributedDataParallel"
+_LASTS = last_names(_DATALOADER, _DDP)
 
 
 def _left_default(call: ast.Call, keyword: str, index: int, *bad) -> bool:
@@ -51,7 +52,7 @@ class DataLoaderWithoutPinMemory(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        if ctx.chain(node.func) == _DATALOADER and _left_default(node, "pin_memory", 7, False):
+        if callee(node, ctx, _LASTS) == _DATALOADER and _left_default(node, "pin_memory", 7, False):
             ctx.report(node, self.code, "DataLoader without pin_memory=True: host-to-NPU copies are staged and "
                        "cannot overlap with compute (pass pin_memory=True) [pin_memory defaults to False]",
                        api=_DATALOADER, tips="set pin_memory=True")
@@ -82,7 +83,7 @@ class DataLoaderWithoutWorkers(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        if ctx.chain(node.func) == _DATALOADER and _left_default(node, "num_workers", 5, 0):
+        if callee(node, ctx, _LASTS) == _DATALOADER and _left_default(node, "num_workers", 5, 0):
             ctx.report(node, self.code, "DataLoader loads batches in the training process (num_workers=0): the NPU "
                        "waits for data every step (pass num_workers > 0) [num_workers defaults to 0]",
                        api=_DATALOADER, tips="set num_workers > 0")
@@ -114,7 +115,7 @@ class DdpWithoutBucketSize(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        if ctx.chain(node.func) == _DDP and argument(node, "bucket_cap_mb", 6) is MISSING:
+        if callee(node, ctx, _LASTS) == _DDP and argument(node, "bucket_cap_mb", 6) is MISSING:
             ctx.report(node, self.code, "DistributedDataParallel keeps 25 MB gradient buckets: many small HCCL "
                        "all-reduces per step (pass a larger bucket_cap_mb, e.g. 500) [bucket_cap_mb not set]",
                        api=_DDP, tips="set bucket_cap_mb=500, then tune")
@@ -154,7 +155,7 @@ class DdpAccumulationWithoutNoSync(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        if ctx.chain(node.func) != _DDP or not training(ctx).accumulates or "no_sync" in source_text(ctx):
+        if callee(node, ctx, _LASTS) != _DDP or not training(ctx).accumulates or "no_sync" in source_text(ctx):
             return
         ctx.report(node, self.code, "DDP model trained with gradient accumulation all-reduces on every micro-batch "
                    "(run the non-stepping backward passes under model.no_sync()) [optimizer.step() every N steps]",

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ast
 
-from ..calls import argument, env_settings, is_constant
+from ..calls import argument, callee, env_settings, is_constant, last_names
 from ..registry import Rule
 from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
 
@@ -15,6 +15,9 @@ _DOUBLE_DTYPES = {
     "torch.complex128": "torch.complex128", "torch.cdouble": "torch.complex128",
 }
 _DOUBLE_TENSORS = frozenset({"torch.DoubleTensor", "torch.cuda.DoubleTensor"})
+_ANOMALY_LASTS = last_names(*_SET_ANOMALY, *_DETECT_ANOMALY)
+_DOUBLE_LASTS = last_names(*_DOUBLE_DTYPES, *_DOUBLE_TENSORS)
+_SYNCBN = ("torch.nn.SyncBatchNorm", "torch.nn.SyncBatchNorm.convert_sync_batchnorm")
 
 
 class AnomalyDetectionOn(Rule):
@@ -44,7 +47,7 @@ class AnomalyDetectionOn(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        qualname = ctx.chain(node.func)
+        qualname = callee(node, ctx, _ANOMALY_LASTS)
         if qualname in _DETECT_ANOMALY or (qualname in _SET_ANOMALY and is_constant(argument(node, "mode", 0), True)):
             ctx.report(node, self.code, f"{qualname} keeps autograd anomaly detection on: every op records a "
                        "traceback and backward syncs to check for NaN (remove it outside debugging) "
@@ -92,6 +95,8 @@ class DoublePrecisionTensor(Rule):
                     and ctx.chain(func) is None:
                 self._report(node, ctx, "torch.Tensor.double", ".double()")
             return
+        if isinstance(node, ast.Attribute) and node.attr not in _DOUBLE_LASTS:
+            return  # a bare name may be an alias (``from torch import float64 as f8``): resolved below
         qualname = ctx.chain(node)
         if qualname in _DOUBLE_TENSORS:
             if isinstance(ctx.parent, ast.Call) and ctx.parent.func is node:
@@ -205,8 +210,8 @@ class SyncBatchNormLayers(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        qualname = ctx.chain(node.func)
-        if qualname in ("torch.nn.SyncBatchNorm", "torch.nn.SyncBatchNorm.convert_sync_batchnorm"):
+        qualname = callee(node, ctx, last_names(*_SYNCBN))
+        if qualname in _SYNCBN:
             ctx.report(node, self.code, f"{qualname} all-reduces statistics in every BN layer; with many layers "
                        "(the advisor flags more than 20) it dominates the NPU step (keep it only where needed) "
                        "[SyncBatchNorm cost]", api=qualname, tips="drop SyncBatchNorm or use a faster forward "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from ..calls import MISSING, argument, is_constant
+from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
 from ..training import training
 from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
@@ -18,6 +18,8 @@ _LOOP_WORDS = ("backward", ".step(")
 _SYNC_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})
 _SYNCHRONIZE = frozenset({"torch.cuda.synchronize", "torch.npu.synchronize", "torch_npu.npu.synchronize"})
 _EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.npu.empty_cache", "torch_npu.npu.empty_cache"})
+_EMPTY_CACHE_LASTS = last_names(*_EMPTY_CACHE)
+_GC_LASTS = last_names("gc.collect")
 
 
 def _short(node: ast.AST, limit: int = 40) -> str:
@@ -256,7 +258,7 @@ class EmptyCacheInTrainingLoop(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        qualname = ctx.chain(node.func)
+        qualname = callee(node, ctx, _EMPTY_CACHE_LASTS)
         if qualname in _EMPTY_CACHE and training(ctx).runs_every_step(ctx.stack, node):
             ctx.report(node, self.code, f"{qualname}() on every training step forces the allocator to refetch "
                        "device memory each step (remove it from the loop) [empty_cache in the training loop]",
@@ -267,7 +269,7 @@ class GcCollectInTrainingLoop(Rule):
     code = "ASC514"
     summary = "gc.collect() on every training step"
     node_types = (ast.Call,)
-    trigger_words = ("collect",)
+    trigger_words = ("gc",)
     csv = _CSV
     why = (
         "A full Python garbage collection pauses the host thread; while it runs no kernel is dispatched and "
@@ -285,7 +287,7 @@ class GcCollectInTrainingLoop(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        if ctx.chain(node.func) == "gc.collect" and training(ctx).runs_every_step(ctx.stack, node):
+        if callee(node, ctx, _GC_LASTS) == "gc.collect" and training(ctx).runs_every_step(ctx.stack, node):
             ctx.report(node, self.code, "gc.collect() pauses the host on every training step, leaving the NPU "
                        "idle (collect every N steps) [Python GC in the training loop]",
                        api="gc.collect", tips="collect every N steps or once per epoch")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 
 from ..autocast import autocast_dtype, region_dtype
+from ..calls import last_names
 from ..registry import Rule
 from ..training import source_text, training
 
@@ -31,6 +32,7 @@ FP32_POLICY_APIS = {
     "torch.special.logsumexp": "logsumexp",
 }
 FP32_POLICY_METHODS = {**{op: op for op in _TORCH_AND_METHOD + ["dist"]}, "arccos": "acos", "arcsin": "asin"}
+_FP32_LASTS = last_names(*FP32_POLICY_APIS) | frozenset(FP32_POLICY_METHODS)
 
 
 class HalfAutocastWithoutScaler(Rule):
@@ -123,7 +125,7 @@ class Tf32WithoutHf32(Rule):
 
     def check(self, node, ctx) -> None:
         for target in node.targets:
-            switch = ctx.qualname(target) if isinstance(target, ast.Attribute) else None
+            switch = ctx.qualname(target) if isinstance(target, ast.Attribute) and target.attr == "allow_tf32" else None
             if switch not in _TF32_SWITCHES:
                 continue
             counterpart, npu_default = _TF32_SWITCHES[switch]
@@ -172,6 +174,8 @@ class Fp32PolicyOpInAutocast(Rule):
 
     def check(self, node, ctx) -> None:
         func = node.func
+        if isinstance(func, ast.Attribute) and func.attr not in _FP32_LASTS:
+            return
         api = ctx.chain(func)
         op = FP32_POLICY_APIS.get(api or "")
         if op is None and api is None and isinstance(func, ast.Attribute) and func.attr in FP32_POLICY_METHODS \

@@ -4,12 +4,13 @@ from __future__ import annotations
 import ast
 from typing import ClassVar, FrozenSet
 
-from ..calls import argument, is_constant
+from ..calls import argument, callee, is_constant, last_names
 from ..registry import Rule
 from ..training import source_text
 from ._sources import ADVICE_TABLE, ASCEND_API_DOCS, OFFICIAL_ADVICE
 
 _CSV = "api_precision_advice.csv"
+_DETERMINISTIC_LASTS = last_names("torch.use_deterministic_algorithms")
 
 
 class _CallAdvice(Rule):
@@ -19,10 +20,13 @@ class _CallAdvice(Rule):
     csv = _CSV
     apis: ClassVar[FrozenSet[str]] = frozenset()
     methods: ClassVar[FrozenSet[str]] = frozenset()
+    lasts: ClassVar[FrozenSet[str]] = frozenset()  # last components of ``apis`` (set per subclass)
     tips = ""
 
     def check(self, node, ctx) -> None:
         func = node.func
+        if isinstance(func, ast.Attribute) and func.attr not in self.methods and func.attr not in self.lasts:
+            return
         api = ctx.chain(func)
         if api is None and isinstance(func, ast.Attribute) and func.attr in self.methods and ctx.is_tensor(func.value):
             api = f"torch.Tensor.{func.attr}"
@@ -30,6 +34,10 @@ class _CallAdvice(Rule):
             return
         if not self.owned_elsewhere(node, ctx):
             ctx.report(node, self.code, self.message(api), api=api, tips=self.tips)
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.lasts = last_names(*cls.apis)
 
     def owned_elsewhere(self, node: ast.Call, ctx) -> bool:
         """Is this call another code's finding already (an affinity replacement), so no advice is added?"""
@@ -224,7 +232,7 @@ class DeterministicWithoutFill(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        if ctx.chain(node.func) != "torch.use_deterministic_algorithms":
+        if callee(node, ctx, _DETERMINISTIC_LASTS) != "torch.use_deterministic_algorithms":
             return
         if is_constant(argument(node, "mode", 0), False) or "fill_uninitialized_memory" in source_text(ctx):
             return
