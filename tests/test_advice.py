@@ -138,6 +138,26 @@ def test_numpy_tolist_is_not_a_host_sync():
     """, "ASC501") == []
 
 
+# -- import aliases still resolve behind the cheap name filters -----------------------------------
+def test_aliased_imports_are_resolved():
+    source = """
+        import torch
+        from torch import float64 as f8
+        from torch.nn import Embedding as Emb
+        from torch.utils.data import DataLoader as DL
+        import gc as collector
+        x = torch.zeros(3, dtype=f8)
+        e = Emb(10, 4)
+        loader = DL(ds, num_workers=2, pin_memory=True)
+        for b in loader:
+            loss = f(b)
+            loss.backward()
+            collector.collect()
+    """
+    assert [(f.code, f.line) for f in run_rules(source, codes=["ASC5", "ASC6"])] == [
+        ("ASC508", 7), ("ASC602", 8), ("ASC514", 13)]
+
+
 # -- configuration advice: once per entry script, on line 1 ---------------------------------------
 ENTRY = """\
 import torch
