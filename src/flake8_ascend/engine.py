@@ -10,12 +10,14 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Type
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type, TypeVar
 
 from .config import Config
 from .names import Resolver, ScopeBuilder
 from .registry import Rule, all_rules
 from .tensors import is_tensor
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, order=True)
@@ -52,6 +54,7 @@ class Context:
         self.stack: List[ast.AST] = []  # ancestors of the node being checked, outermost first
         self.findings: List[Finding] = []
         self._chains: Dict[int, Optional[str]] = {}
+        self._memo: Dict[str, object] = {}
         self._scopes = ScopeBuilder(is_tensor).build(tree)
         self.resolver = Resolver(self._scopes, self._scopes[id(tree)])
 
@@ -80,6 +83,12 @@ class Context:
             result = self.resolver.qualname(node)
         self._chains[key] = result
         return result
+
+    def memo(self, key: str, build: Callable[["Context"], T]) -> T:
+        """A per-file result several rules share (e.g. the training-loop analysis), built on first use."""
+        if key not in self._memo:
+            self._memo[key] = build(self)
+        return self._memo[key]  # type: ignore[return-value]
 
     @property
     def parent(self) -> Optional[ast.AST]:
