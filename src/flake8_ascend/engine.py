@@ -8,6 +8,7 @@ rule reports through ``Context.report``; the result is a sorted list of
 from __future__ import annotations
 
 import ast
+from ast import AST
 import re
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type, TypeVar
@@ -16,6 +17,7 @@ from .config import Config
 from .names import Resolver, ScopeBuilder
 from .registry import Rule, all_rules
 from .tensors import is_tensor
+from .walk import child_fields
 
 T = TypeVar("T")
 
@@ -39,7 +41,7 @@ class Finding:
         return f"{self.code} {self.message}"
 
 
-_SCOPE_NODES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_SCOPE_NODES = frozenset({ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
 
 
 class Context:
@@ -150,16 +152,22 @@ def analyze(
     stack = ctx.stack
 
     def visit(node: ast.AST) -> None:
-        for rule in handlers.get(type(node), ()):
+        cls = node.__class__
+        for rule in handlers.get(cls, ()):
             rule.check(node, ctx)
         stack.append(node)
-        entered = isinstance(node, _SCOPE_NODES) and id(node) in scopes
-        if entered:
-            outer = resolver.scope
-            resolver.scope = scopes[id(node)]
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-        if entered:
+        scope = scopes.get(id(node)) if cls in _SCOPE_NODES else None
+        if scope is not None:
+            outer, resolver.scope = resolver.scope, scope
+        for name in child_fields(cls):
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                for item in value:
+                    if isinstance(item, AST):
+                        visit(item)
+            elif isinstance(value, AST):
+                visit(value)
+        if scope is not None:
             resolver.scope = outer
         stack.pop()
 
