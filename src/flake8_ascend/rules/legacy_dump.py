@@ -55,6 +55,8 @@ class LegacyDump(Rule):
                 ctx.report(node, self.code, f"{_ENV} is deprecated in torch_npu (use torch_npu.npu.init_dump(), or "
                            "the runtime overflow detector and dump comparison)", api=_ENV, tips=NEW_WAY)
             return
+        if isinstance(node.ctx, ast.Store):  # `mode = torch.utils.dumper...`: the target is an alias, not a use
+            return
         qualname = ctx.chain(node)
         if qualname and (qualname == _DUMPER or qualname.startswith(_DUMPER + ".")):
             ctx.report(node, self.code, f"{qualname} exists only in Huawei's old Ascend PyTorch 1.x (find overflows "
