@@ -38,7 +38,8 @@ def test_committed_tables_match_a_rebuild(tmp_path):
     rebuilt = sorted(p.name for p in tmp_path.iterdir())
     assert rebuilt == sorted(p.name for p in TABLES.glob("*.json")), "run tools/build_aten_ops.py"
     for name in rebuilt:
-        assert (tmp_path / name).read_bytes() == (TABLES / name).read_bytes(), f"{name} is stale: run tools/build_aten_ops.py"
+        stale = f"{name} is stale: run tools/build_aten_ops.py"
+        assert (tmp_path / name).read_bytes() == (TABLES / name).read_bytes(), stale
 
 
 def test_one_table_per_version_with_a_wheel():
@@ -52,7 +53,8 @@ def test_2_13_table_reproduces_the_tsv_classification():
         rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
     table = statuses("2.13.0")
     assert len(table) == len(rows)
-    wrong = [(r["aten_op"], r["npu_class"], table[r["aten_op"]]) for r in rows if EXPECTED[r["npu_class"]] != table[r["aten_op"]]]
+    wrong = [(r["aten_op"], r["npu_class"], table[r["aten_op"]]) for r in rows
+             if EXPECTED[r["npu_class"]] != table[r["aten_op"]]]
     assert wrong == []
 
 

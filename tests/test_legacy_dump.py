@@ -11,7 +11,8 @@ def lines(source):
 @pytest.mark.parametrize("source,expected", [
     ("import torch.utils as tu\nd = tu.dumper(use_dump=True)\n", [(2, "torch.utils.dumper")]),
     ("from torch import utils\nwith utils.dumper(check_overflow=True):\n    pass\n", [(2, "torch.utils.dumper")]),
-    ("import torch\nmode = torch.utils.dumper.DumpMode.CHK_OVERFLOW\n", [(2, "torch.utils.dumper.DumpMode.CHK_OVERFLOW")]),
+    ("import torch\nmode = torch.utils.dumper.DumpMode.CHK_OVERFLOW\n",
+     [(2, "torch.utils.dumper.DumpMode.CHK_OVERFLOW")]),
     ("import os\nflag = os.getenv('ACL_DUMP_DATA', '0')\n", [(2, "ACL_DUMP_DATA")]),
     ("import os\nos.environ.update({'ACL_DUMP_DATA': '1'})\n", [(2, "ACL_DUMP_DATA")]),
 ])

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import sys
 from collections import Counter
 from pathlib import Path

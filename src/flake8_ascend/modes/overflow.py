@@ -1,0 +1,39 @@
+"""``-m overflow``: an instrumented copy of the project that reports the operators overflowing to inf/nan."""
+from __future__ import annotations
+
+from ..dynamic.inject import PACKAGE
+from ..dynamic.runtime_copy import Detector, make_copy
+from . import Job, Mode
+
+DETECTOR = Detector("overflow", "OVERFLOW", "msft_overflow_report.csv", "overflow")
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise ValueError(text)
+    return int(text)
+
+
+class Overflow(Mode):
+    name = "overflow"
+    help = (f"copy the project with its data loops wrapped in an inf/nan detector (run the copy to get "
+            f"{DETECTOR.report}; --dump saves the tensors of overflowing operators)")
+    outputs = (f"{PACKAGE}/", "the instrumented copy of the input")
+
+    @classmethod
+    def add_arguments(cls, group) -> None:
+        group.add_argument("--dump", type=_count, default=0, metavar="N",
+                           help="save the inputs and outputs of the first N overflowing operators (.pt files)")
+        group.add_argument("--dump-all", type=_count, default=None, metavar="STEP",
+                           help="save the inputs and outputs of every operator of iteration STEP (0-based), "
+                           "for ascend-analyse compare")
+
+    def run(self, job: Job):
+        settings = {"dump": job.args.dump}
+        if job.args.dump_all is not None:
+            settings["dump_all"] = job.args.dump_all
+        make_copy(job, DETECTOR, settings)
+        if job.args.dump or job.args.dump_all is not None:
+            job.log("dumps go to msft_overflow_dump/{step}/{rank}/ in the copy's root (MSFT_OVERFLOW_DUMP_PATH "
+                    "changes it); compare two with: ascend-analyse compare DUMP_A DUMP_B -o OUT")
+        return {}
