@@ -197,7 +197,7 @@ class OverflowDetector(AtenDetector):
         torch = self.torch
         if not (tensor.is_floating_point() or tensor.is_complex()) or tensor.layout != torch.strided:
             return None
-        if tensor.numel() == 0 or tensor.device.type == "meta":
+        if tensor.numel() == 0 or getattr(tensor, "is_meta", False):
             return None
         if tensor.is_complex():
             tensor = torch.view_as_real(tensor)
