@@ -27,6 +27,7 @@ test: $(STAMP)
 ## data: rebuild the packaged rule data from rules_data/sources (no network)
 data:
 	$(PYTHON) tools/build_rules_data.py
+	$(PYTHON) tools/build_affinity.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info src/*.egg-info

@@ -98,7 +98,8 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
     official.add_argument("-v", "--version", metavar="VERSION", dest="torch_version",
                           help="torch_npu version whose support data is used (e.g. 2.6.0; default: "
                           "[tool.flake8-ascend] torch-version in the project's pyproject.toml, else the newest)")
-    official.add_argument("-m", "--mode", default="torch_apis", help="analysis mode (default: torch_apis; see below)")
+    official.add_argument("-m", "--mode", default=None,
+                          help="analysis mode (default: torch_apis, or affinity_apis with --fix/--diff; see below)")
     official.add_argument("-env", "--env-path", nargs="+", default=[], metavar="PATH",
                           help="extra source folders (site-packages) for third_party analysis")
     official.add_argument("-api", "--api-files", nargs="+", default=[], metavar="CSV",
@@ -115,6 +116,10 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
     extra.add_argument("--fail-on-findings", action="store_true", help="exit 1 when any report has rows (for CI)")
     extra.add_argument("-j", "--jobs", type=_positive, default=None, metavar="N",
                        help="worker processes (default: all cores)")
+    extra.add_argument("--fix", action="store_true",
+                       help="rewrite the safe affinity replacements (ASC303/ASC304) in the input files")
+    extra.add_argument("--diff", action="store_true",
+                       help="print the unified diff --fix would apply, without changing any file")
     extra.add_argument("-q", "--quiet", action="store_true", help="no progress display and no summary table")
     extra.add_argument("--explain", metavar="CODE", help="print the documentation of an ASC code and exit")
     extra.add_argument("--list-codes", action="store_true", help="print every ASC code with its summary and exit")
@@ -147,7 +152,10 @@ def list_codes() -> str:
 
 
 # -- validation -------------------------------------------------------------------------------
-def _choose_mode(name: str, modes: Dict[str, type]) -> type:
+def _choose_mode(name: Optional[str], modes: Dict[str, type], fixing: bool = False) -> type:
+    if name is None:
+        fixers = [mode for mode in modes.values() if mode.fixes]
+        name = fixers[0].name if fixing and fixers else "torch_apis"
     if name in modes:
         return modes[name]
     if name in OFFICIAL_MODES:
@@ -180,6 +188,8 @@ def _check_args(args: argparse.Namespace, mode: type) -> Tuple[Path, Path]:
         raise UsageError(f"mode {mode.name} writes no {args.format} output (it supports {', '.join(mode.formats)})")
     if (args.select or args.ignore) and not mode.uses_rules:
         raise UsageError(f"--select/--ignore do not apply to mode {mode.name}")
+    if (args.fix or args.diff) and not mode.fixes:
+        raise UsageError(f"--fix/--diff do not apply to mode {mode.name}")
     return source.resolve(), out.resolve()
 
 
@@ -217,7 +227,7 @@ def summary_table(counts: Dict[str, int]) -> str:
 
 
 def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: TextIO) -> int:
-    mode = _choose_mode(args.mode, modes)
+    mode = _choose_mode(args.mode, modes, fixing=args.fix or args.diff)
     source, out_dir = _check_args(args, mode)
     root = source if source.is_dir() else source.parent
     try:

@@ -30,6 +30,7 @@ class Finding:
     api: str = ""  # the qualified API or pattern the finding is about (CSV "OP" column)
     tips: str = ""  # restriction, advice or replacement (CSV "Tips" column)
     path: str = ""
+    fix: str = ""  # a safe rewrite ``fix.py`` may apply ("" = report only), e.g. "call torch_npu.optim.X"
 
     @property
     def text(self) -> str:
@@ -92,7 +93,7 @@ class Context:
         return None
 
     # -- reporting ---------------------------------------------------------
-    def report(self, node: ast.AST, code: str, message: str, api: str = "", tips: str = "") -> None:
+    def report(self, node: ast.AST, code: str, message: str, api: str = "", tips: str = "", fix: str = "") -> None:
         self.findings.append(
             Finding(
                 line=node.lineno,
@@ -103,6 +104,7 @@ class Context:
                 api=api,
                 tips=tips,
                 path=self.path,
+                fix=fix,
             )
         )
 

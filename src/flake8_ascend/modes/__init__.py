@@ -94,6 +94,7 @@ class Mode:
     outputs: ClassVar[Tuple[str, ...]] = ()  # the files it writes besides pytorch_analysis.txt
     formats: ClassVar[Tuple[str, ...]] = ("csv",)  # --format values it supports
     uses_rules: ClassVar[bool] = False  # whether --select/--ignore apply (its reports are rule findings)
+    fixes: ClassVar[bool] = False  # whether --fix/--diff make sense (the first such mode is their default)
 
     _registry: ClassVar[Dict[str, Type["Mode"]]] = {}
 
