@@ -10,9 +10,10 @@ own cost of intercepting every operator, for scale), with ``OVERFLOW.start`` che
 with the overflow detector idle (only iteration 0 checked), with ``OPS.start``
 recording every iteration (the tracing cost), and with ``OPS.start`` idle after
 its 2 default iterations.  Each run times its own loop after a warm-up of 20
-iterations (imports and first calls excluded) and prints iterations/s; the best
-of ``--repeat`` runs is kept.  The operators per iteration come from a run with
-``MSFT_OPS_ALL=1``, so the cost per operator can be given.  Needs torch.
+iterations (imports and first calls excluded) and prints iterations/s; the
+variants run in ``--repeat`` interleaved rounds and the best of each is kept.
+The operators per iteration come from a run with ``MSFT_OPS_ALL=1``, so the
+cost per operator can be given.  Needs torch.
 """
 from __future__ import annotations
 
@@ -88,20 +89,17 @@ SCRIPT = textwrap.dedent('''\
     ''' % WARMUP)
 
 
-def best_rate(project: Path, args, detector: str, env: dict) -> float:
-    rates = []
-    for _ in range(args.repeat):
-        run = subprocess.run([sys.executable, "train.py", str(args.iterations), str(args.width), detector],
-                             cwd=project, capture_output=True, text=True, check=True, env={**os.environ, **env})
-        rates.append(float(run.stdout.split()[-1]))
-    return max(rates)
+def rate(project: Path, args, detector: str, env: dict) -> float:
+    """Iterations/s of one fresh run."""
+    run = subprocess.run([sys.executable, "train.py", str(args.iterations), str(args.width), detector],
+                         cwd=project, capture_output=True, text=True, check=True, env={**os.environ, **env})
+    return float(run.stdout.split()[-1])
 
 
 def operators_per_iteration(project: Path, args) -> float:
     """Every operator of the recorded iterations, counted by the ops detector itself."""
     iterations = WARMUP + args.iterations
-    best_rate(project, argparse.Namespace(**{**vars(args), "repeat": 1}), "ops",
-              {"MSFT_OPS_ALL": "1", "MSFT_OPS_ITERATIONS": str(iterations)})
+    rate(project, args, "ops", {"MSFT_OPS_ALL": "1", "MSFT_OPS_ITERATIONS": str(iterations)})
     with (project / "msft_runtime_ops_report.csv").open(encoding="utf-8", newline="") as handle:
         return sum(int(row["Count"]) for row in csv.DictReader(handle)) / iterations
 
@@ -127,13 +125,17 @@ def main() -> None:
         shutil.copytree(PACKAGE_SOURCE, project / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copyfile(TABLE, project / PACKAGE / TABLE.name)
         ops = operators_per_iteration(project, args)
-        rates = [(label, best_rate(project, args, detector, env)) for label, detector, env in runs]
+        best = [0.0] * len(runs)
+        for _ in range(args.repeat):  # rounds over every variant, so a busy moment does not favour one
+            for position, (_, detector, env) in enumerate(runs):
+                best[position] = max(best[position], rate(project, args, detector, env))
+        rates = [(label, value) for (label, _, _), value in zip(runs, best)]
     plain = rates[0][1]
     print(f"MLP width {args.width}, batch 32, AdamW, {args.iterations} timed iterations after {WARMUP}, "
           f"best of {args.repeat}; {ops:.0f} ATen operators per iteration")
-    for label, rate in rates:
-        extra = (1 / rate - 1 / plain) / ops * 1e6
-        print(f"{label:<48} {rate:8.1f} iterations/s  ratio {rate / plain:5.2f}  "
+    for label, value in rates:
+        extra = (1 / value - 1 / plain) / ops * 1e6
+        print(f"{label:<48} {value:8.1f} iterations/s  ratio {value / plain:5.2f}  "
               f"{extra:+7.1f} us per operator")
 
 

@@ -1,4 +1,5 @@
 """The overflow detector and dump comparison with real torch on CPU (scripts run in this process)."""
+import json
 import math
 import textwrap
 from pathlib import Path
@@ -90,6 +91,20 @@ def test_overflow_is_reported_at_its_layer_and_iteration_and_dumped(tmp_path, dt
         ("5", "aten::addmm", "overflow", str(FC2_LINE))
 
 
+def test_mode_flags_reach_the_copy(tmp_path, capsys):
+    copy = analyse(tmp_path, "--dump-all", "3", "--overflow-iterations", "2-5")
+    settings = json.loads((copy / "msft_dynamic_analysis" / "settings.json").read_text(encoding="utf-8"))
+    assert settings == {"overflow": {"dump": 0, "dump_all": 3, "iterations": "2-5"}}
+    log = (copy / "pytorch_analysis.txt").read_text(encoding="utf-8")
+    assert "wrapped data loop: train.py:25: for x in train_loader:" in log
+    assert "detector: msft_dynamic_analysis.overflow.OVERFLOW" in log
+    assert cli.main(["-m", "overflow", "-i", str(tmp_path / "proj"), "-o", str(tmp_path / "out"), "--dump", "x"]) == 2
+    assert "argument --dump: invalid" in capsys.readouterr().err
+    assert cli.main(["-m", "overflow", "-i", str(tmp_path / "proj"), "-o", str(tmp_path / "out"),
+                     "--overflow-iterations", "5-2"]) == 2
+    assert "argument --overflow-iterations: invalid" in capsys.readouterr().err
+
+
 def test_a_stable_model_reports_nothing(tmp_path):
     copy = analyse(tmp_path, "--dump", "3")
     log = run_script(copy / "train.py", "float16", "small")
@@ -146,10 +161,13 @@ def test_in_place_overflow_is_seen_and_deliberate_infinities_are_not(tmp_path):
 
 
 def test_iterations_outside_the_window_are_not_checked(tmp_path, monkeypatch):
-    copy = analyse(tmp_path)
-    monkeypatch.setenv("MSFT_OVERFLOW_ITERATIONS", "0-1")
+    copy = analyse(tmp_path, "--overflow-iterations", "2")
+    monkeypatch.setenv("MSFT_OVERFLOW_ITERATIONS", "0-1")  # the environment wins over the copy's settings
     run_script(copy / "train.py", "float16", "big")
     assert read_rows(copy / REPORT) == []
+    monkeypatch.setenv("MSFT_OVERFLOW_ITERATIONS", "")  # empty: not set
+    run_script(copy / "train.py", "float16", "big")
+    assert [r["Iteration"] for r in read_rows(copy / REPORT)] == ["2"]
 
 
 def test_without_dispatch_mode_nothing_is_claimed(tmp_path, monkeypatch):
@@ -275,11 +293,14 @@ def test_a_step_folder_or_a_rank_folder_can_be_given(tmp_path):
     (["compare", "good", "missing"], "dump folder not found"),
     (["compare", "empty", "good"], "no dump files in"),
     (["compare", "good", "good", "--format", "sarif"], "writes no sarif output"),
+    (["compare", "broken", "good"], "cannot read"),
 ])
 def test_bad_compare_input_is_one_line(tmp_path, monkeypatch, capsys, argv, message):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "empty").mkdir()
     write_dump(tmp_path / "good" / "0" / "0", [("aten.relu.default", torch.ones(2))])
+    (tmp_path / "broken" / "0" / "0").mkdir(parents=True)
+    (tmp_path / "broken" / "0" / "0" / "0.aten.relu.default.output.0.pt").write_bytes(b"not a tensor file")
     (tmp_path / "out").mkdir()
     assert cli.main([*argv, "-o", "out"]) == 2
     err = capsys.readouterr().err

@@ -72,7 +72,8 @@ def read_folder(folder: Path) -> List[Op]:
     if manifest.is_file():
         with manifest.open(encoding="utf-8", newline="") as handle:
             for row in csv.DictReader(handle):
-                op = ops.get(int(row.get("Index") or -1))
+                index = row.get("Index") or ""
+                op = ops.get(int(index)) if index.isdigit() else None
                 if op is not None:
                     op.site = (row.get("File Path", ""), row.get("Line Number", ""))
     return [ops[i] for i in sorted(ops)]

@@ -14,6 +14,14 @@ def _count(text: str) -> int:
     return int(text)
 
 
+def _window(text: str) -> str:
+    """``all``, ``N`` or ``A-B`` (0-based iterations, A <= B), as the detector reads it."""
+    first, _, last = text.partition("-")
+    if text != "all" and not (first.isdigit() and (last == "" or (last.isdigit() and int(last) >= int(first)))):
+        raise ValueError(text)
+    return text
+
+
 class Overflow(Mode):
     name = "overflow"
     help = (f"copy the project with its data loops wrapped in an inf/nan detector (run the copy to get "
@@ -24,12 +32,14 @@ class Overflow(Mode):
     def add_arguments(cls, group) -> None:
         group.add_argument("--dump", type=_count, default=0, metavar="N",
                            help="save the inputs and outputs of the first N overflowing operators (.pt files)")
+        group.add_argument("--overflow-iterations", type=_window, default="all", metavar="RANGE",
+                           help="iterations checked: all (default), N or A-B (0-based)")
         group.add_argument("--dump-all", type=_count, default=None, metavar="STEP",
                            help="save the inputs and outputs of every operator of iteration STEP (0-based), "
                            "for ascend-analyse compare")
 
     def run(self, job: Job):
-        settings = {"dump": job.args.dump}
+        settings = {"dump": job.args.dump, "iterations": job.args.overflow_iterations}
         if job.args.dump_all is not None:
             settings["dump_all"] = job.args.dump_all
         make_copy(job, DETECTOR, settings)
