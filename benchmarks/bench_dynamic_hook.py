@@ -7,7 +7,8 @@ with torch.optim.AdamW on random batches) into a temporary project, runs
 ``instrument_tree`` on it as ``ascend-analyse -m dynamic_shape`` does, then
 runs the original and the instrumented copy in fresh processes.  Each script
 times its own training loop (after a warm-up, so imports and first-call costs
-are excluded) and prints iterations/s; the best of ``--repeat`` runs is kept.
+are excluded) and prints iterations/s; the two alternate, and the best of
+``--repeat`` runs of each is kept.
 Needs torch.
 """
 from __future__ import annotations
@@ -71,13 +72,10 @@ SCRIPT = textwrap.dedent('''\
     ''')
 
 
-def best_rate(script: Path, iterations: int, width: int, repeat: int) -> float:
-    rates = []
-    for _ in range(repeat):
-        run = subprocess.run([sys.executable, str(script), str(iterations), str(width)], cwd=script.parent,
-                             capture_output=True, text=True, check=True)
-        rates.append(float(run.stdout.split()[-1]))
-    return max(rates)
+def rate(script: Path, iterations: int, width: int) -> float:
+    run = subprocess.run([sys.executable, str(script), str(iterations), str(width)], cwd=script.parent,
+                         capture_output=True, text=True, check=True)
+    return float(run.stdout.split()[-1])
 
 
 def main() -> None:
@@ -94,8 +92,10 @@ def main() -> None:
         result = instrument_tree(project, copy)
         assert [w.line for w in result.wrapped] == [SCRIPT.splitlines().index(
             "    for step, x in enumerate(train_loader):") + 1], "the loop was not wrapped"
-        plain = best_rate(project / "train.py", args.iterations, args.width, args.repeat)
-        detected = best_rate(copy / "train.py", args.iterations, args.width, args.repeat)
+        plain, detected = 0.0, 0.0
+        for _ in range(args.repeat):  # alternate, so drifting machine load hits both alike
+            plain = max(plain, rate(project / "train.py", args.iterations, args.width))
+            detected = max(detected, rate(copy / "train.py", args.iterations, args.width))
         report = (copy / "msft_dynamic_shape_analysis_report.csv").read_text(encoding="utf-8").splitlines()
     print(f"MLP width {args.width}, batch 32, AdamW, {args.iterations} timed iterations, best of {args.repeat}")
     print(f"without the detector: {plain:8.1f} iterations/s")

@@ -45,13 +45,12 @@ TRAIN = textwrap.dedent('''\
         data = TensorDataset(torch.randn(16, 6))
         train_loader = DataLoader(data, batch_size=4, shuffle=True, drop_last=True)
         model = Net()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         for step, (x,) in enumerate(train_loader):
             loss = model(x)
+            optimizer.zero_grad()
             loss.backward()
-            with torch.no_grad():  # plain SGD: torch.optim would import torch._dynamo (seconds)
-                for weight in model.parameters():
-                    weight -= 0.1 * weight.grad
-                    weight.grad = None
+            optimizer.step()
             print(f"step {step} loss {loss.item():.6f}")
 
 
@@ -90,7 +89,7 @@ def project(tmp_path):
     (source / "train.py").write_text(TRAIN, encoding="utf-8")
     copy = tmp_path / "proj_analysis"
     result = instrument_tree(source, copy)
-    assert [(w.path, w.line) for w in result.wrapped] == [("train.py", 27)]
+    assert [(w.path, w.line) for w in result.wrapped] == [("train.py", 28)]
     return source, copy
 
 
@@ -110,6 +109,7 @@ def test_varying_selection_is_reported_and_losses_match_the_original(project):
     assert select[4] == "[(4, 6)-(4, 6)], [(4, 6)-(4, 6)]"  # the batch and its mask never change
     assert "train.py:17 in forward" in select[3] and "in main" in select[3]
     assert ("torch.nn.Linear", "train.py", LAYER_LINE) in by_site
+    assert all(row[1] == "train.py" for row in rows)  # nothing from torch's own code (optimizer, loader)
     assert not (source / REPORT_NAME).exists()  # the original tree is untouched
 
 
@@ -174,6 +174,32 @@ def test_leaving_the_loop_early_still_writes_the_report(project):
     assert (copy / REPORT_NAME).exists()
     loop.close()
     assert torch._C._len_torch_function_stack() == 0  # no mode left behind
+
+
+def test_torch_optimizer_steps_are_not_intercepted(project):
+    hook = load_hook(project[1])
+    weight = torch.nn.Parameter(torch.ones(3))
+    optimizer = torch.optim.SGD([weight], lr=0.1)
+    seen = []
+    spy = hook.DETECTOR._on_function
+    hook.DETECTOR._on_function = lambda func, args, kwargs: seen.append(func.__name__) or spy(func, args, kwargs)
+    try:
+        for _ in hook.DETECTOR.start([0]):
+            weight.sum().backward()
+            optimizer.step()
+            assert torch.overrides._get_current_function_mode() is hook.DETECTOR._mode  # back after the step
+    finally:
+        del hook.DETECTOR._on_function
+    assert "sum" in seen and "add_" not in seen  # SGD's update ran with the mode set aside
+    assert torch.equal(weight.detach(), torch.full((3,), 0.9))
+
+
+def test_a_failing_optimizer_step_leaves_no_mode_behind(project):
+    hook = load_hook(project[1])
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    for _ in hook.DETECTOR.start([0]):
+        hook.DETECTOR._before_step(optimizer, (), {})  # a step that raised: its post-hook never ran
+    assert torch._C._len_torch_function_stack() == 0
 
 
 def test_a_nested_start_passes_items_through(project):

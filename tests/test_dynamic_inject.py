@@ -67,6 +67,11 @@ def test_other_loops_are_left_alone(source):
     assert done.loops == [] and after == source
 
 
+def test_a_function_that_trains_and_validates_is_a_training_function():
+    _, done = wrap("def train_and_validate(loader):\n    for x in loader:\n        pass\n")
+    assert [line for line, _ in done.loops] == [2]
+
+
 def test_only_the_outer_of_nested_data_loops_is_wrapped():
     source = "for x in train_loader:\n    for y in aux_loader:\n        pass\n"
     after, done = wrap(source)
@@ -78,7 +83,7 @@ def test_an_already_instrumented_file_is_not_changed_again():
     source = "import torch\nfor x in train_loader:\n    x.sum().backward()\n"
     once, _ = wrap(source)
     twice, done = wrap(once)
-    assert twice == once and done.loops == [] and not done.training
+    assert twice == once and done.loops == [] and not done.manual
 
 
 @pytest.mark.parametrize("source,line,expected", [
@@ -102,11 +107,11 @@ def test_a_file_starting_with_a_compound_statement_gets_one_new_line():
 
 def test_training_scripts_without_a_loop_are_marked_for_manual_wrapping():
     _, done = wrap("import torch\nwhile True:\n    loss.backward()\n")
-    assert done.training and done.imports and done.loops == []
+    assert done.manual and done.imports and done.loops == []
     _, done = wrap("import torch\nif __name__ == '__main__':\n    run()\n", name="train_net.py")
-    assert done.training
+    assert done.manual
     after, done = wrap("import torch\ndef f(x):\n    return x\n", name="model.py")
-    assert not done.training and not done.imports and IMPORT_LINE not in after
+    assert not done.manual and not done.imports and IMPORT_LINE not in after
 
 
 def test_line_endings_and_encoding_are_kept():

@@ -45,7 +45,7 @@ def test_one_iteration_has_no_suspects(tmp_path):
 
 
 @pytest.mark.parametrize("lines", [[], [compile_line("Add"), "some other line\n"]])
-def test_a_log_without_any_marker_is_an_error(tmp_path, lines):
+def test_zero_iterations_and_logs_without_markers_are_errors(tmp_path, lines):
     with pytest.raises(LogError, match="no iteration marker '=====iter'.*--split-flag"):
         parse_log(write(tmp_path, *lines))
 

@@ -59,7 +59,7 @@ class Instrumented:
     code: bytes
     loops: List[Tuple[int, str]]  # (line, original header) of each wrapped loop
     imports: bool  # the file imports the detector (added now or already there)
-    training: bool  # the file looks like a training script
+    manual: bool  # a training script in which no data loop was found: wrap it by hand
     shifted: bool = False  # the import needed a line of its own: later lines moved down by one
 
 
@@ -77,6 +77,12 @@ class Injection:
 
 def says_loader(name: str) -> bool:
     return any("loader" in w or w == "dl" for w in words(name))
+
+
+def _evaluates(function: str) -> bool:
+    """``evaluate``, ``val_epoch``, ``run_test``: but not ``train_and_validate``."""
+    found = words(function)
+    return any(w in _EVAL_FUNCTIONS for w in found) and not any("train" in w for w in found)
 
 
 def _callee(func: cst.BaseExpression) -> str:
@@ -165,7 +171,7 @@ class _LoopWrapper(cst.CSTTransformer):
         if _is_detector_start(node.iter):
             self.already_wrapped = data_loop = True
         elif (node.asynchronous is None and not any(self.open_loops) and self.is_loader(node.iter)
-              and not any(w in _EVAL_FUNCTIONS for f in self.functions for w in words(f))):
+              and not any(_evaluates(f) for f in self.functions)):
             data_loop = True
             self.wrap.add(id(node))
             line = self.get_metadata(PositionProvider, node).start.line
@@ -249,8 +255,8 @@ def instrument_source(source: bytes, name: str = "train.py", depth: int = 0) -> 
     if (wrapper.loops or training) and not already:
         module, shifted = _add_import(module, depth)
     imports = already or bool(wrapper.loops) or training
-    return Instrumented(module.bytes, wrapper.loops, imports, training and not (wrapper.loops or wrapper.already_wrapped),
-                        shifted)
+    manual = training and not (wrapper.loops or wrapper.already_wrapped)
+    return Instrumented(module.bytes, wrapper.loops, imports, manual, shifted)
 
 
 def _reserved(root_level: bool, name: str) -> bool:
@@ -331,7 +337,7 @@ def _instrument_file(path: Path, target: Path, rel: str, depth: int, result: Inj
         shutil.copymode(path, target)
     result.copied += 1
     result.wrapped += [WrappedLoop(rel, line, header) for line, header in done.loops]
-    if done.training:
+    if done.manual:
         result.manual.append(rel)
     if done.imports:
         result.importing.append(rel)

@@ -74,12 +74,13 @@ class DataLoaderLastBatch(Rule):
         ("from torch.utils.data import DataLoader\nloaders = {'train': DataLoader(ds, batch_size=4)}\n", 2),
     ]
     passes = [
-        "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=32, shuffle=True, drop_last=True)\n",
+        "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=32, shuffle=True,\n"
+        "                    drop_last=True)\n",
         "from torch.utils.data import DataLoader\nval_loader = DataLoader(val_set, batch_size=32, shuffle=False)\n",
         "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=32)\n",
         "from torch.utils.data import DataLoader\ntrain_loader = DataLoader(ds, batch_sampler=bs)\n",
         "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=8, shuffle=True, **opts)\n",
-        "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=8, shuffle=True, drop_last=args.drop)\n",
+        "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=8, shuffle=1, drop_last=a.drop)\n",
         "from torch.utils.data import DataLoader\ntest_loader = DataLoader(train_set, batch_size=8, shuffle=True)\n",
         "class DataLoader:\n    pass\nloader = DataLoader(ds, batch_size=8, shuffle=True)\n",
     ]

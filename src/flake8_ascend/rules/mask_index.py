@@ -7,7 +7,7 @@ from ..registry import Rule
 from ._shape_facts import facts_of, same_expression
 from .value_dependent_ops import DYNAMIC_SOURCE, HINTS_CSV
 
-_MASK_METHOD_NAMES = frozenset({"isnan", "isinf", "isfinite", "bool", "logical_not", "eq", "ne", "gt", "ge", "lt", "le"})
+_MASK_METHOD_NAMES = frozenset("isnan isinf isfinite bool logical_not eq ne gt ge lt le".split())
 
 
 class BooleanMaskRead(Rule):

@@ -356,10 +356,14 @@ def function_name(torch, func):
 
 
 def module_name(module):
-    """``torch.nn.Linear`` for torch's modules, ``models.yolo.Detect`` for the project's own."""
+    """``torch.nn.Linear`` (the shortest public path) for torch's modules, ``models.yolo.Detect`` for the project's."""
     cls = type(module)
-    if cls.__module__.startswith("torch.nn.modules."):
-        return "torch.nn." + cls.__name__
+    parts = cls.__module__.split(".")
+    if parts[0] == "torch":
+        for end in range(1, len(parts) + 1):
+            owner = sys.modules.get(".".join(parts[:end]))
+            if owner is not None and getattr(owner, cls.__name__, None) is cls:
+                return "%s.%s" % (".".join(parts[:end]), cls.__name__)
     return "%s.%s" % (cls.__module__, cls.__qualname__)
 
 
@@ -389,6 +393,8 @@ class DynamicShapeDetector(LoopDetector):
         self._mode_class = None  # a TorchFunctionMode subclass, when this torch has a working one
         self._mode = None
         self._module_hook = None
+        self._optimizer_hooks = []
+        self._stepping = None  # the mode set aside while one of torch's optimizers steps
         self._plain_tensors = None  # torch._C.DisableTorchFunction, where torch has it
         self._dispatch_files = frozenset()  # torch files between a project line and an intercepted call
         self._module_files = frozenset()
@@ -410,6 +416,11 @@ class DynamicShapeDetector(LoopDetector):
         register = getattr(self._torch.nn.modules.module, "register_module_forward_hook", None)
         if register is not None:
             self._module_hook = register(self._on_module)
+        optimizer = sys.modules.get("torch.optim.optimizer")  # loaded when the project uses torch.optim
+        before = getattr(optimizer, "register_optimizer_step_pre_hook", None)
+        after = getattr(optimizer, "register_optimizer_step_post_hook", None)
+        if self._mode_class is not None and before is not None and after is not None:
+            self._optimizer_hooks = [before(self._before_step), after(self._after_step)]
         if first:
             self._describe_interception(register is not None)
 
@@ -458,15 +469,37 @@ class DynamicShapeDetector(LoopDetector):
 
     def _pause(self):
         self._recording = False
-        if self._mode is not None:
-            mode, self._mode = self._mode, None
+        mode, self._mode = self._mode, None
+        if mode is not None and mode is not self._stepping:  # an optimizer step that raised left it exited
             mode.__exit__(None, None, None)
+        self._stepping = None
 
     def _uninstall(self):
         self._pause()
         if self._module_hook is not None:
             self._module_hook.remove()
             self._module_hook = None
+        for handle in self._optimizer_hooks:
+            handle.remove()
+        self._optimizer_hooks = []
+
+    def _before_step(self, optimizer, args, kwargs):
+        """Set the mode aside while one of torch's own optimizers steps: none of its calls is project code."""
+        mode = self._mode
+        current = getattr(self._torch.overrides, "_get_current_function_mode", None)
+        if (mode is None or current is None or not self.owns_thread() or self._stepping is not None
+                or not type(optimizer).__module__.startswith("torch.")):
+            return None
+        if current() is mode:  # only when it is on top of the mode stack (never pop a mode of the user's)
+            mode.__exit__(None, None, None)
+            self._stepping = mode
+        return None
+
+    def _after_step(self, optimizer, args, kwargs):
+        mode, self._stepping = self._stepping, None
+        if mode is not None and mode is self._mode:
+            mode.__enter__()
+        return None
 
     def _iteration_done(self):
         self._counts.clear()
@@ -507,7 +540,12 @@ class DynamicShapeDetector(LoopDetector):
                 shapes = tensor_shapes(inputs, tensor), tensor_shapes((output,), tensor)
         else:
             shapes = tensor_shapes(inputs, tensor), tensor_shapes((output,), tensor)
-        self._record(module_name(module), frame, shapes[0], shapes[1])
+        cls = type(module)
+        try:
+            name = self._names[cls]
+        except KeyError:
+            name = self._names[cls] = module_name(module)
+        self._record(name, frame, shapes[0], shapes[1])
         return None
 
     def _record(self, name, frame, inputs, outputs):
