@@ -38,7 +38,7 @@ import corpora  # noqa: E402
 from flake8_ascend.modes import all_modes  # noqa: E402
 
 BIN = Path(sys.executable).parent
-NOT_SOURCE_MODES = {"recompile_log"}  # modes whose input is a log file, not a source tree
+NOT_SOURCE_MODES = {"recompile_log", "compare"}  # modes whose input is a log file or tensor dumps, not a source tree
 EXPECTED_EXIT = {0, 1}  # 1: flake8 found something, or --fail-on-findings
 
 

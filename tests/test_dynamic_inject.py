@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flake8_ascend.cli import main
-from flake8_ascend.dynamic.inject import IMPORT_LINE, PACKAGE, instrument_source, instrument_tree
+from flake8_ascend.dynamic.inject import IMPORT_LINE, PACKAGE, PACKAGE_SOURCE, instrument_source, instrument_tree
 
 
 def wrap(source, name="train.py", depth=0):
@@ -145,8 +145,9 @@ def test_instrument_tree_copies_everything_and_never_touches_the_source(project,
     result = instrument_tree(project, tmp_path / "out")
     assert tree_digest(project) == before
     copy = tree_digest(tmp_path / "out")
-    assert set(copy) == {"train.py", "tools/train_net.py", "tools/broken.py", "data/labels.txt",
-                         f"{PACKAGE}/__init__.py", f"{PACKAGE}/hook.py"}
+    package = {f"{PACKAGE}/{p.name}" for p in PACKAGE_SOURCE.glob("*.py")}
+    assert f"{PACKAGE}/hook.py" in package
+    assert set(copy) == {"train.py", "tools/train_net.py", "tools/broken.py", "data/labels.txt", *package}
     for unchanged in ("tools/broken.py", "data/labels.txt"):
         assert copy[unchanged] == before[unchanged]
     assert [(w.path, w.line) for w in result.wrapped] == [("train.py", 2)]

@@ -283,12 +283,22 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
     return 0
 
 
+def _subcommand(argv: List[str]) -> List[str]:
+    """``compare DUMP_A DUMP_B [flags]`` -> ``-m compare -i DUMP_A --against DUMP_B [flags]``."""
+    if argv[:1] != ["compare"]:
+        return argv
+    folders = argv[1:3]
+    if len(folders) < 2 or any(folder.startswith("-") for folder in folders):
+        raise UsageError(f"compare needs two dump folders: {PROG} compare DUMP_A DUMP_B -o OUTPUT")
+    return ["-m", "compare", "-i", folders[0], "--against", folders[1], *argv[3:]]
+
+
 def main(argv: Optional[Sequence[str]] = None, out: TextIO = None, err: TextIO = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     try:
         modes = all_modes()
-        args = build_parser(modes).parse_args(argv)
+        args = build_parser(modes).parse_args(_subcommand(list(sys.argv[1:] if argv is None else argv)))
         if args.list_codes:
             out.write(list_codes())
             return 0
