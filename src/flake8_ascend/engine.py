@@ -73,13 +73,16 @@ class Context:
 
         Only the outermost node of a chain answers (``torch.nn.functional.relu``
         once, not again for ``torch.nn``); results are memoised per node so the
-        rules sharing this question resolve each chain once.
+        rules sharing this question resolve each chain once.  A name being
+        bound (``x = torch.cuda.amp.GradScaler``) names nothing: only its value does.
         """
         key = id(node)
         if key in self._chains:
             return self._chains[key]
         parent = self.stack[-1] if self.stack else None
-        if isinstance(parent, ast.Attribute) and parent.value is node:
+        if (isinstance(parent, ast.Attribute) and parent.value is node) or (
+            isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)
+        ):
             result = None
         else:
             result = self.resolver.qualname(node)
