@@ -30,6 +30,7 @@ test: $(STAMP)
 data:
 	$(PYTHON) tools/build_rules_data.py
 	$(PYTHON) tools/build_affinity.py
+	$(PYTHON) tools/build_aten_ops.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info src/*.egg-info
