@@ -1,10 +1,10 @@
-"""Instrumented copies for the runtime detectors other than dynamic_shape (``-m overflow``, ``-m runtime_ops``).
+"""Instrumented copies for the runtime detectors (``-m dynamic_shape``, ``-m overflow``, ``-m runtime_ops``).
 
 The copy is made by the dynamic-shape injector (``inject.instrument_tree``):
 same files, data loops wrapped in ``DETECTOR.start(...)``, the hook package
-beside them.  Then, in every file that imports the detector, the import is
-pointed at the chosen detector on the same line, so line numbers stay those of
-the original::
+beside them.  For the other detectors, in every file that imports the
+detector, the import is then pointed at the chosen detector on the same line,
+so line numbers stay those of the original::
 
     from msft_dynamic_analysis.hook import DETECTOR
     -> from msft_dynamic_analysis.overflow import OVERFLOW as DETECTOR
@@ -18,10 +18,10 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable
+from typing import Dict, Iterable, List
 
 from ..modes import Job
-from .inject import IMPORT_LINE, PACKAGE, Injection, instrument_tree
+from .inject import IMPORT_LINE, PACKAGE, REPORT_NAME, Injection, instrument_tree
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,24 @@ class Detector:
 
     @property
     def import_line(self) -> str:
-        return f"from {PACKAGE}.{self.module} import {self.name} as DETECTOR"
+        alias = "" if self.name == "DETECTOR" else " as DETECTOR"
+        return f"from {PACKAGE}.{self.module} import {self.name}{alias}"
+
+
+SHAPES = Detector("hook", "DETECTOR", REPORT_NAME, "dynamic_shape")  # what the injector imports itself
+
+
+def excluded(job: Job) -> List[Path]:
+    """Folders of the input the copy must not enter: the output folder when it lies inside the input."""
+    out = job.out_dir.parent
+    if not job.input.is_dir():
+        return []
+    if out != job.input:
+        return [out]
+    from ..cli import report_name  # the CLI imports the modes; import it only when running
+
+    target = out / report_name(job.input)
+    return [job.out_dir, target, *out.glob(f".{target.name}.*")]
 
 
 def point_imports(dest: Path, files: Iterable[str], detector: Detector) -> None:
@@ -46,13 +63,13 @@ def point_imports(dest: Path, files: Iterable[str], detector: Detector) -> None:
 
 def make_copy(job: Job, detector: Detector, settings: Dict[str, object], extra: Dict[str, Path] = None) -> Injection:
     """The instrumented copy of ``job.input`` in ``job.out_dir`` for ``detector``; logs what it did."""
-    from ..modes.dynamic_shape import _excluded  # the same folders as -m dynamic_shape leaves out
-
-    result = instrument_tree(job.input, job.out_dir, exclude=_excluded(job))
-    point_imports(job.out_dir, result.importing, detector)
+    result = instrument_tree(job.input, job.out_dir, exclude=excluded(job))
     package = job.out_dir / PACKAGE
-    (package / "settings.json").write_text(json.dumps({detector.section: settings}, indent=1, sort_keys=True) + "\n",
-                                           encoding="utf-8")
+    if detector != SHAPES:
+        point_imports(job.out_dir, result.importing, detector)
+    if settings:
+        (package / "settings.json").write_text(
+            json.dumps({detector.section: settings}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     for name, source in (extra or {}).items():
         shutil.copyfile(source, package / name)
     job.log(f"instrumented copy: {result.copied} files copied, {PACKAGE}/ added; detector: "
@@ -70,6 +87,6 @@ def make_copy(job: Job, detector: Detector, settings: Dict[str, object], extra: 
     if not result.importing:
         job.log(f"no training script found (no `.backward(` call, no data loop): add `{detector.import_line}` "
                 "and wrap your data loop by hand")
-    job.log(f"next: run the training script of the copy; {detector.report} appears in the copy's root "
+    job.log(f"next: run the training script of the copy for a few iterations; {detector.report} appears in the copy's root "
             "(one per rank in multi-process runs)")
     return result
