@@ -25,11 +25,12 @@ read.
 """
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -231,6 +232,67 @@ def _add_import(module: cst.Module, depth: int) -> Tuple[cst.Module, bool]:
     return module.with_changes(body=body), False
 
 
+def _names_in(node: ast.AST) -> Iterator[str]:
+    """Every name, attribute and dotted chain spelled inside ``node``."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            yield sub.id
+        elif isinstance(sub, ast.Attribute):
+            yield sub.attr
+            dotted = _ast_dotted(sub)
+            if dotted:
+                yield dotted
+
+
+def _ast_dotted(node: ast.AST) -> Optional[str]:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _ast_dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else None
+    return None
+
+
+def may_have_data_loop(source: bytes) -> bool:
+    """A cheap stdlib-``ast`` superset of what ``_LoopWrapper`` wraps: a ``for`` whose iterable spells a loader.
+
+    libcst costs about ten times a stdlib parse; this check lets it run only on the
+    files that can have a loop to wrap.  Loader names reached through
+    assignments (``it = train_loader``) are followed, as the wrapper does.
+    """
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return True  # let libcst decide, and report, what it makes of the file
+    assigned: Dict[str, List[ast.AST]] = {}
+    loops = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                dotted = _ast_dotted(target)
+                if dotted:
+                    assigned.setdefault(dotted, []).append(node.value)
+        elif isinstance(node, ast.For):
+            loops.append(node.iter)
+
+    known: Dict[str, bool] = {}  # name -> its assigned values spell a loader (memoised: linear, cycle-safe)
+
+    def mentions_loader(expr: ast.AST) -> bool:
+        for name in _names_in(expr):
+            last = name.rsplit(".", 1)[-1]
+            if last == "DataLoader" or says_loader(last) or (last == "start" and "DETECTOR" in name):
+                return True
+            if name in assigned:
+                if name not in known:
+                    known[name] = False  # an assignment cycle ends here
+                    known[name] = any(mentions_loader(v) for v in assigned[name])
+                if known[name]:
+                    return True
+        return False
+
+    return any(mentions_loader(iterable) for iterable in loops)
+
+
 def looks_like_training(source: bytes, name: str) -> bool:
     """A training script: calls ``.backward(``, or is named ``*train*`` and has a ``__main__`` block."""
     return b".backward(" in source or ("train" in name.lower() and b"__main__" in source)
@@ -243,7 +305,8 @@ def instrument_source(source: bytes, name: str = "train.py", depth: int = 0) -> 
     folder depth below the analysis root (0: beside ``msft_dynamic_analysis``).
     """
     training = looks_like_training(source, name)
-    if not training and not (b"for " in source and (b"oader" in source or b"dl" in source or b"DETECTOR" in source)):
+    if not training and not (b"for " in source and (b"oader" in source or b"dl" in source or b"DETECTOR" in source)
+                             and may_have_data_loop(source)):
         return Instrumented(source, [], IMPORT_LINE.encode() in source, False)
     module = cst.parse_module(source)
     assignments = _Assignments()
