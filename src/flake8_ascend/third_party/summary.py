@@ -1,0 +1,428 @@
+"""One library file reduced to what the call graph needs (run in worker processes).
+
+The file is parsed once and walked once by the rule engine: the ASC rules that
+decide root causes (ASC101, ASC102, ASC201, ASC205, ASC206) run beside a
+collector that sees the same nodes through the same ``Context``, so names are
+resolved by the engine's scope table (imports, shadowing) and never twice.
+The result is a small picklable ``FileSummary``: definitions, call references,
+root causes and module-level imports -- no AST leaves the worker.
+
+Graph nodes are the module itself (code run at import time), classes (their
+header and body outside methods), module-level functions and methods
+(``Outer.Inner.method``); functions and classes nested in a function belong
+to it.  A call reference is one of:
+
+- ``("q", dotted)``: an absolute dotted name (import, relative import, global),
+- ``("star", name)``: an unbound name that a ``from x import *`` may provide,
+- ``("self", class, attr)`` / ``("super", class, attr)``: ``self.attr(...)``,
+  ``super().attr(...)`` in a method of ``class`` (module-relative path),
+- ``("selfattr", class, attr, method)``: ``self.attr.method(...)``,
+- ``("inst", ref, method)``: a method of an object built by calling ``ref``
+  (``m = Net(); m.run()``; ``method`` is ``__call__`` for ``m(x)``).
+"""
+from __future__ import annotations
+
+import ast
+import bisect
+import builtins
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set, Tuple
+
+from ..config import Config
+from ..engine import analyze, is_suppressed
+from ..registry import rule_for
+from .layout import absolute
+
+CAUSE_CODES = ("ASC101", "ASC102", "ASC201", "ASC205", "ASC206")
+UNSUPPORTED, UNKNOWN, MIGRATION, CUDA_OP = "unsupported", "unknown", "migration", "cuda_op"
+_CATEGORY = {"ASC101": UNSUPPORTED, "ASC102": UNKNOWN, "ASC205": MIGRATION, "ASC206": MIGRATION}
+_BUILTINS = frozenset(dir(builtins))
+_EXTENSION_LOADERS = frozenset({"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"})
+_LOADER_NAMES = frozenset({"load_ext", "load", "load_inline", "load_kernel"})
+
+Ref = tuple
+EXTERNAL: Ref = ()  # resolved, to something outside the library
+
+
+@dataclass
+class OpTable:
+    """What workers need to know of the library's C++ operators and module layout."""
+
+    pybind: frozenset = frozenset()  # pybind operator names
+    library: frozenset = frozenset()  # TORCH_LIBRARY operators, "ns::name"
+    ext_modules: frozenset = frozenset()  # literal PYBIND11_MODULE names
+    extension_name: bool = False  # some module is named by TORCH_EXTENSION_NAME
+    modules: frozenset = frozenset()  # dotted names of the library's Python modules
+    tops: frozenset = frozenset()  # their first components
+
+
+@dataclass
+class FileSummary:
+    rel: str
+    module: str
+    is_package: bool
+    error: str = ""  # why the file could not be analysed
+    defs: Dict[str, Tuple[int, str]] = field(default_factory=dict)  # function key -> (def line, class path or "")
+    classes: Dict[str, Tuple[int, List[str]]] = field(default_factory=dict)  # path -> (line, base names)
+    spans: List[Tuple[int, int, str]] = field(default_factory=list)  # (first line, last line, key) of defs
+    class_attrs: Dict[str, Dict[str, List[Ref]]] = field(default_factory=dict)  # path -> self.attr -> refs
+    calls: List[Tuple[str, Ref]] = field(default_factory=list)  # (node key, ref)
+    sites: List[Tuple[str, str, int, int]] = field(default_factory=list)  # unresolved attr calls: key, attr, line, col
+    causes: List[Tuple[str, str, str, int, str]] = field(default_factory=list)  # key, category, api, line, tips
+    imports: Dict[str, str] = field(default_factory=dict)  # module-level name -> absolute dotted target
+    aliases: Dict[str, Ref] = field(default_factory=dict)  # module-level ``name = other.name``
+    stars: List[str] = field(default_factory=list)  # modules of ``from x import *``
+    all_names: Optional[List[str]] = None  # a literal ``__all__``
+    names: Set[str] = field(default_factory=set)  # every module-level name it binds
+
+
+def _first_line(node) -> int:
+    return min([node.lineno] + [d.lineno for d in node.decorator_list])
+
+
+class Collector:
+    """Gathers a ``FileSummary`` while the engine walks the file.
+
+    The engine instantiates the rule classes it is given; calling a collector
+    returns itself, so the instance passed in is the one that sees the nodes.
+    """
+
+    node_types = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Call, ast.Assign,
+                  ast.Import, ast.ImportFrom, ast.Attribute)
+    trigger_words = ()
+
+    def __init__(self, summary: FileSummary, ops: OpTable) -> None:
+        self.s = summary
+        self.ops = ops
+        self.keys: Dict[int, str] = {}  # id(def or class node) -> graph node key
+        self.methods: Dict[str, Tuple[str, str]] = {}  # function key -> (class path, name of self)
+        self.class_paths: Dict[int, str] = {}  # id(ClassDef) -> dotted path in the module
+        self.instances: Dict[int, Ref] = {}  # id(binding of a variable) -> ref of what built it
+        self.handles: Dict[int, Optional[frozenset]] = {}  # id(binding) -> ops an extension loader provides
+        self.global_handles: Dict[str, Optional[frozenset]] = {}  # the same for module-level names
+        self.pending: List[Tuple[str, Optional[int], str, str, int]] = []  # key, id(binding), name, op, line
+        self.globals: Dict[int, Set[str]] = {}  # id(function) -> names it declares ``global``
+        self.global_imports: Dict[str, str] = {}  # ``global m; import ext as m`` in a function: m -> ext
+        self.loaded: Set[str] = set()  # extension names given to loaders in this file
+        self.listed: Set[str] = set()  # operator names listed by load_ext calls
+        self.module_scope = None
+
+    def __call__(self) -> "Collector":
+        return self
+
+    # -- where are we ----------------------------------------------------------------------
+    def _owner(self, ctx) -> Tuple[str, Optional[ast.AST]]:
+        """(node key, innermost enclosing def or class) of the node being checked."""
+        for node in reversed(ctx.stack):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                return self.keys.get(id(node), ""), node
+        return "", None
+
+    def _absolute(self, name: str) -> str:
+        return absolute(name, self.s.module, self.s.is_package)
+
+    def _in_library(self, dotted: str) -> bool:
+        return dotted.split(".", 1)[0] in self.ops.tops
+
+    # -- definitions ----------------------------------------------------------------------
+    def _define(self, node, ctx) -> None:
+        owner, enclosing = self._owner(ctx)
+        if enclosing is not None and id(enclosing) not in self.class_paths:
+            self.keys[id(node)] = owner  # inside a function (or a class inside one): part of it
+            return
+        prefix = self.class_paths[id(enclosing)] + "." if enclosing is not None else ""
+        path = prefix + node.name
+        if enclosing is None:
+            self.s.names.add(node.name)
+        self.keys[id(node)] = path
+        self.s.spans.append((_first_line(node), node.end_lineno or node.lineno, path))
+        if isinstance(node, ast.ClassDef):
+            self.class_paths[id(node)] = path
+            bases = [self._absolute(q) for q in (ctx.qualname(b) for b in node.bases) if q]
+            bases += [f"{self.s.module}.{b.id}" for b in node.bases
+                      if isinstance(b, ast.Name) and ctx.qualname(b) is None]
+            self.s.classes[path] = (node.lineno, bases)
+            return
+        cls = prefix[:-1]
+        self.s.defs[path] = (node.lineno, cls)
+        args = node.args.posonlyargs + node.args.args
+        static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
+        if cls and args and not static:
+            self.methods[path] = (cls, args[0].arg)
+
+    # -- references -----------------------------------------------------------------------
+    def _binding(self, node: ast.Name, ctx):
+        return ctx.resolver.binding(node.id, node.lineno)
+
+    def _is_global(self, binding, name: str) -> bool:
+        scope = self.module_scope
+        return any(b is binding for b in scope.bindings.get(name, ()))
+
+    def ref(self, expr: ast.AST, ctx, key: str) -> Optional[Ref]:
+        """What a called (or aliased) expression refers to: a reference, ``EXTERNAL`` (an import
+        from outside the library), or None when plain resolution cannot tell."""
+        qualname = ctx.qualname(expr)
+        if qualname is not None:
+            dotted = self._absolute(qualname)
+            return ("q", dotted) if dotted and self._in_library(dotted) else EXTERNAL
+        attrs: List[str] = []
+        base = expr
+        while isinstance(base, ast.Attribute):
+            attrs.append(base.attr)
+            base = base.value
+        attrs.reverse()
+        if isinstance(base, ast.Name):
+            return self._name_ref(base, attrs, ctx, key)
+        if isinstance(base, ast.Call) and len(attrs) == 1:
+            func = base.func
+            if isinstance(func, ast.Name) and func.id == "super" and key in self.methods:
+                return ("super", self.methods[key][0], attrs[0])
+            built = self.ref(func, ctx, key)
+            if built:
+                return ("inst", built, attrs[0])
+        return None
+
+    def _name_ref(self, base: ast.Name, attrs: List[str], ctx, key: str) -> Optional[Ref]:
+        binding = self._binding(base, ctx)
+        if binding is None:
+            if base.id in _BUILTINS or base.id == "__class__":
+                return None
+            return ("star", ".".join([base.id, *attrs]))
+        if id(binding) in self.instances:
+            built = self.instances[id(binding)]
+            if len(attrs) <= 1:
+                return ("inst", built, attrs[0] if attrs else "__call__")
+            return None
+        if self._is_global(binding, base.id):
+            return ("q", ".".join([self.s.module, base.id, *attrs]))
+        method = self.methods.get(key)
+        if method is not None and base.id == method[1] and attrs:
+            if len(attrs) == 1:
+                return ("self", method[0], attrs[0])
+            if len(attrs) == 2:
+                return ("selfattr", method[0], attrs[0], attrs[1])
+        return None
+
+    # -- the handlers ---------------------------------------------------------------------
+    def check(self, node, ctx) -> None:
+        if self.module_scope is None:
+            scope = ctx.resolver.scope
+            while scope.parent is not None:
+                scope = scope.parent
+            self.module_scope = scope
+        if type(node) is ast.Attribute:  # the most frequent node: reject it fast
+            if (node.attr in self.ops.pybind or node.attr in self.listed) and isinstance(node.value, ast.Name) \
+                    and isinstance(node.ctx, ast.Load):
+                self._handle_use(node, ctx)
+        elif isinstance(node, ast.Call):
+            self._call(node, ctx)
+        elif isinstance(node, ast.Assign):
+            self._assign(node, ctx)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            self._import(node, ctx)
+        else:
+            self._define(node, ctx)
+
+    def _call(self, node: ast.Call, ctx) -> None:
+        key, _ = self._owner(ctx)
+        func = node.func
+        if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in _LOADER_NAMES:
+            self._extension_handle(node, ctx)  # remembers the extension's name
+        if self._custom_op(node, ctx, key):
+            return
+        ref = self.ref(func, ctx, key)
+        if ref:
+            self.s.calls.append((key, ref))
+        elif ref is None and isinstance(func, ast.Attribute) and not ctx.is_tensor(func.value):
+            end = func.end_col_offset or 0
+            self.s.sites.append((key, func.attr, func.end_lineno or node.lineno, max(0, end - len(func.attr))))
+
+    def _custom_op(self, node: ast.Call, ctx, key: str) -> bool:
+        """Record a call of an imported custom operator (``_C.op(...)``, ``torch.ops.ns.op(...)``)."""
+        qualname = ctx.qualname(node.func)
+        op = self._op_of(self._absolute(qualname)) if qualname is not None else ""
+        if op:
+            self.s.causes.append((key, CUDA_OP, op, node.lineno, ""))
+        return bool(op)
+
+    def _handle_use(self, node: ast.Attribute, ctx) -> None:
+        """``handle.op`` where ``handle`` may be a loaded extension; settled in ``finish``."""
+        key, _ = self._owner(ctx)
+        name = node.value.id
+        binding = self._binding(node.value, ctx)
+        module_level = binding is None or self._is_global(binding, name)
+        self.pending.append((key, None if module_level else id(binding), name, node.attr, node.lineno))
+
+    def _op_of(self, dotted: str) -> str:
+        """The operator a dotted call target names, or ''."""
+        ops = self.ops
+        if dotted.startswith("torch.ops."):
+            parts = dotted.split(".")
+            name = f"{parts[2]}::{parts[3]}" if len(parts) == 4 else ""
+            return name if name in ops.library else ""
+        module, _, name = dotted.rpartition(".")
+        if not module or name not in ops.pybind or module in ops.modules:
+            return ""
+        last = module.rsplit(".", 1)[-1]
+        if last in ops.ext_modules or module in self.loaded or (ops.extension_name and self._in_library(module)):
+            return name
+        return ""
+
+    def _assign(self, node: ast.Assign, ctx) -> None:
+        key, enclosing = self._owner(ctx)
+        value = node.value
+        targets = node.targets
+        module_level = enclosing is None
+        if module_level:
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    self.s.names.add(target.id)
+            if len(targets) == 1 and isinstance(targets[0], ast.Name):
+                name = targets[0].id
+                if name == "__all__" and isinstance(value, (ast.List, ast.Tuple)):
+                    self.s.all_names = [e.value for e in value.elts
+                                        if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+                elif isinstance(value, (ast.Name, ast.Attribute)):
+                    ref = self.ref(value, ctx, key)
+                    if ref:
+                        self.s.aliases[name] = ref
+        if not isinstance(value, ast.Call):
+            return
+        loaded = self._extension_handle(value, ctx)
+        built = None if loaded is not False else self.ref(value.func, ctx, key)
+        for target in targets:
+            if isinstance(target, ast.Name):
+                if loaded is not False and (module_level or target.id in self._declared_global(enclosing)):
+                    known = self.global_handles.get(target.id, frozenset())
+                    self.global_handles[target.id] = None if known is None or loaded is None else known | loaded
+                    continue
+                binding = ctx.resolver.binding(target.id, node.lineno)
+                if binding is None:
+                    continue
+                if loaded is not False:
+                    self.handles[id(binding)] = loaded
+                elif built:
+                    self.instances[id(binding)] = built
+            elif built and isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                method = self.methods.get(key)
+                if method is not None and target.value.id == method[1]:
+                    attrs = self.s.class_attrs.setdefault(method[0], {})
+                    attrs.setdefault(target.attr, []).append(built)
+
+    def _declared_global(self, function) -> Set[str]:
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return set()
+        if id(function) not in self.globals:
+            self.globals[id(function)] = {name for node in ast.walk(function) if isinstance(node, ast.Global)
+                                          for name in node.names}
+        return self.globals[id(function)]
+
+    def _extension_handle(self, call: ast.Call, ctx):
+        """Ops a loader call provides (None: any), or False when it is no extension loader."""
+        func = call.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        qualname = ctx.qualname(func) or ""
+        if name != "load_ext" and qualname not in _EXTENSION_LOADERS:
+            return False
+        named = call.args[:1] + [k.value for k in call.keywords if k.arg == "name"]
+        self.loaded.update(a.value for a in named if isinstance(a, ast.Constant) and isinstance(a.value, str))
+        for arg in call.args[1:2]:
+            if isinstance(arg, (ast.List, ast.Tuple)):
+                listed = frozenset(e.value for e in arg.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+                self.listed |= listed
+                return listed
+        return None
+
+    def _import(self, node, ctx) -> None:
+        enclosing = self._owner(ctx)[1]
+        if enclosing is not None:
+            if isinstance(node, ast.Import) and self._declared_global(enclosing):
+                for alias in node.names:
+                    local = alias.asname or alias.name.split(".")[0]
+                    if local in self._declared_global(enclosing):
+                        self.global_imports[local] = alias.name
+            return
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".")[0]
+                self.s.names.add(local)
+                if alias.asname:
+                    self.s.imports[alias.asname] = alias.name
+            return
+        base = "." * (node.level or 0) + (node.module or "")
+        for alias in node.names:
+            if alias.name == "*":
+                module = self._absolute(base)
+                if module:
+                    self.s.stars.append(module)
+                continue
+            target = f"{base}.{alias.name}" if node.module else base + alias.name
+            target = self._absolute(target)
+            if target:
+                local = alias.asname or alias.name
+                self.s.imports[local] = target
+                self.s.names.add(local)
+
+    # -- after the walk -------------------------------------------------------------------
+    def finish(self) -> None:
+        """Resolve calls on extension handles bound anywhere in the file."""
+        for key, binding, variable, name, line in self.pending:
+            if binding is not None:
+                if binding not in self.handles:
+                    continue
+                listed = self.handles[binding]
+            elif variable in self.global_handles:
+                listed = self.global_handles[variable]
+            elif variable in self.global_imports and (
+                    self.global_imports[variable] in self.loaded
+                    or self.global_imports[variable].rsplit(".", 1)[-1] in self.ops.ext_modules):
+                listed = None
+            else:
+                continue
+            if name in self.ops.pybind or (listed is not None and name in listed):
+                self.s.causes.append((key, CUDA_OP, name, line, ""))
+
+
+def _category(finding, data) -> Optional[str]:
+    if finding.code == "ASC201":
+        name = finding.api.split(".")[2] if finding.api.count(".") >= 2 else ""
+        return MIGRATION if not data.npu_all or name not in data.npu_all else None
+    return _CATEGORY.get(finding.code)
+
+
+def _owner_by_line(spans: List[Tuple[int, int, str]]):
+    """line -> key of the innermost def or class spanning it ("" = the module)."""
+    spans = sorted(spans, key=lambda span: (span[0], -span[1]))
+    starts = [span[0] for span in spans]
+    parents: List[int] = []
+    open_spans: List[int] = []
+    for index, (first, last, _) in enumerate(spans):
+        while open_spans and spans[open_spans[-1]][1] < first:
+            open_spans.pop()
+        parents.append(open_spans[-1] if open_spans else -1)
+        open_spans.append(index)
+
+    def owner(line: int) -> str:
+        index = bisect.bisect_right(starts, line) - 1
+        while index >= 0 and spans[index][1] < line:
+            index = parents[index]
+        return spans[index][2] if index >= 0 else ""
+
+    return owner
+
+
+def summarise(tree: ast.AST, lines: List[str], summary: FileSummary, config: Config, ops: OpTable) -> FileSummary:
+    """Fill ``summary`` from one parsed file."""
+    collector = Collector(summary, ops)
+    rules = [rule_for(code) for code in CAUSE_CODES] + [collector]
+    findings = analyze(tree, lines, summary.rel, config, rules)
+    collector.finish()
+    owner = _owner_by_line(summary.spans)
+    data = config.data
+    for finding in findings:
+        if is_suppressed(finding, lines):
+            continue
+        category = _category(finding, data)
+        if category is not None:
+            summary.causes.append((owner(finding.line), category, finding.api, finding.line, finding.tips))
+    return summary
