@@ -85,6 +85,7 @@ class Symbols:
         self.classes: Dict[str, ClassInfo] = {}
         self.class_nodes: Dict[str, int] = {}
         self.duplicates: List[str] = []  # files whose module name an earlier file already took
+        self.open_calls: List[Tuple[str, int, str, int, int]] = []  # (file, caller, name, line, col) left unresolved
         self._memo: Dict[str, Optional[Target]] = {}
         self._ref_memo: Dict[Tuple[str, Ref], Optional[Target]] = {}
         self._stars: Dict[str, Dict[str, str]] = {}
@@ -293,10 +294,14 @@ class Symbols:
         graph = self.graph
         for summary in self.modules.values():
             module = summary.module
-            for key, ref in summary.calls:
+            for key, ref, line, col in summary.calls:
                 caller = self.node_of(module, key)
-                for callee in self.call_targets(self.resolve_ref(ref, module)):
+                callees = self.call_targets(self.resolve_ref(ref, module))
+                for callee in callees:
                     graph.add_edge(caller, callee)
+                if not callees:
+                    name = ref[-1] if ref[0] != "q" else ref[1]
+                    self.open_calls.append((summary.rel, caller, name.rsplit(".", 1)[-1], line, col))
         for cls, node_id in self.class_nodes.items():
             for method in ("__init__", "__call__", "forward"):
                 if f"{cls}.{method}" in self.defs:

@@ -4,7 +4,8 @@ A call ``obj.method(...)`` whose receiver the summaries could not type is only
 worth a jedi ``goto`` when it could change the result: some function or
 class that reaches a root cause has that short name, and the caller does not
 already reach everything such functions reach.  Sites are tried in file order,
-one ``jedi.Script`` per file, until none is left or the budget (sites and
+one ``jedi.Script`` per file (trying rarer names first found fewer edges in
+the same time on transformers), until none is left or the budget (sites and
 seconds) is spent; each new edge propagates at once, which may make more sites
 worth trying.
 
@@ -31,7 +32,7 @@ from .callgraph import Symbols
 from .impact import Impact
 
 MAX_SITES = 300
-MAX_SECONDS = 30.0
+MAX_SECONDS = 20.0
 PER_CALL_SECONDS = 2.0
 
 
@@ -86,8 +87,8 @@ def _alarm_handler():
 
 
 def _open_sites(symbols: Symbols) -> List[Tuple[str, int, str, int, int]]:
-    """(file, caller node, attribute, line, column) of every call the summaries left unresolved."""
-    sites = []
+    """(file, caller node, called name, line, column) of every call plain resolution left open."""
+    sites = list(symbols.open_calls)
     for summary in symbols.modules.values():
         for key, attr, line, col in summary.sites:
             sites.append((summary.rel, symbols.node_of(summary.module, key), attr, line, col))
@@ -106,9 +107,16 @@ class _Resolver:
         self.defined: Dict[Tuple[str, int], int] = {(n.file, n.line): i for i, n in enumerate(nodes)
                                                     if n.kind in ("function", "class")}
         self.project = jedi.Project(str(root), added_sys_path=[str(p) for p in env_paths])
+        self.environment = self.project.get_environment()
         self.sites = _open_sites(symbols)
         self.tried: set = set()
         self.script, self.script_file = None, None
+
+    def _reset(self) -> None:
+        """Drop the current script and jedi's helper process, whose pipe an interruption may
+        have left half-read; the next goto starts a new one."""
+        self.script_file = None
+        self.environment = self.jedi.create_environment(self.environment.executable, safe=False)
 
     def reach(self) -> Dict[str, int]:
         """short name -> union of the root causes that functions and classes of that name reach."""
@@ -145,17 +153,21 @@ class _Resolver:
         try:
             signal.setitimer(signal.ITIMER_REAL, seconds, 0.1)
             if rel != self.script_file:
-                self.script, self.script_file = self.jedi.Script(path=str(self.root / rel), project=self.project), rel
+                self.script = self.jedi.Script(path=str(self.root / rel), project=self.project,
+                                               environment=self.environment)
+                self.script_file = rel
             found = self.script.goto(line, col, follow_imports=True)
             _disarm()
         except _TimeUp:
             _disarm()
             stats.timeouts += 1
-            self.script_file = None  # its inference state may be half-built
+            self._reset()
             return
-        except Exception:  # jedi fails on some code; the site stays open
+        except Exception as error:  # jedi fails on some code; the site stays open
             _disarm()
             stats.failures += 1
+            if isinstance(error, self.jedi.InternalError):
+                self._reset()
             return
         for definition in found:
             if definition.module_path is None or definition.line is None:

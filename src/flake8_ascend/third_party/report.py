@@ -14,8 +14,8 @@
 
 In the first four, one row per root cause; ``Affected 3rd-party API`` lists every
 name an affected function is importable by, one per line, and the extra ``Call
-Chain`` column gives, line for line, a shortest chain from that name to the
-root cause (then the canonical names of the functions on the way).
+Chain`` column gives, line for line, a shortest chain from that name (through
+its canonical name, when it is an alias or re-export) to the root cause.
 """
 from __future__ import annotations
 
@@ -45,7 +45,9 @@ def _chain_text(analysis: ThirdPartyAnalysis, node: int, index: int, first: str 
     path, (end, line) = analysis.impact.chain(node, index)
     api = analysis.impact.causes[index].api
     where = (nodes[end].file, line)
-    names = [first or nodes[path[0]].name] + [nodes[n].name for n in path[1:]]
+    names = [nodes[n].name for n in path]
+    if first and first != names[0]:  # an alias or re-export: it leads to the canonical name
+        names.insert(0, first)
     return " -> ".join(names) + f" -> {api} ({where[0]}:{where[1]})", where
 
 

@@ -66,7 +66,7 @@ class FileSummary:
     classes: Dict[str, Tuple[int, List[str]]] = field(default_factory=dict)  # path -> (line, base names)
     spans: List[Tuple[int, int, str]] = field(default_factory=list)  # (first line, last line, key) of defs
     class_attrs: Dict[str, Dict[str, List[Ref]]] = field(default_factory=dict)  # path -> self.attr -> refs
-    calls: List[Tuple[str, Ref]] = field(default_factory=list)  # (node key, ref)
+    calls: List[Tuple[str, Ref, int, int]] = field(default_factory=list)  # (node key, ref, line, column)
     sites: List[Tuple[str, str, int, int]] = field(default_factory=list)  # unresolved attr calls: key, attr, line, col
     causes: List[Tuple[str, str, str, int, str]] = field(default_factory=list)  # key, category, api, line, tips
     imports: Dict[str, str] = field(default_factory=dict)  # module-level name -> absolute dotted target
@@ -231,11 +231,14 @@ class Collector:
         if self._custom_op(node, ctx, key):
             return
         ref = self.ref(func, ctx, key)
+        if isinstance(func, ast.Attribute):  # where jedi would look: the called name
+            line, col = func.end_lineno or node.lineno, max(0, (func.end_col_offset or 0) - len(func.attr))
+        else:
+            line, col = node.lineno, node.col_offset
         if ref:
-            self.s.calls.append((key, ref))
+            self.s.calls.append((key, ref, line, col))
         elif ref is None and isinstance(func, ast.Attribute) and not ctx.is_tensor(func.value):
-            end = func.end_col_offset or 0
-            self.s.sites.append((key, func.attr, func.end_lineno or node.lineno, max(0, end - len(func.attr))))
+            self.s.sites.append((key, func.attr, line, col))
 
     def _custom_op(self, node: ast.Call, ctx, key: str) -> bool:
         """Record a call of an imported custom operator (``_C.op(...)``, ``torch.ops.ns.op(...)``)."""
