@@ -159,3 +159,19 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, message):
     code, out, err = run_main(*argv)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_api_files_with_cells_beyond_the_csv_default_limit_are_read(tmp_path):
+    names = [f"biglib.module_{i}.function_{i}" for i in range(8000)]
+    path = tmp_path / "full_unsupported_results.csv"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["File", "3rd-party API", "Message", "Call Chain"])
+        writer.writerow(["biglib/module.py", "\n".join(names), "file_path:biglib/module.py, start_line:1, api_name:x",
+                         "\n".join(f"{n} -> x (biglib/module.py:1)" for n in names)])
+    assert len(path.read_text()) > 2 * 131072
+    previous = csv.field_size_limit(131072)  # csv's default, whatever ran before
+    try:
+        assert load_third_party_apis([str(path)]) == frozenset(names)
+    finally:
+        csv.field_size_limit(previous)

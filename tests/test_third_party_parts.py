@@ -282,3 +282,27 @@ def test_late_edges_propagate_only_what_is_new():
     assert impact.causes_of(0) == [0]
     impact.add_edge(2, 3)
     assert impact.causes_of(0) == [0, 1] and impact.chain(0, 1)[0] == [0, 1, 2, 3]
+
+
+def test_host_only_operators_and_the_library_importing_itself_are_not_unsupported(tmp_path):
+    write_tree(tmp_path, {
+        "csrc/bind.cpp": 'PYBIND11_MODULE(_C, m) { m.def("version", &version); }\nint version() { return 1; }\n',
+        "apex/__init__.py": "",
+        "apex/info.py": """
+            from . import _C
+            from apex import normalization
+
+            def version():
+                return _C.version()
+            """,
+        "apex/fast.py": """
+            def attention(q):
+                import flash_attn
+                return flash_attn.flash_attn_func(q, q, q)
+            """,
+    })
+    result = analyse(tmp_path, Config(VERSION), jedi_seconds=0)
+    causes = {cause.api: cause for cause in result.impact.causes}
+    assert sorted(causes) == ["flash_attn", "version"]
+    assert not causes["version"].blocking and causes["version"].tips.startswith("no device kernel found")
+    assert causes["flash_attn"].category == "migration" and causes["flash_attn"].blocking

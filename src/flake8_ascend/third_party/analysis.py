@@ -108,7 +108,7 @@ def _root_causes(symbols: Symbols, cpp: cpp_ops.CppOps) -> List[RootCause]:
                 cause.tips = "loaded from a compiled extension whose C++ sources are not in the tree: check its kernels"
             else:
                 cause.tips = op.tips
-                cause.blocking = bool(op.devices) and not op.npu_implementation
+                cause.blocking = op.unsupported
     return [found[key] for key in sorted(found)]
 
 

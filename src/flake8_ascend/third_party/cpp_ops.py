@@ -64,12 +64,19 @@ class CppOp:
         return self.devices.get(NPU) or self.devices.get(ANY_DEVICE)
 
     @property
+    def unsupported(self) -> bool:
+        """It has device kernels, none of them for NPU (host-only C++ code runs anywhere)."""
+        return bool(self.devices) and not self.npu_implementation
+
+    @property
     def tips(self) -> str:
-        kernels = ", ".join(sorted(self.devices)) or "no device kernel found"
+        kernels = ", ".join(sorted(self.devices)) or "none"
         where = f"bound in {self.file}:{self.line}; kernels: {kernels}"
         if self.npu_implementation:
             return (f"has an NPU implementation ({self.npu_implementation}), so it is not unsupported: "
                     f"build the library with its NPU ops; {where}")
+        if not self.devices:
+            return f"no device kernel found (host C++ code), so it is not unsupported; {where}"
         return f"no NPU implementation in the sources: port the kernel to NPU; {where}"
 
 

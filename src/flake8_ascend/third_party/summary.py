@@ -386,10 +386,12 @@ class Collector:
                 self.s.causes.append((key, CUDA_OP, name, line, ""))
 
 
-def _category(finding, data) -> Optional[str]:
+def _category(finding, data, tops: frozenset) -> Optional[str]:
     if finding.code == "ASC201":
         name = finding.api.split(".")[2] if finding.api.count(".") >= 2 else ""
         return MIGRATION if not data.npu_all or name not in data.npu_all else None
+    if finding.code == "ASC206" and finding.api.split(".")[0] in tops:
+        return None  # the library importing its own ops: those are analysed from its C++ sources
     return _CATEGORY.get(finding.code)
 
 
@@ -425,7 +427,7 @@ def summarise(tree: ast.AST, lines: List[str], summary: FileSummary, config: Con
     for finding in findings:
         if is_suppressed(finding, lines):
             continue
-        category = _category(finding, data)
+        category = _category(finding, data, ops.tops)
         if category is not None:
             summary.causes.append((owner(finding.line), category, finding.api, finding.line, finding.tips))
     return summary
