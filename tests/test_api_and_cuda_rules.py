@@ -80,3 +80,12 @@ def test_cuda_extension_only_for_cuda_sources():
 
 def test_relative_import_of_triton_module_is_silent():
     assert messages("from .triton import kernels\n", codes=["ASC206"]) == []
+
+
+def test_binding_a_name_to_a_flagged_api_reports_the_value_only():
+    source = "import torch\nScaler = torch.cuda.amp.GradScaler\nsync = torch.cuda.synchronize\n"
+    assert [(f.line, f.col, f.code) for f in run_rules(source)] == [(2, 9, "ASC207"), (3, 7, "ASC201")]
+
+
+def test_setting_a_backend_switch_is_reported():
+    assert [f.code for f in run_rules("import torch\ntorch.backends.cudnn.deterministic = True\n")] == ["ASC203"]

@@ -76,6 +76,11 @@ def flake8_findings():
     return flake8_run("--select", "ASC")
 
 
+def torch_apis_findings(findings):
+    """The flake8 findings whose codes feed the torch_apis reports (ASC3xx go to -m affinity_apis)."""
+    return [f for f in findings if rule_for(f[3].split()[0]).csv in TORCH_APIS_FILES]
+
+
 def test_examples_report_has_official_files_and_headers(examples_report):
     folder, result = examples_report
     assert set(leftovers(folder)) == {*TORCH_APIS_FILES, "pytorch_analysis.txt", "findings.json"}
@@ -89,15 +94,22 @@ def test_examples_report_has_official_files_and_headers(examples_report):
 
 def test_examples_rows_equal_flake8_findings(examples_report, flake8_findings):
     folder, _ = examples_report
-    expected = flake8_findings  # the same codes: ASC103 stays off in both unless named
+    # the same codes (ASC103 stays off in both unless named); ASC3xx go to -m affinity_apis
+    expected = torch_apis_findings(flake8_findings)
     for name in TORCH_APIS_FILES:
         rows = read_csv(folder / name)[1:]
-        wanted = sorted((p, line) for p, line, _, text in expected if rule_for(text.split()[0]).csv == name)
+        mine = [(p, line, rule_for(text.split()[0])) for p, line, _, text in expected
+                if rule_for(text.split()[0]).csv == name]
+        wanted = sorted((p, line) for p, line, rule in mine if not rule.no_line)
         if name == "cuda_op_list.csv":
             assert sorted((r[0], int(r[2])) for r in rows) == wanted
             tips = sorted(text for p, _, _, text in expected if rule_for(text.split()[0]).csv == name)
             assert sorted(r[4] for r in rows) == tips
-        else:
+        else:  # configuration advice (Rule.no_line): one NA row per distinct advice, after the located rows
+            unlocated = [r for r in rows if r[0] == "NA"]
+            rows = rows[: len(rows) - len(unlocated)]
+            assert all(r[:3] == ["NA", "NA", "NA"] for r in unlocated)
+            assert len(unlocated) == len({rule.code for *_, rule in mine if rule.no_line})
             assert sorted((r[0], int(r[1])) for r in rows) == wanted
         assert rows == sorted(rows, key=lambda r: (r[0], int(r[2] if name == "cuda_op_list.csv" else r[1])))
     items = json.loads((folder / "findings.json").read_text(encoding="utf-8"))
@@ -210,7 +222,7 @@ def test_sarif_validates_against_the_official_schema(tmp_path):
         location = result["locations"][0]["physicalLocation"]
         assert not location["artifactLocation"]["uri"].startswith("/")
         assert location["region"]["startLine"] >= 1 and location["region"]["startColumn"] >= 1
-        assert result["level"] == ("note" if result["ruleId"] == "ASC103" else "warning")
+        assert result["level"] == ("note" if result["ruleId"] == "ASC103" or result["ruleId"][3] in "56" else "warning")
 
 
 def test_sarif_uris_are_relative_to_the_working_directory_or_the_input(tmp_path, monkeypatch):
@@ -272,6 +284,20 @@ def test_unreadable_and_odd_files_are_logged_and_skipped(tmp_path):
     assert "started" in log.splitlines()[0] and "skipped: 6" in log and "finished in" in log
 
 
+def test_an_engine_error_skips_only_that_file(tmp_path, monkeypatch):
+    def broken(tree, lines, path, config, rules):
+        if path == "dist.py":
+            raise KeyError("boom")
+        return real(tree, lines, path, config, rules)
+
+    real = lintmode.analyze
+    monkeypatch.setattr(lintmode, "analyze", broken)
+    code, _, _ = run_main("-i", str(EXAMPLES / "yolo_mini" / "utils"), "-o", str(tmp_path), "-q")
+    assert code == 0
+    log = (tmp_path / "utils_analysis" / "pytorch_analysis.txt").read_text(encoding="utf-8")
+    assert "skipped dist.py: internal error in the rule engine, please report it (KeyError: 'boom')" in log
+
+
 def test_single_file_input(tmp_path):
     code, _, _ = run_main("-i", str(EXAMPLES / "yolo_mini" / "utils" / "dist.py"), "-o", str(tmp_path), "-q")
     assert code == 0
@@ -279,15 +305,18 @@ def test_single_file_input(tmp_path):
     assert rows and {r[0] for r in rows} == {"dist.py"}
 
 
-def test_report_folder_inside_the_input_is_not_analysed(tmp_path, monkeypatch):
+@pytest.mark.parametrize("output", [".", "reports"])
+def test_report_folders_inside_the_input_are_not_analysed(tmp_path, monkeypatch, output):
     tree = tmp_path / "proj"
-    tree.mkdir()
-    (tree / "a.py").write_text("import torch\ntorch.cuda.synchronize()\n", encoding="utf-8")
+    (tree / output / "old_analysis").mkdir(parents=True)
+    cuda = "import torch\ntorch.cuda.synchronize()\n"
+    (tree / "a.py").write_text(cuda, encoding="utf-8")
+    (tree / output / "old_analysis" / "copy.py").write_text(cuda, encoding="utf-8")
     monkeypatch.chdir(tree)
     for _ in range(2):
-        assert run_main("-i", ".", "-o", ".", "-q")[0] == 0
-        (tree / "proj_analysis" / "copy.py").write_text("import torch\ntorch.cuda.synchronize()\n", encoding="utf-8")
-    assert [r[0] for r in read_csv(tree / "proj_analysis" / "cuda_op_list.csv")[1:]] == ["a.py"]
+        assert run_main("-i", ".", "-o", output, "-q")[0] == 0
+        (tree / output / "proj_analysis" / "copy.py").write_text(cuda, encoding="utf-8")
+    assert [r[0] for r in read_csv(tree / output / "proj_analysis" / "cuda_op_list.csv")[1:]] == ["a.py"]
 
 
 # -- the report folder is replaced whole, or not at all --------------------------------------------

@@ -98,7 +98,8 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
     official.add_argument("-v", "--version", metavar="VERSION", dest="torch_version",
                           help="torch_npu version whose support data is used (e.g. 2.6.0; default: "
                           "[tool.flake8-ascend] torch-version in the project's pyproject.toml, else the newest)")
-    official.add_argument("-m", "--mode", default="torch_apis", help="analysis mode (default: torch_apis; see below)")
+    official.add_argument("-m", "--mode", default=None,
+                          help="analysis mode (default: torch_apis, or affinity_apis with --fix/--diff; see below)")
     official.add_argument("-env", "--env-path", nargs="+", default=[], metavar="PATH",
                           help="extra source folders (site-packages) for third_party analysis")
     official.add_argument("-api", "--api-files", nargs="+", default=[], metavar="CSV",
@@ -115,6 +116,10 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
     extra.add_argument("--fail-on-findings", action="store_true", help="exit 1 when any report has rows (for CI)")
     extra.add_argument("-j", "--jobs", type=_positive, default=None, metavar="N",
                        help="worker processes (default: all cores)")
+    extra.add_argument("--fix", action="store_true",
+                       help="rewrite the safe affinity replacements (ASC303/ASC304) in the input files")
+    extra.add_argument("--diff", action="store_true",
+                       help="print the unified diff --fix would apply, without changing any file")
     extra.add_argument("-q", "--quiet", action="store_true", help="no progress display and no summary table")
     extra.add_argument("--explain", metavar="CODE", help="print the documentation of an ASC code and exit")
     extra.add_argument("--list-codes", action="store_true", help="print every ASC code with its summary and exit")
@@ -147,7 +152,10 @@ def list_codes() -> str:
 
 
 # -- validation -------------------------------------------------------------------------------
-def _choose_mode(name: str, modes: Dict[str, type]) -> type:
+def _choose_mode(name: Optional[str], modes: Dict[str, type], fixing: bool = False) -> type:
+    if name is None:
+        fixers = [mode for mode in modes.values() if mode.fixes]
+        name = fixers[0].name if fixing and fixers else "torch_apis"
     if name in modes:
         return modes[name]
     if name in OFFICIAL_MODES:
@@ -167,6 +175,8 @@ def _check_args(args: argparse.Namespace, mode: type) -> Tuple[Path, Path]:
     if not (source.is_dir() or source.is_file()):
         raise UsageError(f"input is neither a folder nor a file: {args.input}")
     out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"output is not a folder: {args.output}")
     if not out.is_dir():
         raise UsageError(f"output folder not found (it must exist): {args.output}")
     if not os.access(out, os.W_OK | os.X_OK):
@@ -178,6 +188,8 @@ def _check_args(args: argparse.Namespace, mode: type) -> Tuple[Path, Path]:
         raise UsageError(f"mode {mode.name} writes no {args.format} output (it supports {', '.join(mode.formats)})")
     if (args.select or args.ignore) and not mode.uses_rules:
         raise UsageError(f"--select/--ignore do not apply to mode {mode.name}")
+    if (args.fix or args.diff) and not mode.fixes:
+        raise UsageError(f"--fix/--diff do not apply to mode {mode.name}")
     return source.resolve(), out.resolve()
 
 
@@ -199,6 +211,12 @@ def _replace_folder(temporary: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def _report_folders(out_dir: Path) -> List[Path]:
+    """Folders this tool makes in ``out_dir`` (reports, temporary ones), never analysed if the input holds them."""
+    return [path for path in out_dir.iterdir()
+            if path.is_dir() and (path.name.endswith("_analysis") or "_analysis." in path.name)]
+
+
 def summary_table(counts: Dict[str, int]) -> str:
     width = max([len("files"), *map(len, counts)])
     rule = f"+-{'-' * width}-+------------+"
@@ -209,7 +227,7 @@ def summary_table(counts: Dict[str, int]) -> str:
 
 
 def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: TextIO) -> int:
-    mode = _choose_mode(args.mode, modes)
+    mode = _choose_mode(args.mode, modes, fixing=args.fix or args.diff)
     source, out_dir = _check_args(args, mode)
     root = source if source.is_dir() else source.parent
     try:
@@ -226,7 +244,7 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
     os.umask(umask)
     temporary.chmod(0o777 & ~umask)  # mkdtemp makes it private; the report is an ordinary folder
     try:
-        found = collect(source, exclude=(out_dir,) if out_dir != root else (target, temporary))
+        found = collect(source, exclude=_report_folders(out_dir))
         with open(temporary / LOG_NAME, "w", encoding="utf-8") as log_file:
             def log(line: str) -> None:
                 log_file.write(line + "\n")
@@ -265,12 +283,22 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
     return 0
 
 
+def _subcommand(argv: List[str]) -> List[str]:
+    """``compare DUMP_A DUMP_B [flags]`` -> ``-m compare -i DUMP_A --against DUMP_B [flags]``."""
+    if argv[:1] != ["compare"]:
+        return argv
+    folders = argv[1:3]
+    if len(folders) < 2 or any(folder.startswith("-") for folder in folders):
+        raise UsageError(f"compare needs two dump folders: {PROG} compare DUMP_A DUMP_B -o OUTPUT")
+    return ["-m", "compare", "-i", folders[0], "--against", folders[1], *argv[3:]]
+
+
 def main(argv: Optional[Sequence[str]] = None, out: TextIO = None, err: TextIO = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     try:
         modes = all_modes()
-        args = build_parser(modes).parse_args(argv)
+        args = build_parser(modes).parse_args(_subcommand(list(sys.argv[1:] if argv is None else argv)))
         if args.list_codes:
             out.write(list_codes())
             return 0

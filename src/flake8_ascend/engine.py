@@ -8,14 +8,18 @@ rule reports through ``Context.report``; the result is a sorted list of
 from __future__ import annotations
 
 import ast
+from ast import AST
 import re
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Type
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type, TypeVar
 
 from .config import Config
 from .names import Resolver, ScopeBuilder
 from .registry import Rule, all_rules
 from .tensors import is_tensor
+from .walk import child_fields
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, order=True)
@@ -30,13 +34,14 @@ class Finding:
     api: str = ""  # the qualified API or pattern the finding is about (CSV "OP" column)
     tips: str = ""  # restriction, advice or replacement (CSV "Tips" column)
     path: str = ""
+    fix: str = ""  # a safe rewrite ``fix.py`` may apply ("" = report only), e.g. "call torch_npu.optim.X"
 
     @property
     def text(self) -> str:
         return f"{self.code} {self.message}"
 
 
-_SCOPE_NODES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_SCOPE_NODES = frozenset({ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
 
 
 class Context:
@@ -51,6 +56,7 @@ class Context:
         self.stack: List[ast.AST] = []  # ancestors of the node being checked, outermost first
         self.findings: List[Finding] = []
         self._chains: Dict[int, Optional[str]] = {}
+        self._memo: Dict[str, object] = {}
         self._scopes = ScopeBuilder(is_tensor).build(tree)
         self.resolver = Resolver(self._scopes, self._scopes[id(tree)])
 
@@ -67,18 +73,27 @@ class Context:
 
         Only the outermost node of a chain answers (``torch.nn.functional.relu``
         once, not again for ``torch.nn``); results are memoised per node so the
-        rules sharing this question resolve each chain once.
+        rules sharing this question resolve each chain once.  A name being
+        bound (``x = torch.cuda.amp.GradScaler``) names nothing: only its value does.
         """
         key = id(node)
         if key in self._chains:
             return self._chains[key]
         parent = self.stack[-1] if self.stack else None
-        if isinstance(parent, ast.Attribute) and parent.value is node:
+        if (isinstance(parent, ast.Attribute) and parent.value is node) or (
+            isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)
+        ):
             result = None
         else:
             result = self.resolver.qualname(node)
         self._chains[key] = result
         return result
+
+    def memo(self, key: str, build: Callable[["Context"], T]) -> T:
+        """A per-file result several rules share (e.g. the training-loop analysis), built on first use."""
+        if key not in self._memo:
+            self._memo[key] = build(self)
+        return self._memo[key]  # type: ignore[return-value]
 
     @property
     def parent(self) -> Optional[ast.AST]:
@@ -92,7 +107,7 @@ class Context:
         return None
 
     # -- reporting ---------------------------------------------------------
-    def report(self, node: ast.AST, code: str, message: str, api: str = "", tips: str = "") -> None:
+    def report(self, node: ast.AST, code: str, message: str, api: str = "", tips: str = "", fix: str = "") -> None:
         self.findings.append(
             Finding(
                 line=node.lineno,
@@ -103,6 +118,7 @@ class Context:
                 api=api,
                 tips=tips,
                 path=self.path,
+                fix=fix,
             )
         )
 
@@ -139,16 +155,22 @@ def analyze(
     stack = ctx.stack
 
     def visit(node: ast.AST) -> None:
-        for rule in handlers.get(type(node), ()):
+        cls = node.__class__
+        for rule in handlers.get(cls, ()):
             rule.check(node, ctx)
         stack.append(node)
-        entered = isinstance(node, _SCOPE_NODES) and id(node) in scopes
-        if entered:
-            outer = resolver.scope
-            resolver.scope = scopes[id(node)]
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-        if entered:
+        scope = scopes.get(id(node)) if cls in _SCOPE_NODES else None
+        if scope is not None:
+            outer, resolver.scope = resolver.scope, scope
+        for name in child_fields(cls):
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                for item in value:
+                    if isinstance(item, AST):
+                        visit(item)
+            elif isinstance(value, AST):
+                visit(value)
+        if scope is not None:
             resolver.scope = outer
         stack.pop()
 

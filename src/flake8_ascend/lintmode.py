@@ -88,6 +88,8 @@ def _analyse_file(task: Tuple[str, str]) -> Tuple[str, List[Finding], str]:
         findings = analyze(tree, lines, rel, _worker_config, _worker_rules)
     except RecursionError:
         return rel, [], "nested too deeply to analyse"
+    except Exception as error:  # a rule bug must not cost the whole report; the log names it
+        return rel, [], f"internal error in the rule engine, please report it ({type(error).__name__}: {error})"
     return rel, [f for f in findings if not is_suppressed(f, lines)], ""
 
 
@@ -150,8 +152,7 @@ class LintMode(Mode):
             by_file[_rule(finding).csv].append(finding)
         counts = {}
         for name, table in self.tables.items():
-            rows = (table.row(f, _rule(f)) for f in by_file[name])
-            counts[name] = job.write_csv(name, table.columns, rows)
+            counts[name] = job.write_csv(name, table.columns, _rows(table, by_file[name]))
         if job.args.format == "json":
             job.output_path(reports.JSON_NAME).write_text(reports.to_json(findings), encoding="utf-8")
             counts[reports.JSON_NAME] = len(findings)
@@ -160,6 +161,20 @@ class LintMode(Mode):
             job.output_path(reports.SARIF_NAME).write_text(document, encoding="utf-8")
             counts[reports.SARIF_NAME] = len(findings)
         return counts
+
+
+def _rows(table: Table, findings: List[Finding]) -> List[Sequence[object]]:
+    """Rows in finding order; configuration advice (``Rule.no_line``) after them, each distinct row once."""
+    located: List[Sequence[object]] = []
+    unlocated: List[Sequence[object]] = []
+    for finding in findings:
+        rule = _rule(finding)
+        row = table.row(finding, rule)
+        if not rule.no_line:
+            located.append(row)
+        elif row not in unlocated:
+            unlocated.append(row)
+    return located + unlocated
 
 
 def _rule(finding: Finding) -> Type[Rule]:

@@ -13,6 +13,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from .walk import iter_children
+
 # Modules whose public names are re-exported under a shorter, documented path.
 _CANONICAL_PREFIXES = (
     ("torch.nn.modules.", "torch.nn.", 1),  # torch.nn.modules.conv.Conv2d -> torch.nn.Conv2d
@@ -73,6 +75,19 @@ class ScopeBuilder(ast.NodeVisitor):
         self.scopes: Dict[int, Scope] = {}
         self.current: Optional[Scope] = None
         self._tensor_test = tensor_test  # (expr, resolver) -> bool
+        self._dispatch: Dict[type, object] = {}
+
+    # NodeVisitor looks its method up by name for every node; a per-class table is much faster.
+    def visit(self, node: ast.AST) -> None:
+        cls = node.__class__
+        method = self._dispatch.get(cls)
+        if method is None:
+            method = self._dispatch[cls] = getattr(self, "visit_" + cls.__name__, self.generic_visit)
+        method(node)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        for child in iter_children(node):
+            self.visit(child)
 
     # -- scopes ---------------------------------------------------------
     def build(self, tree: ast.AST) -> Dict[int, Scope]:

@@ -22,6 +22,9 @@ class Rule:
     trigger_words: ClassVar[Tuple[str, ...]] = ("torch",)  # () means "always run"
     default_off: ClassVar[bool] = False  # in flake8's extended default ignore
     csv: ClassVar[str] = ""  # the ascend-analyse report the finding goes to
+    # Configuration advice that belongs to no line: flake8 sees it on line 1, the CSV writes NA for
+    # File, Start Line and End Line.
+    no_line: ClassVar[bool] = False
     # Documentation (ruff's layout), shown by --explain and the README table.
     why: ClassVar[str] = ""
     example: ClassVar[str] = ""

@@ -93,7 +93,8 @@ class Mode:
     help: ClassVar[str] = ""  # one line for ascend-analyse -h
     outputs: ClassVar[Tuple[str, ...]] = ()  # the files it writes besides pytorch_analysis.txt
     formats: ClassVar[Tuple[str, ...]] = ("csv",)  # --format values it supports
-    uses_rules: ClassVar[bool] = False  # whether --select/--ignore/--fail-on-findings make sense
+    uses_rules: ClassVar[bool] = False  # whether --select/--ignore apply (its reports are rule findings)
+    fixes: ClassVar[bool] = False  # whether --fix/--diff make sense (the first such mode is their default)
 
     _registry: ClassVar[Dict[str, Type["Mode"]]] = {}
 

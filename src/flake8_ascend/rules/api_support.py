@@ -30,12 +30,17 @@ def _inside_chain(node: ast.AST, ctx) -> bool:
 
 
 def status_of(node: ast.AST, ctx) -> Optional[Tuple[str, str, str, str]]:
-    """(api, status, note, how decided) when the data knows the API used at ``node``."""
-    api = api_of(node, ctx)
-    if api is None:
-        return None
-    row = ctx.data.api_status(api)
-    return (api, *row) if row else None
+    """(api, status, note, how decided) when the data knows the API used at ``node``.
+
+    Memoised per node: ASC101, ASC102 and ASC103 all ask about every name.
+    """
+    cache = ctx.memo("api_status", lambda _: {})
+    key = id(node)
+    if key not in cache:
+        api = api_of(node, ctx)
+        row = ctx.data.api_status(api) if api else None
+        cache[key] = (api, *row) if row else None
+    return cache[key]
 
 
 class _ApiStatusRule(Rule):

@@ -6,6 +6,9 @@ import ast
 from ..registry import Rule
 
 
+_STATUS_WORDS = {"partial": "supported with restrictions", "unknown": "of unknown support"}
+
+
 class CudaBackendSwitch(Rule):
     code = "ASC203"
     summary = "cuDNN / CUDA backend switch (torch.backends.cudnn.*, torch.backends.cuda.*)"
@@ -30,6 +33,7 @@ class CudaBackendSwitch(Rule):
         if not qualname or not qualname.startswith(("torch.backends.cudnn.", "torch.backends.cuda.")):
             return
         row = ctx.data.api_status(qualname)
-        listed = f"torch_npu {ctx.data.version} lists it as {row[0]}" if row else f"not in the torch_npu {ctx.data.version} list"
+        listed = (f"torch_npu {ctx.data.version} lists it as {_STATUS_WORDS.get(row[0], row[0])}" if row
+                  else f"not in the torch_npu {ctx.data.version} list")
         ctx.report(node, self.code, f"{qualname} is a CUDA backend switch ({listed}; it does not tune the NPU)",
                    api=qualname, tips=listed)

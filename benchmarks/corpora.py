@@ -1,0 +1,128 @@
+"""Download and unpack the pinned real-world corpora the sweep runs on.
+
+Releases come from the package index into a cache outside the repository
+(default ``~/.cache/flake8-ascend/corpora``, or ``$FLAKE8_ASCEND_CORPORA``);
+each is unpacked once into ``<cache>/<name>/`` and reused afterwards.
+
+    python benchmarks/corpora.py            # fetch all, print name, path, .py files and lines
+    python benchmarks/corpora.py mmdet      # fetch one
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import venv
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+CACHE = Path(os.environ.get("FLAKE8_ASCEND_CORPORA", Path.home() / ".cache" / "flake8-ascend" / "corpora"))
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    requirement: str  # pip requirement, pinned
+    sdist: bool  # download the source distribution instead of a wheel
+    needs_torch_to_download: bool = False  # setup.py imports torch while pip prepares metadata
+
+
+CORPORA = [
+    Corpus("mmdet", "mmdet==3.1.0", sdist=False),
+    Corpus("yolov5", "yolov5==7.0.14", sdist=False),
+    Corpus("ultralytics", "ultralytics==8.4.190", sdist=True),
+    Corpus("transformers", "transformers==4.57.6", sdist=True),
+    Corpus("deepspeed", "deepspeed==0.19.8", sdist=True),
+    Corpus("mmcv", "mmcv==2.1.0", sdist=True, needs_torch_to_download=True),
+]
+
+
+def _download_python(corpus: Corpus) -> str:
+    """The interpreter whose pip downloads ``corpus``; mmcv's setup.py needs torch and setuptools<70."""
+    if not corpus.needs_torch_to_download:
+        return sys.executable
+    env_dir = CACHE / "_download-env"
+    python = env_dir / "bin" / "python"
+    ready = env_dir / ".ready"
+    if not ready.exists():
+        venv.create(env_dir, with_pip=True, clear=True)
+        pip = [str(python), "-m", "pip", "install", "-q"]
+        subprocess.run(pip + ["torch==2.13.0"], check=True)
+        # torch 2.13 declares setuptools>=77, but mmcv's setup.py needs an older one: install it over the top.
+        subprocess.run(pip + ["--no-deps", "setuptools<70", "wheel"], check=True)
+        ready.touch()
+    return str(python)
+
+
+def _download(corpus: Corpus, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    existing = [p for p in folder.iterdir() if p.suffix in (".whl", ".gz", ".zip")]
+    if existing:
+        return existing[0]
+    command = [_download_python(corpus), "-m", "pip", "download", "-q", "--no-deps", "-d", str(folder)]
+    if corpus.sdist:
+        command += ["--no-binary", ":all:"]
+    if corpus.needs_torch_to_download:
+        command += ["--no-build-isolation"]
+    subprocess.run(command + [corpus.requirement], check=True)
+    return next(p for p in folder.iterdir() if p.suffix in (".whl", ".gz", ".zip"))
+
+
+def _unpack(archive: Path, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    if archive.suffix in (".whl", ".zip"):
+        with zipfile.ZipFile(archive) as bundle:
+            bundle.extractall(target)
+    else:
+        with tarfile.open(archive) as bundle:
+            bundle.extractall(target, filter="data") if hasattr(tarfile, "data_filter") else bundle.extractall(target)
+
+
+def fetch(corpus: Corpus) -> Path:
+    """The unpacked source tree of ``corpus`` (downloaded on first use)."""
+    home = CACHE / corpus.name
+    tree = home / "src"
+    done = home / ".unpacked"
+    if not done.exists():
+        archive = _download(corpus, home / "dist")
+        _unpack(archive, tree)
+        done.touch()
+    return tree
+
+
+def python_files(tree: Path) -> List[Path]:
+    return sorted(p for p in tree.rglob("*.py") if p.is_file())
+
+
+def size(tree: Path) -> Tuple[int, int]:
+    """(.py files, lines) of a tree."""
+    files = python_files(tree)
+    lines = 0
+    for path in files:
+        with open(path, "rb") as handle:
+            lines += sum(1 for _ in handle)
+    return len(files), lines
+
+
+def by_name(name: str) -> Optional[Corpus]:
+    return next((c for c in CORPORA if c.name == name), None)
+
+
+def main(argv: List[str]) -> int:
+    names = argv or [c.name for c in CORPORA]
+    for name in names:
+        corpus = by_name(name)
+        if corpus is None:
+            print(f"unknown corpus {name!r}; known: {', '.join(c.name for c in CORPORA)}", file=sys.stderr)
+            return 2
+        tree = fetch(corpus)
+        files, lines = size(tree)
+        print(f"{corpus.name:14} {files:6} files {lines:9} lines  {tree}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

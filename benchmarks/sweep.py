@@ -1,0 +1,163 @@
+"""Run the plugin and every ascend-analyse mode on the real corpora; report time, memory and crashes.
+
+    python benchmarks/sweep.py                    # all corpora (downloads them on first use)
+    python benchmarks/sweep.py mmdet yolov5       # some
+    python benchmarks/sweep.py --skip-flake8      # only ascend-analyse modes
+
+For each corpus it times a parse-only pass (``ast.parse`` of every file, one
+process), plain ``flake8`` (pycodestyle + pyflakes, from a separate virtual
+environment without this plugin), ``flake8 --select ASC`` and every
+``ascend-analyse`` mode that analyses a source tree, each in a child process
+whose wall time and peak memory (``wait4`` rusage) are recorded together with
+the rows of every CSV it wrote, the files it skipped and why, and whether it
+crashed (a traceback or an unexpected exit code).  It prints a table and writes
+everything to ``benchmarks/results/sweep.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from pathlib import Path
+from typing import Dict, List
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "src"))
+
+import corpora  # noqa: E402
+from flake8_ascend.modes import all_modes  # noqa: E402
+
+BIN = Path(sys.executable).parent
+NOT_SOURCE_MODES = {"recompile_log", "compare"}  # modes whose input is a log file or tensor dumps, not a source tree
+EXPECTED_EXIT = {0, 1}  # 1: flake8 found something, or --fail-on-findings
+
+
+def plain_flake8() -> Path:
+    """A flake8 of the same version in its own environment, without this plugin (the baseline)."""
+    import flake8
+
+    env_dir = corpora.CACHE / f"_plain-flake8-{flake8.__version__}"
+    python = env_dir / "bin" / "python"
+    if not (env_dir / ".ready").exists():
+        venv.create(env_dir, with_pip=True, clear=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", f"flake8=={flake8.__version__}"], check=True)
+        (env_dir / ".ready").touch()
+    return env_dir / "bin" / "flake8"
+
+
+def measure(command: List[str], cwd: Path) -> Dict:
+    """Run ``command``; wall seconds, peak RSS of the process tree (MiB), exit code, stderr tail."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode("utf-8", "replace")
+        stderr = err.read().decode("utf-8", "replace")
+    code = os.waitstatus_to_exitcode(status)
+    crashed = code not in EXPECTED_EXIT or "Traceback (most recent call last)" in stderr + stdout
+    return {"command": " ".join(command), "seconds": round(wall, 2), "peak_mib": round(usage.ru_maxrss / 1024, 1),
+            "exit": code, "crashed": crashed, "stderr_tail": stderr[-2000:] if crashed else "",
+            "output_lines": stdout.count("\n")}
+
+
+def parse_only(files: List[Path]) -> float:
+    """CPU seconds to read and ``ast.parse`` every file in this process: the floor for any AST linter."""
+    started = time.process_time()
+    for path in files:
+        try:
+            ast.parse(path.read_bytes())
+        except (SyntaxError, ValueError):
+            pass
+    return round(time.process_time() - started, 2)
+
+
+def report_facts(folder: Path) -> Dict:
+    """Rows per CSV and the skipped files (with reasons) of one analysis folder."""
+    rows = {}
+    for table in sorted(folder.rglob("*.csv")):
+        if table.parent == folder:
+            with table.open(newline="", encoding="utf-8") as handle:
+                rows[table.name] = max(sum(1 for _ in csv.reader(handle)) - 1, 0)
+    skipped = []
+    log = folder / "pytorch_analysis.txt"
+    if log.exists():
+        skipped = [line.split("skipped ", 1)[1] for line in log.read_text(encoding="utf-8").splitlines()
+                   if re.search(r"\bskipped\b .+: ", line)]
+    return {"rows": rows, "skipped": skipped[:50], "skipped_count": len(skipped)}
+
+
+def sweep_corpus(corpus, run_flake8: bool) -> Dict:
+    tree = corpora.fetch(corpus)
+    files = corpora.python_files(tree)
+    _, lines = corpora.size(tree)
+    result = {"corpus": corpus.requirement, "files": len(files), "lines": lines, "parse_cpu_s": parse_only(files),
+              "runs": {}}
+    if run_flake8:
+        result["runs"]["flake8 (plain)"] = measure([str(plain_flake8()), "--exit-zero", "."], tree)
+        result["runs"]["flake8 --select ASC"] = measure([str(BIN / "flake8"), "--select", "ASC", "."], tree)
+    with tempfile.TemporaryDirectory() as out:
+        for mode in sorted(all_modes()):
+            if mode in NOT_SOURCE_MODES:
+                continue
+            run = measure([str(BIN / "ascend-analyse"), "-i", str(tree), "-o", out, "-m", mode, "-q"], tree)
+            folder = Path(out) / f"{tree.name}_analysis"
+            run.update(report_facts(folder) if folder.exists() else {"rows": {}, "skipped": [], "skipped_count": 0})
+            result["runs"][f"ascend-analyse -m {mode}"] = run
+    for run in result["runs"].values():
+        run["files_per_s"] = round(len(files) / run["seconds"], 1) if run["seconds"] else None
+    return result
+
+
+def table(results: List[Dict]) -> str:
+    lines = ["| corpus | files | lines | run | seconds | files/s | peak MiB | crashed | rows |", "|---|---|---|---|---|---|---|---|---|"]
+    for result in results:
+        plain = result["runs"].get("flake8 (plain)", {}).get("seconds")
+        for name, run in result["runs"].items():
+            ratio = f" ({run['seconds'] / plain:.2f}x plain)" if plain and name == "flake8 --select ASC" else ""
+            rows = ", ".join(f"{k.replace('.csv', '')} {v}" for k, v in run.get("rows", {}).items())
+            lines.append(f"| {result['corpus']} | {result['files']} | {result['lines']} | {name} | "
+                         f"{run['seconds']}{ratio} | {run['files_per_s']} | {run['peak_mib']} | "
+                         f"{'YES' if run['crashed'] else 'no'} | {rows} |")
+        lines.append(f"| {result['corpus']} | {result['files']} | {result['lines']} | parse only (1 core, CPU s) | "
+                     f"{result['parse_cpu_s']} | | | | |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="corpora to run (default: all)")
+    parser.add_argument("--skip-flake8", action="store_true", help="do not time flake8 runs")
+    parser.add_argument("--json", default=str(HERE / "results" / "sweep.json"), help="where to write the results")
+    args = parser.parse_args()
+    chosen = [corpora.by_name(n) for n in args.names] if args.names else corpora.CORPORA
+    if None in chosen:
+        parser.error(f"unknown corpus; known: {', '.join(c.name for c in corpora.CORPORA)}")
+    results = []
+    for corpus in chosen:
+        print(f"sweeping {corpus.requirement} ...", file=sys.stderr, flush=True)
+        results.append(sweep_corpus(corpus, not args.skip_flake8))
+    machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+               "date": time.strftime("%Y-%m-%d")}
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps({"machine": machine, "results": results}, indent=1) + "\n")
+    print(table(results))
+    crashes = sum(run["crashed"] for result in results for run in result["runs"].values())
+    print(f"\n{crashes} crash(es); machine: {machine}")
+    return 1 if crashes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,345 @@
+"""Instrument a copy of a training project for runtime dynamic-shape detection.
+
+``instrument_tree(source, dest)`` copies a project (a folder or one file) into
+``dest`` with ``msft_dynamic_analysis/`` beside it, and rewrites the training
+scripts of the copy with libcst, changing nothing else in them:
+
+* the data loop is wrapped where it can be recognised: ``for ... in ITER:``
+  becomes ``for ... in DETECTOR.start(ITER):`` when ITER is a DataLoader, a
+  name or attribute bound to one (or spelled like one: ``train_loader``,
+  ``dataloader``, ``train_dl``), a call of a function named like one
+  (``build_train_loader()``), or ``enumerate``/``zip``/``iter``/a progress bar
+  (``tqdm``, ``track``...) around one.  Loops over names that say val/test/
+  eval, loops inside functions named like evaluation, and loops nested in a
+  wrapped loop are left alone;
+* ``from msft_dynamic_analysis.hook import DETECTOR`` is appended to the first
+  line that may hold it (the docstring, the last ``__future__`` import, or the
+  first statement), so every other line keeps its number and the report's line
+  numbers are the original's; scripts in subfolders first append the analysis
+  folder to ``sys.path`` on that same line.
+
+A training script is a file that calls ``.backward(`` or, named ``*train*``,
+has a ``__main__`` block; those where no loop was found still get the import
+and are listed so the user can wrap the loop by hand.  The source tree is only
+read.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Set, Tuple
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from ..files import SKIPPED_FOLDERS
+from ..rules.dataloader_last_batch import says_eval, words
+
+PACKAGE = "msft_dynamic_analysis"
+PACKAGE_SOURCE = Path(__file__).parent / PACKAGE
+IMPORT_LINE = f"from {PACKAGE}.hook import DETECTOR"
+REPORT_NAME = "msft_dynamic_shape_analysis_report.csv"
+_WRAPPERS = frozenset({"enumerate", "zip", "iter", "islice", "track"})
+_EVAL_FUNCTIONS = ("eval", "evaluate", "validate", "validation", "val", "test", "predict", "inference", "infer")
+
+
+@dataclass(frozen=True)
+class WrappedLoop:
+    path: str  # relative to the project root, "/" separators
+    line: int
+    header: str  # the loop's first line as written in the original
+
+
+@dataclass
+class Instrumented:
+    """What ``instrument_source`` did to one file."""
+
+    code: bytes
+    loops: List[Tuple[int, str]]  # (line, original header) of each wrapped loop
+    imports: bool  # the file imports the detector (added now or already there)
+    manual: bool  # a training script in which no data loop was found: wrap it by hand
+    shifted: bool = False  # the import needed a line of its own: later lines moved down by one
+
+
+@dataclass
+class Injection:
+    """What ``instrument_tree`` did."""
+
+    wrapped: List[WrappedLoop] = field(default_factory=list)
+    manual: List[str] = field(default_factory=list)  # training scripts where no data loop was found
+    importing: List[str] = field(default_factory=list)  # files of the copy that import the detector
+    shifted: List[str] = field(default_factory=list)  # files whose lines moved down by one
+    skipped: List[Tuple[str, str]] = field(default_factory=list)  # (path, why) copied unchanged or left out
+    copied: int = 0  # files written into the copy
+
+
+def says_loader(name: str) -> bool:
+    return any("loader" in w or w == "dl" for w in words(name))
+
+
+def _evaluates(function: str) -> bool:
+    """``evaluate``, ``val_epoch``, ``run_test``: but not ``train_and_validate``."""
+    found = words(function)
+    return any(w in _EVAL_FUNCTIONS for w in found) and not any("train" in w for w in found)
+
+
+def _callee(func: cst.BaseExpression) -> str:
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return ""
+
+
+def _dotted(node: cst.BaseExpression) -> Optional[str]:
+    """``self.train_loader`` for a Name/Attribute chain, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr.value}" if inner else None
+    return None
+
+
+def _is_detector_start(node: cst.BaseExpression) -> bool:
+    return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "start"
+            and isinstance(node.func.value, cst.Name) and node.func.value.value == "DETECTOR")
+
+
+class _Assignments(cst.CSTVisitor):
+    """Every ``name = value`` / ``self.attr = value`` of a module: dotted target -> values."""
+
+    def __init__(self) -> None:
+        self.values: Dict[str, List[cst.BaseExpression]] = {}
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            name = _dotted(target.target)
+            if name:
+                self.values.setdefault(name, []).append(node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        name = _dotted(node.target)
+        if name and node.value is not None:
+            self.values.setdefault(name, []).append(node.value)
+
+
+class _LoopWrapper(cst.CSTTransformer):
+    """Wraps the data loops of a module in ``DETECTOR.start(...)``."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, assignments: Dict[str, List[cst.BaseExpression]], module: cst.Module) -> None:
+        super().__init__()
+        self.assignments = assignments
+        self.module = module
+        self.functions: List[str] = []
+        self.open_loops: List[bool] = []  # for each enclosing for loop: is it a data loop?
+        self.wrap: Set[int] = set()
+        self.loops: List[Tuple[int, str]] = []
+        self.already_wrapped = False
+
+    def is_loader(self, node: cst.BaseExpression, depth: int = 0) -> bool:
+        if depth > 4:
+            return False
+        if isinstance(node, cst.Call):
+            name = _callee(node.func)
+            if name == "DataLoader":
+                return True
+            if name in _WRAPPERS or "tqdm" in name.lower() or "progress" in name.lower():
+                return any(self.is_loader(arg.value, depth + 1) for arg in node.args if arg.keyword is None)
+            return says_loader(name) and not says_eval(name)
+        dotted = _dotted(node)
+        if dotted is None:
+            return False
+        last = dotted.rsplit(".", 1)[-1]
+        if says_eval(last):
+            return False
+        return says_loader(last) or any(self.is_loader(v, depth + 1) for v in self.assignments.get(dotted, ()))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.functions.append(node.name.value)
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self.functions.pop()
+        return updated
+
+    def visit_For(self, node: cst.For) -> None:
+        data_loop = False
+        if _is_detector_start(node.iter):
+            self.already_wrapped = data_loop = True
+        elif (node.asynchronous is None and not any(self.open_loops) and self.is_loader(node.iter)
+              and not any(_evaluates(f) for f in self.functions)):
+            data_loop = True
+            self.wrap.add(id(node))
+            line = self.get_metadata(PositionProvider, node).start.line
+            code = self.module.code_for_node
+            header = " ".join(f"for {code(node.target)} in {code(node.iter)}:".split())
+            header = header if len(header) <= 100 else header[:97] + "..."
+            self.loops.append((line, header))
+        self.open_loops.append(data_loop)
+
+    def leave_For(self, original: cst.For, updated: cst.For) -> cst.For:
+        self.open_loops.pop()
+        if id(original) not in self.wrap:
+            return updated
+        start = cst.Attribute(value=cst.Name("DETECTOR"), attr=cst.Name("start"))
+        return updated.with_changes(iter=cst.Call(func=start, args=[cst.Arg(value=updated.iter)]))
+
+
+def _import_statements(depth: int) -> List[cst.BaseSmallStatement]:
+    text = IMPORT_LINE
+    if depth:
+        text = (f'__import__("sys").path.append(__import__("os").path.abspath(__file__ + "{"/.." * (depth + 1)}")); '
+                + text)
+    return list(cst.parse_statement(text + "\n").body)
+
+
+def _is_docstring(line: cst.SimpleStatementLine) -> bool:
+    first = line.body[0]
+    return isinstance(first, cst.Expr) and isinstance(first.value, (cst.SimpleString, cst.ConcatenatedString))
+
+
+def _is_future(line: cst.SimpleStatementLine) -> bool:
+    return any(isinstance(s, cst.ImportFrom) and isinstance(s.module, cst.Name) and s.module.value == "__future__"
+               for s in line.body)
+
+
+def _add_import(module: cst.Module, depth: int) -> Tuple[cst.Module, bool]:
+    """The module with the detector import on an existing line when possible; (module, lines shifted)."""
+    body = list(module.body)
+    anchor = None
+    for index, statement in enumerate(body):
+        if not isinstance(statement, cst.SimpleStatementLine):
+            break
+        if (index == 0 and _is_docstring(statement)) or _is_future(statement):
+            anchor = index
+        else:
+            break
+    if anchor is None and body and isinstance(body[0], cst.SimpleStatementLine):
+        anchor = 0
+    statements = _import_statements(depth)
+    if anchor is None:
+        return module.with_changes(body=[cst.SimpleStatementLine(body=statements), *body]), True
+    line = body[anchor]
+    last = line.body[-1]
+    if isinstance(last.semicolon, cst.Semicolon):  # "import os;" -> "import os; from ..."
+        last = last.with_changes(semicolon=cst.Semicolon(whitespace_after=cst.SimpleWhitespace(" ")))
+    body[anchor] = line.with_changes(body=[*line.body[:-1], last, *statements])
+    return module.with_changes(body=body), False
+
+
+def looks_like_training(source: bytes, name: str) -> bool:
+    """A training script: calls ``.backward(``, or is named ``*train*`` and has a ``__main__`` block."""
+    return b".backward(" in source or ("train" in name.lower() and b"__main__" in source)
+
+
+def instrument_source(source: bytes, name: str = "train.py", depth: int = 0) -> Instrumented:
+    """Wrap the data loops of one file and add the detector import; raises ``libcst.ParserSyntaxError``.
+
+    ``name`` is the file name (for the training-script test), ``depth`` its
+    folder depth below the analysis root (0: beside ``msft_dynamic_analysis``).
+    """
+    training = looks_like_training(source, name)
+    if not training and not (b"for " in source and (b"oader" in source or b"dl" in source or b"DETECTOR" in source)):
+        return Instrumented(source, [], IMPORT_LINE.encode() in source, False)
+    module = cst.parse_module(source)
+    assignments = _Assignments()
+    module.visit(assignments)
+    wrapper = _LoopWrapper(assignments.values, module)
+    module = MetadataWrapper(module, unsafe_skip_copy=True).visit(wrapper)
+    already = IMPORT_LINE.encode() in source
+    shifted = False
+    if (wrapper.loops or training) and not already:
+        module, shifted = _add_import(module, depth)
+    imports = already or bool(wrapper.loops) or training
+    manual = training and not (wrapper.loops or wrapper.already_wrapped)
+    return Instrumented(module.bytes, wrapper.loops, imports, manual, shifted)
+
+
+def _reserved(root_level: bool, name: str) -> bool:
+    """Names the analysis folder's root keeps for itself."""
+    return root_level and (name in (PACKAGE, "pytorch_analysis.txt", "dynamic_shape_hints.csv")
+                           or name.startswith(REPORT_NAME[:-4]))
+
+
+def _copy_file(source: Path, target: Path) -> None:
+    if source.is_symlink():
+        os.symlink(os.readlink(source), target)
+    else:
+        shutil.copy2(source, target)
+
+
+def instrument_tree(source: Path, dest: Path, exclude: Iterable[Path] = ()) -> Injection:
+    """Copy ``source`` (a project folder or one file) into the folder ``dest``, instrumented; see the module doc.
+
+    ``dest`` is created if needed; ``exclude`` lists folders of the source to
+    leave out (an output folder inside the project).  Files that libcst cannot
+    parse are copied unchanged and listed in ``skipped``.
+    """
+    source, dest = Path(source), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    result = Injection()
+    if source.is_file():
+        _instrument_file(source, dest / source.name, source.name, 0, result)
+    else:
+        excluded = {os.path.normcase(os.path.abspath(p)) for p in exclude}
+        for folder, subfolders, names in os.walk(source, followlinks=False):
+            here = Path(folder)
+            rel_folder = here.relative_to(source)
+            depth = len(rel_folder.parts)
+            keep = []
+            for name in sorted(subfolders):
+                path = here / name
+                rel = (rel_folder / name).as_posix()
+                if name in SKIPPED_FOLDERS or os.path.normcase(os.path.abspath(path)) in excluded:
+                    continue
+                if _reserved(depth == 0, name):
+                    result.skipped.append((rel, "name reserved for the analysis output"))
+                elif (path / "pyvenv.cfg").is_file():
+                    result.skipped.append((rel, "virtual environment"))
+                elif path.is_symlink():
+                    (dest / rel_folder).mkdir(parents=True, exist_ok=True)
+                    os.symlink(os.readlink(path), dest / rel_folder / name)
+                else:
+                    keep.append(name)
+            subfolders[:] = keep
+            (dest / rel_folder).mkdir(parents=True, exist_ok=True)
+            for name in sorted(names):
+                rel = (rel_folder / name).as_posix()
+                if _reserved(depth == 0, name):
+                    result.skipped.append((rel, "name reserved for the analysis output"))
+                elif name.endswith(".py") and not (here / name).is_symlink():
+                    _instrument_file(here / name, dest / rel_folder / name, rel, depth, result)
+                else:
+                    _copy_file(here / name, dest / rel_folder / name)
+                    result.copied += 1
+    shutil.copytree(PACKAGE_SOURCE, dest / PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return result
+
+
+def _instrument_file(path: Path, target: Path, rel: str, depth: int, result: Injection) -> None:
+    raw = path.read_bytes()
+    try:
+        done = instrument_source(raw, path.name, depth)
+    except (cst.ParserSyntaxError, RecursionError, UnicodeDecodeError, SyntaxError, ValueError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        result.skipped.append((rel, f"copied unchanged: libcst cannot parse it ({reason})"))
+        shutil.copy2(path, target)
+        result.copied += 1
+        return
+    if done.code == raw:
+        shutil.copy2(path, target)
+    else:
+        target.write_bytes(done.code)
+        shutil.copymode(path, target)
+    result.copied += 1
+    result.wrapped += [WrappedLoop(rel, line, header) for line, header in done.loops]
+    if done.manual:
+        result.manual.append(rel)
+    if done.imports:
+        result.importing.append(rel)
+    if done.shifted:
+        result.shifted.append(rel)

@@ -1,0 +1,92 @@
+"""Instrumented copies for the runtime detectors (``-m dynamic_shape``, ``-m overflow``, ``-m runtime_ops``).
+
+The copy is made by the dynamic-shape injector (``inject.instrument_tree``):
+same files, data loops wrapped in ``DETECTOR.start(...)``, the hook package
+beside them.  For the other detectors, in every file that imports the
+detector, the import is then pointed at the chosen detector on the same line,
+so line numbers stay those of the original::
+
+    from msft_dynamic_analysis.hook import DETECTOR
+    -> from msft_dynamic_analysis.overflow import OVERFLOW as DETECTOR
+
+and the mode's settings go to ``msft_dynamic_analysis/settings.json`` (the
+detector reads them at run time; environment variables override them).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterable, List
+
+from ..modes import Job
+from .inject import IMPORT_LINE, PACKAGE, REPORT_NAME, Injection, instrument_tree
+
+
+@dataclass(frozen=True)
+class Detector:
+    module: str  # msft_dynamic_analysis.<module>
+    name: str  # the detector object in it
+    report: str  # the CSV it writes at the copy's root
+    section: str  # its section of settings.json
+
+    @property
+    def import_line(self) -> str:
+        alias = "" if self.name == "DETECTOR" else " as DETECTOR"
+        return f"from {PACKAGE}.{self.module} import {self.name}{alias}"
+
+
+SHAPES = Detector("hook", "DETECTOR", REPORT_NAME, "dynamic_shape")  # what the injector imports itself
+
+
+def excluded(job: Job) -> List[Path]:
+    """Folders of the input the copy must not enter: the output folder when it lies inside the input."""
+    out = job.out_dir.parent
+    if not job.input.is_dir():
+        return []
+    if out != job.input:
+        return [out]
+    from ..cli import report_name  # the CLI imports the modes; import it only when running
+
+    target = out / report_name(job.input)
+    return [job.out_dir, target, *out.glob(f".{target.name}.*")]
+
+
+def point_imports(dest: Path, files: Iterable[str], detector: Detector) -> None:
+    """Replace the dynamic-shape detector import by ``detector``'s in each copied file (same line)."""
+    old, new = IMPORT_LINE.encode(), detector.import_line.encode()
+    for rel in files:
+        path = dest / rel
+        path.write_bytes(path.read_bytes().replace(old, new, 1))
+
+
+def make_copy(job: Job, detector: Detector, settings: Dict[str, object], extra: Dict[str, Path] = None) -> Injection:
+    """The instrumented copy of ``job.input`` in ``job.out_dir`` for ``detector``; logs what it did."""
+    result = instrument_tree(job.input, job.out_dir, exclude=excluded(job))
+    package = job.out_dir / PACKAGE
+    if detector != SHAPES:
+        point_imports(job.out_dir, result.importing, detector)
+    if settings:
+        (package / "settings.json").write_text(
+            json.dumps({detector.section: settings}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    for name, source in (extra or {}).items():
+        shutil.copyfile(source, package / name)
+    job.log(f"instrumented copy: {result.copied} files copied, {PACKAGE}/ added; detector: "
+            f"{PACKAGE}.{detector.module}.{detector.name}; settings: {json.dumps(settings, sort_keys=True)}")
+    for rel, reason in result.skipped:
+        job.log(f"{rel}: {reason}")
+    for loop in result.wrapped:
+        job.log(f"wrapped data loop: {loop.path}:{loop.line}: {loop.header}")
+    for rel in result.manual:
+        job.log(f"no data loop found in {rel}: wrap your training loop by hand, e.g. "
+                "`for batch in DETECTOR.start(train_loader):` (DETECTOR is imported)")
+    for rel in result.shifted:
+        job.log(f"{rel}: the detector import needed a line of its own, so report lines there are one more "
+                "than in the original")
+    if not result.importing:
+        job.log(f"no training script found (no `.backward(` call, no data loop): add `{detector.import_line}` "
+                "and wrap your data loop by hand")
+    job.log(f"next: run the training script of the copy for a few iterations; {detector.report} appears in the copy's root "
+            "(one per rank in multi-process runs)")
+    return result

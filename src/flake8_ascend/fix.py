@@ -1,0 +1,227 @@
+"""Autofix of the safe affinity replacements (``ascend-analyse --fix`` / ``--diff``), built on libcst.
+
+A finding is rewritten only when its rule marked it safe in ``Finding.fix``:
+
+* ``call <module>.<Name>`` (ASC303): the callee becomes ``<Name>``, arguments untouched
+  (``torch.optim.AdamW(p, lr=1e-3)`` -> ``NpuFusedAdamW(p, lr=1e-3)``);
+* ``index_put <module>.<name>`` (ASC304): ``x[mask] = v`` -> ``x = <name>(x, mask, v)``.
+
+Each file gets one ``from <module> import <Name>, ...`` line per module after its leading imports, unless
+the names are already imported from there; a file where such a name already means something else is
+left alone.  Everything else (comments, spacing, quotes) is kept as it was.  The stdlib ``ast`` finds
+the fixable findings; libcst parses only the files that have some.  A fixed file has no fixable finding
+left, so a second run changes nothing.
+"""
+from __future__ import annotations
+
+import ast
+import difflib
+import io
+import os
+import tempfile
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Sequence, Set, Tuple
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from .config import Config
+from .engine import Finding, analyze, is_suppressed
+from .files import SourceError, read_source
+from .registry import rule_for
+
+FIX_CODES = ("ASC303", "ASC304")
+Position = Tuple[int, int]
+
+
+@dataclass
+class FileFix:
+    """The outcome for one file: its text before and after, and the findings left as they were."""
+
+    path: Path
+    rel: str
+    old: str
+    new: str
+    applied: int = 0
+    left: List[str] = field(default_factory=list)  # "line N: why" for fixable findings not applied
+
+    @property
+    def changed(self) -> bool:
+        return self.old != self.new
+
+    def diff(self) -> str:
+        return "".join(difflib.unified_diff(self.old.splitlines(keepends=True), self.new.splitlines(keepends=True),
+                                            fromfile=f"a/{self.rel}", tofile=f"b/{self.rel}"))
+
+
+def fixable_findings(source: str, path: str, config: Config, codes: Sequence[str] = FIX_CODES) -> List[Finding]:
+    """The findings of ``source`` that carry a safe rewrite (``# noqa`` respected); raises SyntaxError."""
+    tree = ast.parse(source, filename=path)
+    lines = source.splitlines(keepends=True)
+    rules = [rule_for(code) for code in codes]
+    return [f for f in analyze(tree, lines, path, config, rules) if f.fix and not is_suppressed(f, lines)]
+
+
+def _char_column(lines: Sequence[str], line: int, byte_col: int) -> int:
+    """ast columns count UTF-8 bytes, libcst columns count characters."""
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return len(text.encode("utf-8")[:byte_col].decode("utf-8", "replace"))
+
+
+def _bound_names(tree: ast.AST) -> Dict[str, Set[str]]:
+    """Every name the file binds -> the modules it is imported from ('' for any other binding)."""
+    found: Dict[str, Set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                plain = node.level == 0 and alias.asname in (None, alias.name)
+                found.setdefault(alias.asname or alias.name, set()).add(node.module if plain else "")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                found.setdefault((alias.asname or alias.name).split(".")[0], set()).add("")
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            found.setdefault(node.id, set()).add("")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.setdefault(node.name, set()).add("")
+        elif isinstance(node, ast.arg):
+            found.setdefault(node.arg, set()).add("")
+    return found
+
+
+class _Rewriter(cst.CSTTransformer):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, calls: Dict[Position, str], puts: Dict[Position, str]) -> None:
+        super().__init__()
+        self.calls = calls
+        self.puts = puts
+        self.done: Set[Position] = set()
+
+    def _at(self, node: cst.CSTNode) -> Position:
+        start = self.get_metadata(PositionProvider, node).start
+        return start.line, start.column
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        where = self._at(original.func)
+        if where not in self.calls:
+            return updated
+        self.done.add(where)
+        return updated.with_changes(func=cst.Name(self.calls[where]))
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        where = self._at(original)
+        if where not in self.puts or len(updated.targets) != 1:
+            return updated
+        target = updated.targets[0].target
+        if not isinstance(target, cst.Subscript) or len(target.slice) != 1 \
+                or not isinstance(target.slice[0].slice, cst.Index):
+            return updated
+        self.done.add(where)
+        mask = target.slice[0].slice.value
+        call = cst.Call(func=cst.Name(self.puts[where]),
+                        args=[cst.Arg(target.value.deep_clone()), cst.Arg(mask), cst.Arg(updated.value)])
+        return updated.with_changes(targets=[updated.targets[0].with_changes(target=target.value)], value=call)
+
+
+def _import_index(module: cst.Module) -> int:
+    """Where new imports go: after the docstring and the leading import lines."""
+    index = 0
+    for position, statement in enumerate(module.body):
+        if not isinstance(statement, cst.SimpleStatementLine):
+            break
+        small = statement.body
+        docstring = position == 0 and len(small) == 1 and isinstance(small[0], cst.Expr) \
+            and isinstance(small[0].value, (cst.SimpleString, cst.ConcatenatedString))
+        if not docstring and not all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in small):
+            break
+        index = position + 1
+    return index
+
+
+def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List[str]]:
+    """(new source, number of rewrites, why the other fixable findings were left) for one file."""
+    lines = source.splitlines(keepends=True)
+    bound = _bound_names(ast.parse(source))
+    calls: Dict[Position, str] = {}
+    puts: Dict[Position, str] = {}
+    wanted: Dict[Position, Tuple[str, str]] = {}
+    left: List[str] = []
+    for finding in findings:
+        kind, _, target = finding.fix.partition(" ")
+        module, _, name = target.rpartition(".")
+        if kind not in ("call", "index_put") or not module:
+            left.append(f"line {finding.line}: unknown fix {finding.fix!r}")
+            continue
+        if bound.get(name, {module}) - {module}:
+            left.append(f"line {finding.line}: {name} already names something else in this file")
+            continue
+        where = (finding.line, _char_column(lines, finding.line, finding.col))
+        (calls if kind == "call" else puts)[where] = name
+        wanted[where] = (module, name)
+    if not wanted:
+        return source, 0, left
+    rewriter = _Rewriter(calls, puts)
+    module_node = MetadataWrapper(cst.parse_module(source)).visit(rewriter)
+    left += [f"line {line}: the code there could not be rewritten" for line, _ in sorted(set(wanted) - rewriter.done)]
+    imports: Dict[str, Set[str]] = {}
+    for where in rewriter.done:
+        module, name = wanted[where]
+        if module not in bound.get(name, ()):
+            imports.setdefault(module, set()).add(name)
+    new_lines = [cst.parse_statement(f"from {mod} import {', '.join(sorted(names))}{module_node.default_newline}",
+                                     config=module_node.config_for_parsing) for mod, names in sorted(imports.items())]
+    if new_lines:
+        index = _import_index(module_node)
+        module_node = module_node.with_changes(body=[*module_node.body[:index], *new_lines, *module_node.body[index:]])
+    return module_node.code, len(rewriter.done), left
+
+
+def fix_file(path: Path, findings: Iterable[Finding]) -> str:
+    """The new text of ``path`` with ``findings``' safe rewrites applied (the file is not written)."""
+    return fix_source(read_source(Path(path)), findings)[0]
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace the file atomically, keeping its encoding and permissions."""
+    encoding = tokenize.detect_encoding(io.BytesIO(path.read_bytes()).readline)[0]
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding=encoding, newline="") as out:
+            out.write(text)
+        os.chmod(temporary, path.stat().st_mode & 0o7777)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def fix_paths(paths: Sequence[Path], root: Path, config: Config, write: bool,
+              codes: Sequence[str] = FIX_CODES) -> Tuple[List[FileFix], List[str]]:
+    """Fix every file (written only when ``write``); returns the files with fixable findings and the problems."""
+    results: List[FileFix] = []
+    problems: List[str] = []
+    for path in paths:
+        rel = Path(os.path.relpath(path, root)).as_posix()
+        try:
+            source = read_source(path)
+            findings = fixable_findings(source, rel, config, codes)
+        except SourceError as error:
+            problems.append(f"{rel}: {error}")
+            continue
+        except (SyntaxError, ValueError, RecursionError) as error:
+            problems.append(f"{rel}: cannot parse ({type(error).__name__})")
+            continue
+        if not findings:
+            continue
+        new, applied, left = fix_source(source, findings)
+        result = FileFix(path, rel, source, new, applied, left)
+        if write and result.changed:
+            try:
+                _write(path, new)
+            except OSError as error:
+                problems.append(f"{rel}: cannot write ({error.strerror or error})")
+                continue
+        results.append(result)
+    return results, problems

@@ -1,0 +1,265 @@
+"""Hand-written fused-op patterns (ASC304) found on the stdlib ``ast`` of one function body.
+
+The official static tool never finds these; Ascend's profiler advisor lists them as operator sequences
+(``timeline_fusion_ops.yaml``).  Each detector starts at the node where the pattern ends (the
+``rsqrt``, the ``cat``, the product, the second matmul, the ``layer_norm``) and follows operands back
+through local names with ``flow.Flow``.  An operation is a torch function (``torch.rsqrt``,
+``F.silu``), a tensor method (``x.pow(2)``), an operator, or a call of a ``self.<name>`` module built in
+``__init__`` (``self.norm = nn.LayerNorm(d)``).  A detector returns the first and last node of the
+pattern, or None.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Dict, List, Optional, Tuple
+
+from .flow import MAX_DEPTH, Flow
+
+Span = Tuple[ast.AST, ast.AST]
+MODULE_OPS = {"torch.nn.SiLU": "silu", "torch.nn.GELU": "gelu", "torch.nn.LayerNorm": "layer_norm",
+              "torch.nn.Softmax": "softmax", "torch.nn.Dropout": "dropout"}
+_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow", ast.MatMult: "matmul"}
+_NAMESPACES = ("torch.nn.functional.", "torch.")
+_CASTS = frozenset(("float", "half", "bfloat16", "double", "to", "type", "type_as", "contiguous"))
+_BINARY = frozenset(("add", "sub", "mul", "div"))
+_SCORE_STEPS = _BINARY | {"masked_fill", "masked_fill_"} | _CASTS  # between q @ k and softmax
+_PROB_STEPS = frozenset(("dropout", "mul", "div")) | _CASTS  # between softmax and @ v (head masks too)
+# the call names a detector can start from (cheap pre-filter on the hot path)
+STARTS = frozenset(("rsqrt", "sqrt", "cat", "concat", "concatenate", "layer_norm", "matmul", "bmm"))
+
+
+def module_ops(cls: ast.ClassDef, ctx) -> Dict[str, str]:
+    """``self.<attr>`` -> op for the modules ``__init__`` builds (``self.act = nn.SiLU()`` -> silu)."""
+    found: Dict[str, str] = {}
+    for stmt in cls.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "__init__":
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                    op = MODULE_OPS.get(ctx.qualname(node.value.func) or "")
+                    for target in node.targets:
+                        if op and isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                                and target.value.id == "self":
+                            found[target.attr] = op
+    return found
+
+
+class Patterns:
+    """The detectors for one function body."""
+
+    def __init__(self, ctx, owner: ast.AST, attrs: Dict[str, str]) -> None:
+        self.ctx = ctx
+        self.owner = owner
+        self.attrs = attrs
+        self._flow: Optional[Flow] = None
+
+    @property
+    def flow(self) -> Flow:
+        """The owner's ``Flow``, built on the first question that needs one."""
+        if self._flow is None:
+            self._flow = Flow(self.owner)
+        return self._flow
+
+    # -- what an expression computes -------------------------------------------------------
+    def op(self, expr: ast.AST, follow: bool = True) -> Optional[Tuple[str, List[ast.AST], ast.AST]]:
+        """(operation, operands, node) of an expression, following a local name to its value first."""
+        node = self.flow.resolve(expr) if follow and isinstance(expr, ast.Name) else expr
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return _BINOPS[type(node.op)], [node.left, node.right], node
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return "neg", [node.operand], node
+        if not isinstance(node, ast.Call):
+            return None
+        func = node.func
+        qualname = self.ctx.qualname(func)
+        if qualname is not None:
+            for namespace in _NAMESPACES:
+                name = qualname[len(namespace):]
+                if qualname.startswith(namespace) and "." not in name:
+                    return name, list(node.args), node
+            return None
+        if not isinstance(func, ast.Attribute):
+            return None
+        if isinstance(func.value, ast.Name) and func.value.id == "self":
+            return (self.attrs[func.attr], list(node.args), node) if func.attr in self.attrs else None
+        return func.attr, [func.value, *node.args], node
+
+    def strip_casts(self, expr: ast.AST) -> ast.AST:
+        for _ in range(MAX_DEPTH):
+            found = self.op(expr)
+            if not found or found[0] not in _CASTS or not found[1]:
+                return expr
+            expr = found[1][0]
+        return expr
+
+    def same(self, a: ast.AST, b: ast.AST) -> bool:
+        return self.flow.same(self.strip_casts(a), self.strip_casts(b))
+
+    def refers(self, expr: ast.AST, node: ast.AST) -> bool:
+        """Is ``expr`` the node itself or a local name bound to it?"""
+        return expr is node or self.flow.resolve(expr) is node
+
+    def half(self, expr: ast.AST) -> Optional[Tuple[ast.AST, int, str]]:
+        """(tensor, 0 or 1, how it was split) when ``expr`` is one half of a tensor along its last dim."""
+        if isinstance(expr, ast.Name):
+            binding = self.flow.binding(expr)
+            if binding is not None and binding.index in (0, 1) and binding.value is not None:
+                return self._chunk(binding.value, binding.index)
+            resolved = self.flow.resolve(expr)
+            return None if resolved is expr else self.half(resolved)
+        if isinstance(expr, ast.Subscript):
+            index = expr.slice
+            if isinstance(index, ast.Constant) and index.value in (0, 1):
+                return self._chunk(expr.value, index.value)
+            if isinstance(index, ast.Tuple) and index.elts and isinstance(index.elts[-1], ast.Slice):
+                leading, last = index.elts[:-1], index.elts[-1]
+                if all(_is_full(e) for e in leading) and last.step is None:
+                    if last.lower is None and last.upper is not None:
+                        return expr.value, 0, "slice " + ast.dump(last.upper)
+                    if last.upper is None and last.lower is not None:
+                        return expr.value, 1, "slice " + ast.dump(last.lower)
+        return None
+
+    def _chunk(self, value: ast.AST, index: int) -> Optional[Tuple[ast.AST, int, str]]:
+        found = self.op(value)
+        if found and found[0] == "chunk" and len(found[1]) >= 2 and isinstance(found[2], ast.Call):
+            pieces = found[1][1]
+            dims = [k.value for k in found[2].keywords if k.arg == "dim"] + found[1][2:3]
+            if isinstance(pieces, ast.Constant) and pieces.value == 2 and dims and _minus_one(dims[0]):
+                return found[1][0], index, f"chunk {id(found[2])}"
+        return None
+
+    def halves(self, first: ast.AST, second: ast.AST) -> bool:
+        """Are the two expressions the first and second half of the same tensor?"""
+        a, b = self.half(first), self.half(second)
+        return bool(a and b and a[1] == 0 and b[1] == 1 and a[2] == b[2] and self.same(a[0], b[0]))
+
+    # -- the patterns ---------------------------------------------------------------------
+    def rms_norm(self, call: ast.Call) -> Optional[Span]:
+        """x * rsqrt(mean(x ** 2) + eps), or x / sqrt(...): pow-mean-add-rsqrt-mul."""
+        found = self.op(call, follow=False)
+        if not found or found[0] not in ("rsqrt", "sqrt") or not found[1]:
+            return None
+        inner = self.op(found[1][0])
+        terms = inner[1] if inner and inner[0] == "add" else [found[1][0]]
+        for term in terms:
+            mean = self.op(term)
+            if not mean or mean[0] != "mean" or not mean[1]:
+                continue
+            base = self._squared(mean[1][0])
+            if base is None or (self.op(base) or ("",))[0] == "sub":  # centred: a LayerNorm, not RMSNorm
+                continue
+            product = self._scaled(call, base, ast.Mult if found[0] == "rsqrt" else ast.Div)
+            if product is not None:
+                return mean[2], product
+        return None
+
+    def _squared(self, expr: ast.AST) -> Optional[ast.AST]:
+        found = self.op(expr)
+        if not found:
+            return None
+        name, args, _ = found
+        if name == "pow" and len(args) == 2 and isinstance(args[1], ast.Constant) and args[1].value == 2:
+            return args[0]
+        if name == "square" and args:
+            return args[0]
+        if name == "mul" and self.same(args[0], args[1]):
+            return args[0]
+        return None
+
+    def _scaled(self, call: ast.AST, base: ast.AST, operator: type) -> Optional[ast.AST]:
+        for product in self.flow.products:
+            if not isinstance(product.op, operator):
+                continue
+            sides = [(product.right, product.left)] + ([(product.left, product.right)] if operator is ast.Mult else [])
+            for scale, value in sides:  # x / sqrt(...): the scale is on the right
+                if self.refers(scale, call) and self.same(value, base):
+                    return product
+        return None
+
+    def rotate_half(self, call: ast.Call) -> Optional[Span]:
+        """cat((-x2, x1), dim=-1) where x1, x2 are the halves of one tensor."""
+        found = self.op(call, follow=False)
+        if not found or found[0] not in ("cat", "concat", "concatenate") or not call.args:
+            return None
+        parts = call.args[0]
+        if not isinstance(parts, (ast.Tuple, ast.List)) or len(parts.elts) != 2 or not _last_dim(call):
+            return None
+        negated = self.op(parts.elts[0])
+        if negated and negated[0] == "neg" and self.halves(parts.elts[1], negated[1][0]):
+            return call, call
+        return None
+
+    def gated(self, product: ast.BinOp) -> Optional[Tuple[str, Span]]:
+        """("swiglu" | "geglu", span) for act(a) * b where a, b are the halves of one tensor."""
+        if not isinstance(product.op, ast.Mult):
+            return None
+        for gate, value in ((product.left, product.right), (product.right, product.left)):
+            activation = self._activation(gate)
+            if activation and self.halves(activation[1], value):
+                return ("swiglu" if activation[0] == "silu" else "geglu"), (product, product)
+        return None
+
+    def _activation(self, expr: ast.AST) -> Optional[Tuple[str, ast.AST]]:
+        found = self.op(expr, follow=False)
+        if not found or not found[1]:
+            return None
+        name, args, _ = found
+        if name in ("silu", "gelu"):
+            return name, args[0]
+        if name == "mul" and len(args) == 2:  # a * sigmoid(a)
+            for a, b in ((args[0], args[1]), (args[1], args[0])):
+                sigmoid = self.op(b, follow=False)
+                if sigmoid and sigmoid[0] == "sigmoid" and sigmoid[1] and self.same(sigmoid[1][0], a):
+                    return "silu", a
+        return None
+
+    def attention(self, node: ast.AST) -> Optional[Span]:
+        """softmax(q @ k ... [scale, mask, casts]) [casts, dropout, head mask] @ v."""
+        found = self.op(node, follow=False)
+        if not found or found[0] not in ("matmul", "bmm") or len(found[1]) < 2:
+            return None
+        probs = self._search(found[1][0], ("softmax",), _PROB_STEPS)
+        if probs is None or not probs[1]:
+            return None
+        scores = self._search(probs[1][0], ("matmul", "bmm"), _SCORE_STEPS)
+        return (scores[2], node) if scores else None
+
+    def _search(self, expr: ast.AST, wanted: Tuple[str, ...], through: frozenset):
+        """The first operation in ``wanted`` reached from ``expr`` through operations in ``through``."""
+        pending, steps = [expr], 0
+        while pending and steps < 4 * MAX_DEPTH:
+            steps += 1
+            step = self.op(pending.pop())
+            if step is None:
+                continue
+            if step[0] in wanted:
+                return step
+            if step[0] in through:
+                pending.extend(step[1] if step[0] in _BINARY else step[1][:1])
+        return None
+
+    def add_layer_norm(self, call: ast.Call) -> Optional[Span]:
+        """layer_norm(a + b)."""
+        found = self.op(call, follow=False)
+        if not found or found[0] != "layer_norm" or not found[1]:
+            return None
+        total = self.op(found[1][0])
+        if total and total[0] == "add" and not all(isinstance(a, ast.Constant) for a in total[1]):
+            return total[2], call
+        return None
+
+
+def _is_full(element: ast.AST) -> bool:
+    if isinstance(element, ast.Constant):
+        return element.value is Ellipsis
+    return isinstance(element, ast.Slice) and element.lower is None and element.upper is None and element.step is None
+
+
+def _minus_one(node: ast.AST) -> bool:
+    return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) \
+        and isinstance(node.operand, ast.Constant) and node.operand.value == 1
+
+
+def _last_dim(call: ast.Call) -> bool:
+    dims = [k.value for k in call.keywords if k.arg in ("dim", "axis")] + list(call.args[1:2])
+    return bool(dims) and _minus_one(dims[0])

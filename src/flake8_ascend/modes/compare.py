@@ -1,0 +1,36 @@
+"""``ascend-analyse compare DUMP_A DUMP_B -o OUT`` (also ``-m compare -i DUMP_A --against DUMP_B``)."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from ..dynamic.compare import HEADER, RESULTS, CompareError, compare
+from . import Job, JobError, Mode
+
+RESULT_NAME = "compare_result.csv"
+
+
+class Compare(Mode):
+    name = "compare"
+    help = ("compare two tensor dumps of -m overflow (--dump-all) operator by operator: cosine similarity, max "
+            "absolute and relative error, pass/warn/fail (ascend-analyse compare DUMP_A DUMP_B -o OUT)")
+    outputs = (RESULT_NAME,)
+
+    @classmethod
+    def add_arguments(cls, group) -> None:
+        group.add_argument("--against", metavar="DUMP_B",
+                           help="the reference dump that -i is compared with (the second folder of `compare`)")
+
+    def run(self, job: Job):
+        if not job.args.against:
+            raise JobError(f"-m {self.name} needs the reference dump: ascend-analyse compare DUMP_A DUMP_B -o OUT")
+        reference = Path(job.args.against).resolve()
+        try:
+            rows = compare(job.input, reference)
+        except CompareError as error:
+            raise JobError(str(error)) from None
+        count = job.write_csv(RESULT_NAME, HEADER, rows)
+        results = Counter(row[HEADER.index("Result")] for row in rows)
+        job.log(f"compared {job.input} (A) with {reference} (B, the reference): {count} rows; "
+                + ", ".join(f"{name} {results[name]}" for name in RESULTS))
+        return {RESULT_NAME: count}

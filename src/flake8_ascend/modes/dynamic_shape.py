@@ -1,0 +1,40 @@
+"""``-m dynamic_shape``: an instrumented copy of the project that reports changing shapes at run time.
+
+Besides the official layout (the copy plus ``msft_dynamic_analysis/``), the
+mode wraps the data loops it recognises in ``DETECTOR.start(...)``, logs which
+loops it wrapped and which training scripts need the wrap by hand, and writes
+the static dynamic-shape hints (ASC401-404) to ``dynamic_shape_hints.csv``.
+"""
+from __future__ import annotations
+
+from ..dynamic.inject import PACKAGE, REPORT_NAME
+from ..dynamic.runtime_copy import SHAPES, make_copy
+from ..lintmode import LintMode, Table
+from ..rules.value_dependent_ops import HINTS_CSV
+from . import Job, Mode
+
+HINT_COLUMNS = ("File", "Start Line", "End Line", "OP", "Tips")
+
+
+def _hint_row(finding, rule):
+    return (finding.path, finding.line, finding.end_line, finding.api, finding.text)
+
+
+class _Hints(LintMode):
+    """The ASC4xx findings of the input (no ``name``: not a mode of its own)."""
+
+    tables = {HINTS_CSV: Table(HINT_COLUMNS, _hint_row)}
+
+
+class DynamicShape(Mode):
+    name = "dynamic_shape"
+    help = ("copy the project with its data loops wrapped in a runtime shape detector (run the copy to get "
+            f"{REPORT_NAME}); also lists ASC401-404 hints")
+    outputs = (HINTS_CSV, f"{PACKAGE}/", "the instrumented copy of the input")
+    formats = _Hints.formats
+    uses_rules = True
+
+    def run(self, job: Job):
+        counts = _Hints().run(job)
+        make_copy(job, SHAPES, {})
+        return counts

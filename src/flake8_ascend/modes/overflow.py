@@ -1,0 +1,49 @@
+"""``-m overflow``: an instrumented copy of the project that reports the operators overflowing to inf/nan."""
+from __future__ import annotations
+
+from ..dynamic.inject import PACKAGE
+from ..dynamic.runtime_copy import Detector, make_copy
+from . import Job, Mode
+
+DETECTOR = Detector("overflow", "OVERFLOW", "msft_overflow_report.csv", "overflow")
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise ValueError(text)
+    return int(text)
+
+
+def _window(text: str) -> str:
+    """``all``, ``N`` or ``A-B`` (0-based iterations, A <= B), as the detector reads it."""
+    first, _, last = text.partition("-")
+    if text != "all" and not (first.isdigit() and (last == "" or (last.isdigit() and int(last) >= int(first)))):
+        raise ValueError(text)
+    return text
+
+
+class Overflow(Mode):
+    name = "overflow"
+    help = (f"copy the project with its data loops wrapped in an inf/nan detector (run the copy to get "
+            f"{DETECTOR.report}; --dump saves the tensors of overflowing operators)")
+    outputs = (f"{PACKAGE}/", "the instrumented copy of the input")
+
+    @classmethod
+    def add_arguments(cls, group) -> None:
+        group.add_argument("--dump", type=_count, default=0, metavar="N",
+                           help="save the inputs and outputs of the first N overflowing operators (.pt files)")
+        group.add_argument("--overflow-iterations", type=_window, default="all", metavar="RANGE",
+                           help="iterations checked: all (default), N or A-B (0-based)")
+        group.add_argument("--dump-all", type=_count, default=None, metavar="STEP",
+                           help="save the inputs and outputs of every operator of iteration STEP (0-based), "
+                           "for ascend-analyse compare")
+
+    def run(self, job: Job):
+        settings = {"dump": job.args.dump, "iterations": job.args.overflow_iterations}
+        if job.args.dump_all is not None:
+            settings["dump_all"] = job.args.dump_all
+        make_copy(job, DETECTOR, settings)
+        if job.args.dump or job.args.dump_all is not None:
+            job.log("dumps go to msft_overflow_dump/{step}/{rank}/ in the copy's root (MSFT_OVERFLOW_DUMP_PATH "
+                    "changes it); compare two with: ascend-analyse compare DUMP_A DUMP_B -o OUT")
+        return {}

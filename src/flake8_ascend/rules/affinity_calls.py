@@ -1,0 +1,162 @@
+"""ASC303: torch API calls that an NPU affinity or fused API replaces."""
+from __future__ import annotations
+
+import ast
+from typing import Optional, Tuple
+
+from .. import affinity
+from ..masks import foreign_arrays
+from ..registry import Rule
+
+_TRANSPOSE_LAST_TWO = ({-2, -1},)
+
+
+def _int(node: ast.AST) -> Optional[int]:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _int(node.operand)
+        return None if inner is None else -inner
+    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
+
+
+def transposed_last_two(expr: ast.AST, ctx) -> bool:
+    """``k.transpose(-2, -1)``, ``k.transpose(-1, -2)``, ``torch.transpose(k, -2, -1)`` or ``k.mT``."""
+    if isinstance(expr, ast.Attribute):
+        return expr.attr == "mT"
+    if not isinstance(expr, ast.Call) or expr.keywords:
+        return False
+    qualname = ctx.qualname(expr.func)
+    if qualname == "torch.transpose":
+        dims = expr.args[1:]
+    elif qualname is None and isinstance(expr.func, ast.Attribute) and expr.func.attr == "transpose":
+        dims = expr.args
+    else:
+        return False
+    return len(dims) == 2 and {_int(d) for d in dims} in _TRANSPOSE_LAST_TWO
+
+
+def argument(call: ast.Call, position: int, name: str) -> Optional[ast.AST]:
+    if len(call.args) > position:
+        return call.args[position]
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _pair(node: Optional[ast.AST]) -> bool:
+    return isinstance(node, ast.Tuple) and len(node.elts) == 2
+
+
+def roll_over_h_w(call: ast.Call) -> Tuple[bool, str]:
+    """(fires, why it is not rewritten) for ``torch.roll``: the affinity roll shifts dims (1, 2) of NHWC."""
+    shifts, dims = argument(call, 1, "shifts"), argument(call, 2, "dims")
+    if not isinstance(dims, (ast.Tuple, ast.List)) or [_int(d) for d in dims.elts] != [1, 2]:
+        return False, ""
+    if shifts is None or _int(shifts) is not None:
+        return False, ""
+    if isinstance(shifts, (ast.Tuple, ast.List)) and len(shifts.elts) != 2:
+        return False, ""
+    if not (_pair(shifts) and isinstance(dims, ast.Tuple)):
+        return True, "shifts and dims must be tuple literals (the affinity roll caches by them)"
+    return True, ""
+
+
+def _unfit(call: ast.Call, entry: dict) -> str:
+    """Why a call cannot be rewritten one-to-one ('' when it can)."""
+    accepted = entry.get("fix")
+    if not accepted:
+        return "the replacement takes other arguments"
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return "*args/**kwargs are passed"
+    if len(call.args) > len(accepted):
+        return "more positional arguments than the replacement takes"
+    extra = [k.arg for k in call.keywords if k.arg not in accepted]
+    if extra:
+        return f"{', '.join(extra)}= has no counterpart"
+    for name in entry.get("needs", ()):
+        if argument(call, accepted.index(name), name) is None:
+            return f"{name}= must be given (the replacement has no default)"
+    return ""
+
+
+class AffinityTorchCall(Rule):
+    """A call of a torch API the affinity table maps to an NPU affinity or fused API.
+
+    ``torch.optim.SGD/Adam/AdamW/Adadelta/RMSprop`` -> ``torch_npu.optim.NpuFused*``;
+    ``torch.roll(x, shifts, dims=(1, 2))`` (the NHWC roll of Swin) -> ``torch_npu.contrib.function.roll``;
+    ``torch.matmul(q, k.transpose(-2, -1))`` and ``q @ k.transpose(-2, -1)`` ->
+    ``torch_npu.contrib.function.matmul_transpose(q, k)``. A call is marked fixable when the replacement
+    accepts every argument it passes, by position or by the same keyword, with the same defaults.
+    """
+
+    code = "ASC303"
+    summary = "torch API call replaceable by an NPU affinity or fused API (Api Type torch)"
+    node_types = (ast.Call, ast.BinOp)
+    trigger_words = ("torch",)
+    csv = "affinity_api_call.csv"
+    api_type = "torch"
+    why = (
+        "torch_npu's fused optimizers update all parameters in a few large kernels instead of one small kernel "
+        "per tensor, and its affinity roll and matmul_transpose avoid slow generic kernels on NPU."
+    )
+    example = "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)"
+    fix = (
+        "Use the API named in the message (`torch_npu.optim.NpuFusedAdamW`...). `ascend-analyse -m affinity_apis "
+        "--fix` rewrites the calls the message marks as rewritable (fused optimizers need float32/float16 params)."
+    )
+    source = (
+        "rules_data/sources/affinity/affinity_rules.tsv (official affinity_list_1_11_0.json, op-plugin "
+        "torch_npu-optim list); signatures from torch 2.13 and the torch_npu wheels"
+    )
+    fires = [
+        ("import torch\nopt = torch.optim.AdamW(model.parameters(), lr=1e-3)\n", 2),
+        ("from torch.optim import SGD\nopt = SGD(params, 0.1, momentum=0.9)\n", 2),
+        ("import torch\ny = torch.roll(x, shifts=(-3, -3), dims=(1, 2))\n", 2),
+        ("import torch\ns = torch.matmul(q, k.transpose(-1, -2))\n", 2),
+        ("import torch\ns = torch.zeros(2, 3, 4) @ k.transpose(-2, -1)\n", 2),
+        ("import torch\ndef scores(q, k):\n    return q @ k.transpose(-2, -1)\n", 3),
+    ]
+    passes = [
+        "import torch\ny = torch.roll(x, 1, 0)\n",
+        "import torch\ny = torch.roll(x, shifts=(1, 1), dims=(2, 3))\n",
+        "import torch\ns = torch.matmul(q, k)\n",
+        # deprecated target: torch_npu.contrib.module.SiLU warns to use torch.nn.SiLU
+        "import torch.nn as nn\nact = nn.SiLU()\n",
+        "import numpy as np\nimport torch\ndef scores(q, k):\n    return q @ k.transpose(-2, -1)\n",
+        "import keras\nopt = keras.optimizers.AdamW(1e-3)\n",
+    ]
+
+    def check(self, node, ctx) -> None:
+        if isinstance(node, ast.BinOp):
+            if isinstance(node.op, ast.MatMult) and transposed_last_two(node.right, ctx) and (
+                    ctx.is_tensor(node.left) or ctx.is_tensor(node.right) or not self._foreign(ctx)):
+                self._emit(node, ctx, "torch.matmul", "the operands must be rewritten (q, k)")
+            return
+        qualname = ctx.qualname(node.func)
+        entry = affinity.entries("torch").get(qualname) if qualname else None
+        if entry is None:
+            return
+        why_not = _unfit(node, entry)
+        when = entry.get("when")
+        if when == "transposed_rhs":
+            if len(node.args) < 2 or not transposed_last_two(node.args[1], ctx):
+                return
+            why_not = "the operands must be rewritten (q, k) and it does not broadcast in dynamic shapes"
+        elif when == "hw_roll":
+            fires, reason = roll_over_h_w(node)
+            if not fires:
+                return
+            why_not = why_not or reason
+        self._emit(node, ctx, qualname, why_not)
+
+    def _foreign(self, ctx) -> bool:
+        """``masks.foreign_arrays`` of the file (a rule instance lives for one file)."""
+        if not hasattr(self, "_foreign_arrays"):
+            self._foreign_arrays = foreign_arrays(ctx.lines)
+        return self._foreign_arrays
+
+    def _emit(self, node, ctx, api: str, why_not: str) -> None:
+        entry = affinity.entries("torch")[api]
+        if not affinity.available(entry, ctx.data.version):
+            return
+        target = entry["target"]
+        note = f"not rewritten: {why_not}" if why_not else "ascend-analyse --fix rewrites it"
+        ctx.report(node, self.code, f"use {target} instead of {api} (NPU affinity API, {affinity.since(entry)}; "
+                   f"{note})", api=api, tips=target, fix="" if why_not else f"call {target}")

@@ -1,0 +1,196 @@
+"""ASC304: code patterns an NPU affinity or fused API replaces (boolean-mask index put, fused blocks)."""
+from __future__ import annotations
+
+import ast
+from types import SimpleNamespace
+from typing import Dict, Optional
+
+from .. import affinity
+from ..flow import Flow
+from ..fused import STARTS, Patterns, module_ops
+from ..masks import (aliased, foreign_arrays, fresh_tensor, is_mask, is_scalar, known_non_tensor, known_tensor,
+                     source_line)
+from ..registry import Rule
+
+_LABELS = {
+    "rms_norm": "RMSNorm (pow-mean-add-rsqrt-mul)",
+    "rotate_half": "rotate_half RoPE (chunk/slice-neg-cat)",
+    "swiglu": "SwiGLU (silu(a) * b of one tensor's halves)",
+    "geglu": "GeGLU (gelu(a) * b of one tensor's halves)",
+    "attention": "attention (matmul-softmax-matmul)",
+    "add_layer_norm": "add + layer_norm",
+}
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+class AffinityPattern(Rule):
+    """A statement or expression pattern with an NPU affinity or fused replacement.
+
+    *Index put*: ``x[mask] = value`` where ``mask`` is a boolean tensor expression (a comparison, ``&``/``|``/
+    ``^`` of masks, ``~mask``, ``torch.isnan``-like calls, ``.bool()``, a bool-dtype factory, or a local name
+    bound to one of these), ``value`` a Python number, and ``x`` a tensor: known by inference, or not known
+    to be anything else in a file that mentions no numpy/pandas/cupy. Lists, dicts, numpy arrays, pandas
+    ``.loc`` and ``state_dict[k] = v`` never fire. The rewrite ``x = npu_fast_condition_index_put(x, mask,
+    value)`` rebinds ``x``, so it is offered only when ``x`` is a local name bound in the same body to a newly
+    allocated tensor and not stored anywhere else afterwards.
+    *Fused blocks* (detected through the local names of one function, see ``fused.py``): hand-written
+    RMSNorm, rotate_half RoPE, SwiGLU/GeGLU, attention matmul-softmax-matmul and add + layer_norm; these
+    are reported, never rewritten.
+    """
+
+    code = "ASC304"
+    summary = "code pattern replaceable by an NPU affinity or fused API (Api Type special)"
+    node_types = (ast.Assign, ast.Call, ast.BinOp)
+    trigger_words = ("torch",)
+    csv = "affinity_api_call.csv"
+    api_type = "special"
+    why = (
+        "A boolean-mask assignment becomes an IndexPut that runs on the AI CPU; hand-written RMSNorm, RoPE, "
+        "SwiGLU, attention and add+LayerNorm run as chains of small kernels that torch_npu has single fused "
+        "kernels for."
+    )
+    example = "boxes[boxes < 0] = 0\nx = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)"
+    fix = (
+        "`x = torch_npu.contrib.function.npu_fast_condition_index_put(x, mask, value)` (rewritten by "
+        "`ascend-analyse -m affinity_apis --fix` when safe); call the fused API the message names "
+        "(`torch_npu.npu_rms_norm`, `npu_rotary_mul`, `npu_swiglu`, `npu_fusion_attention`, `npu_add_layer_norm`)."
+    )
+    source = (
+        "official affinity special list (affinity_api_visitor visit_Assign); op-plugin torch_npu-contrib list; "
+        "Ascend-mstt profiler advisor timeline_fusion_ops.yaml; targets checked against the torch_npu wheels"
+    )
+    fires = [
+        ("import torch\nx = torch.randn(4)\nx[x > 0] = 0\n", 3),
+        ("import torch\ndef f(boxes):\n    boxes[boxes < 0] = 0\n    return boxes\n", 3),
+        ("import torch\ndef norm(x, eps):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n", 3),
+        ("import torch\ndef rotate_half(x):\n    x1, x2 = x.chunk(2, dim=-1)\n"
+         "    return torch.cat((-x2, x1), dim=-1)\n", 4),
+        ("import torch.nn.functional as F\ndef ffn(x):\n    a, b = x.chunk(2, dim=-1)\n    return F.silu(a) * b\n", 4),
+    ]
+    passes = [
+        "import numpy as np\nimport torch\na = np.zeros(3)\na[a > 0] = 0\n",
+        "import torch\nstate_dict = {}\nfor k, v in model.state_dict().items():\n    state_dict[k] = v\n",
+        "import torch\nx = torch.randn(4)\nx[idx] = 0\n",
+        "import torch\ndef f(df):\n    df.loc[df.a > 0] = 0\n",
+        "import torch\ndef norm(x, eps):\n    xc = x - x.mean(-1, keepdim=True)\n"
+        "    return xc * torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + eps)\n",
+        "import torch\ndef f(x, y):\n    return torch.cat((-y, x), dim=-1)\n",
+    ]
+
+    def __init__(self) -> None:  # one instance per analysed file: the caches are per file
+        self._flows: Dict[int, Flow] = {}
+        self._patterns: Dict[int, Patterns] = {}
+        self._modules: Dict[int, Dict[str, str]] = {}
+        self._foreign: Optional[bool] = None
+
+    def _owner(self, ctx) -> ast.AST:
+        return ctx.enclosing(*_FUNCTIONS) or ctx.tree
+
+    def _flow(self, owner: ast.AST) -> Flow:
+        flow = self._flows.get(id(owner))
+        if flow is None:
+            flow = self._flows[id(owner)] = Flow(owner)
+        return flow
+
+    def check(self, node, ctx) -> None:
+        if isinstance(node, ast.Assign):
+            self._index_put(node, ctx)
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in STARTS or (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                                  and func.value.id == "self" and name in self._patterns_for(ctx).attrs):
+                self._fused(node, ctx)
+        elif isinstance(node.op, ast.MatMult) or (isinstance(node.op, ast.Mult) and any(
+                isinstance(side, (ast.Call, ast.BinOp)) for side in (node.left, node.right))):
+            self._fused(node, ctx)
+
+    # -- x[mask] = value -----------------------------------------------------------------------
+    def _index_put(self, node: ast.Assign, ctx) -> None:
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Subscript):
+            return
+        target = node.targets[0]
+        if isinstance(target.slice, (ast.Tuple, ast.Slice)) or not isinstance(target.slice, (
+                ast.Compare, ast.UnaryOp, ast.BinOp, ast.Name, ast.Call, ast.Subscript)):
+            return
+        flow = self._flow(self._owner(ctx))
+        x, mask = target.value, target.slice
+        if not is_mask(mask, ctx, flow) or not is_scalar(node.value, ctx, flow) or not self._tensor(x, mask, ctx, flow):
+            return
+        entry = affinity.entries("special")["index_put"]
+        if not affinity.available(entry, ctx.data.version):
+            return
+        why_not = self._unsafe(x, flow, ctx)
+        note = f"not rewritten: {why_not}" if why_not else "ascend-analyse --fix rewrites it"
+        ctx.report(node, self.code, f"replace the boolean-mask index put by x = {entry['target']}(x, mask, value) "
+                   f"(NPU affinity API, {affinity.since(entry)}; {note})",
+                   api=source_line(node, ctx.lines) or "x[mask] = value", tips=entry["target"],
+                   fix="" if why_not else f"index_put {entry['target']}")
+
+    def _tensor(self, x: ast.AST, mask: ast.AST, ctx, flow: Flow) -> bool:
+        operands = [mask.left, *mask.comparators] if isinstance(mask, ast.Compare) else []
+        if any(known_non_tensor(e, ctx, flow) for e in [x, *operands]):
+            return False
+        if any(known_tensor(e, ctx, flow) for e in [x, *operands]):
+            return True
+        if self._foreign is None:
+            self._foreign = foreign_arrays(ctx.lines)
+        return not self._foreign
+
+    @staticmethod
+    def _unsafe(x: ast.AST, flow: Flow, ctx) -> str:
+        if not isinstance(x, ast.Name):
+            return "the target is not a local variable"
+        binding = flow.binding(x)
+        if binding is None or binding.value is None or binding.index is not None or x.id in flow.shared:
+            return f"{x.id} is not a local variable bound in this function (the caller may see the in-place change)"
+        if not fresh_tensor(binding.value, ctx, flow):
+            return f"{x.id} may share memory with another tensor"
+        if aliased(x.id, flow, binding.end):
+            return f"{x.id} is stored elsewhere too"
+        return ""
+
+    # -- fused blocks --------------------------------------------------------------------------
+    def _patterns_for(self, ctx) -> Patterns:
+        """The detectors of the enclosing function (module level: an empty body, nothing fuses there)."""
+        owner = ctx.enclosing(*_FUNCTIONS)
+        key = id(owner)
+        patterns = self._patterns.get(key)
+        if patterns is None:
+            attrs: Dict[str, str] = {}
+            if owner is not None:
+                index = next(i for i, n in enumerate(ctx.stack) if n is owner)
+                cls = ctx.stack[index - 1] if index else None  # a method: self.<attr> modules come from __init__
+                if isinstance(cls, ast.ClassDef):
+                    attrs = self._modules.get(id(cls))
+                    if attrs is None:
+                        attrs = self._modules[id(cls)] = module_ops(cls, ctx)
+            patterns = self._patterns[key] = Patterns(ctx, owner or ast.Module(body=[], type_ignores=[]), attrs)
+        return patterns
+
+    def _fused(self, node, ctx) -> None:
+        if ctx.enclosing(*_FUNCTIONS) is None:
+            return
+        patterns = self._patterns_for(ctx)
+        if isinstance(node, ast.Call):
+            found = [("rms_norm", patterns.rms_norm(node)), ("rotate_half", patterns.rotate_half(node)),
+                     ("add_layer_norm", patterns.add_layer_norm(node)), ("attention", patterns.attention(node))]
+        elif isinstance(node.op, ast.MatMult):
+            found = [("attention", patterns.attention(node))]
+        else:
+            gated = patterns.gated(node)
+            found = [gated] if gated else []
+        for pattern, span in found:
+            if span is not None:
+                self._report_fused(pattern, span, ctx)
+
+    def _report_fused(self, pattern: str, span, ctx) -> None:
+        entry = affinity.entries("special")[pattern]
+        if not affinity.available(entry, ctx.data.version):
+            return
+        first, last = span
+        where = SimpleNamespace(lineno=min(first.lineno, last.lineno), col_offset=first.col_offset
+                                if first.lineno <= last.lineno else last.col_offset,
+                                end_lineno=max(first.end_lineno, last.end_lineno))
+        ctx.report(where, self.code, f"use the fused {entry['target']} instead of this hand-written {_LABELS[pattern]} "
+                   f"(NPU fused API, {affinity.since(entry)})", api=_LABELS[pattern], tips=entry["target"])

@@ -1,0 +1,140 @@
+"""ASC404: a training ``DataLoader`` whose smaller last batch changes every shape once per epoch.
+
+Which loaders are "for training" is a heuristic: a loader counts as one when
+it shuffles (``shuffle=`` anything but ``False``/``None``), is given a
+``sampler``, or its names say ``train`` (the variable or attribute it is
+assigned to, its dataset argument, the dict key or keyword it is stored
+under, or the enclosing function).  Names that say val/valid/test/eval/dev/
+predict/infer win over all of that: evaluation loaders keep their last batch.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from typing import List, Optional
+
+from ..registry import Rule
+from .value_dependent_ops import DYNAMIC_SOURCE, HINTS_CSV
+
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last)
+_POSITIONS = {"dataset": 0, "batch_size": 1, "shuffle": 2, "sampler": 3, "batch_sampler": 4, "drop_last": 8}
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+_EVAL_PREFIXES = ("val", "test", "eval")
+_EVAL_WORDS = frozenset({"dev", "predict", "prediction", "infer", "inference", "valid", "validation"})
+
+
+def words(text: str) -> List[str]:
+    """Lower-case words of an identifier (``trainLoader``, ``val_dl`` -> ``train loader``, ``val dl``)."""
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def says_eval(text: str) -> bool:
+    return any(w.startswith(_EVAL_PREFIXES) or w in _EVAL_WORDS for w in words(text))
+
+
+def says_train(text: str) -> bool:
+    return any("train" in w for w in words(text))
+
+
+def _argument(call: ast.Call, name: str) -> Optional[ast.AST]:
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    position = _POSITIONS[name]
+    return call.args[position] if position < len(call.args) else None
+
+
+def _is_off(node: Optional[ast.AST]) -> bool:
+    """Absent, or a literal ``False``/``None``/``0``."""
+    return node is None or (isinstance(node, ast.Constant) and not node.value)
+
+
+class DataLoaderLastBatch(Rule):
+    code = "ASC404"
+    summary = "training DataLoader without drop_last=True (the smaller last batch is a new shape)"
+    node_types = (ast.Call,)
+    trigger_words = ("DataLoader",)
+    csv = HINTS_CSV
+    why = (
+        "Unless the dataset size is a multiple of the batch size, the last batch of every epoch is smaller: "
+        "every op of the forward and backward pass sees a new shape and the NPU compiles it again."
+    )
+    example = "train_loader = DataLoader(train_set, batch_size=32, shuffle=True)"
+    fix = "Pass `drop_last=True` to training loaders (or pad the last batch to the full batch size)."
+    source = (
+        "PyTorch DataLoader docs (drop_last: 'the last batch will be smaller' when the size is not divisible); "
+        + DYNAMIC_SOURCE
+    )
+    fires = [
+        ("from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=32, shuffle=True)\n", 2),
+        ("import torch\ntrain_loader = torch.utils.data.DataLoader(ds, 16, sampler=s)\n", 2),
+        ("from torch.utils.data import DataLoader\nfor x in DataLoader(train_set, batch_size=8):\n    pass\n", 2),
+        ("from torch.utils.data import DataLoader\ndef build_train_loader(ds):\n"
+         "    return DataLoader(ds, batch_size=8, drop_last=False)\n", 3),
+        ("from torch.utils.data import DataLoader\nloaders = {'train': DataLoader(ds, batch_size=4)}\n", 2),
+    ]
+    passes = [
+        "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=32, shuffle=True,\n"
+        "                    drop_last=True)\n",
+        "from torch.utils.data import DataLoader\nval_loader = DataLoader(val_set, batch_size=32, shuffle=False)\n",
+        "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=32)\n",
+        "from torch.utils.data import DataLoader\ntrain_loader = DataLoader(ds, batch_sampler=bs)\n",
+        "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=8, shuffle=True, **opts)\n",
+        "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=8, shuffle=1, drop_last=a.drop)\n",
+        "from torch.utils.data import DataLoader\ntest_loader = DataLoader(train_set, batch_size=8, shuffle=True)\n",
+        "class DataLoader:\n    pass\nloader = DataLoader(ds, batch_size=8, shuffle=True)\n",
+    ]
+
+    def check(self, node, ctx) -> None:
+        if ctx.qualname(node.func) != "torch.utils.data.DataLoader":
+            return
+        if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
+            return  # **options / *args may carry drop_last
+        drop_last = _argument(node, "drop_last")
+        if not _is_off(drop_last) or not _is_off(_argument(node, "batch_sampler")):
+            return  # drop_last=True (or not literal), or a batch sampler decides the batches
+        batch_size = _argument(node, "batch_size")
+        if batch_size is None or (isinstance(batch_size, ast.Constant) and batch_size.value in (None, 1)):
+            return  # unbatched, or batches of one: no smaller last batch
+        reason = self._training_reason(node, ctx)
+        if reason:
+            ctx.report(node, self.code, f"training DataLoader without drop_last=True ({reason}): the smaller last "
+                       "batch of each epoch is a new shape for every op", api="torch.utils.data.DataLoader",
+                       tips="drop_last=True")
+
+    @staticmethod
+    def _training_reason(call: ast.Call, ctx) -> str:
+        names = _names_around(call, ctx)
+        if any(says_eval(name) for name in names):
+            return ""
+        if not _is_off(_argument(call, "shuffle")):
+            return "it shuffles"
+        if not _is_off(_argument(call, "sampler")):
+            return "it has a sampler"
+        named = next((name for name in names if says_train(name)), "")
+        return f"named {named!r}" if named else ""
+
+
+def _names_around(call: ast.Call, ctx) -> List[str]:
+    """The names a loader is known by: dataset argument, assignment target, dict key, keyword, function."""
+    names = []
+    dataset = _argument(call, "dataset")
+    if isinstance(dataset, (ast.Name, ast.Attribute)):
+        names.append(ast.unparse(dataset))
+    child: ast.AST = call
+    for holder in reversed(ctx.stack):
+        if isinstance(holder, ast.keyword) and holder.arg:
+            names.append(holder.arg)
+        elif isinstance(holder, ast.Dict):
+            names += [k.value for k, v in zip(holder.keys, holder.values)
+                      if v is child and isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        elif isinstance(holder, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = holder.targets if isinstance(holder, ast.Assign) else [holder.target]
+            names += [ast.unparse(t) for t in targets]
+        if isinstance(holder, ast.stmt):
+            break
+        child = holder
+    function = ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
+    if function is not None:
+        names.append(function.name)
+    return names

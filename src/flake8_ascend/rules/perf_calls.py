@@ -1,0 +1,218 @@
+"""ASC507, ASC508, ASC511, ASC512, ASC515: debugging switches, data types and layers that slow NPU training."""
+from __future__ import annotations
+
+import ast
+
+from ..calls import argument, callee, env_settings, is_constant, last_names
+from ..registry import Rule
+from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
+
+_CSV = "api_performance_advice.csv"
+_SET_ANOMALY = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})
+_DETECT_ANOMALY = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})
+_DOUBLE_DTYPES = {
+    "torch.float64": "torch.float64", "torch.double": "torch.float64",
+    "torch.complex128": "torch.complex128", "torch.cdouble": "torch.complex128",
+}
+_DOUBLE_TENSORS = frozenset({"torch.DoubleTensor", "torch.cuda.DoubleTensor"})
+_ANOMALY_LASTS = last_names(*_SET_ANOMALY, *_DETECT_ANOMALY)
+_DOUBLE_LASTS = last_names(*_DOUBLE_DTYPES, *_DOUBLE_TENSORS)
+_SYNCBN = ("torch.nn.SyncBatchNorm", "torch.nn.SyncBatchNorm.convert_sync_batchnorm")
+
+
+class AnomalyDetectionOn(Rule):
+    code = "ASC507"
+    summary = "autograd anomaly detection switched on (set_detect_anomaly(True), detect_anomaly())"
+    node_types = (ast.Call,)
+    trigger_words = ("anomaly",)
+    csv = _CSV
+    why = (
+        "Anomaly detection records a Python traceback for every forward op and checks every backward "
+        "result for NaN, which forces a host synchronisation per op. It is a debugging aid; left on, it "
+        "slows training many times over. Fires on `set_detect_anomaly(True)` and on `detect_anomaly()`; "
+        "a flag (`set_detect_anomaly(args.debug)`) or `False` does not fire."
+    )
+    example = "torch.autograd.set_detect_anomaly(True)"
+    fix = "Delete it, or tie it to a debug flag: `torch.autograd.set_detect_anomaly(args.debug)`."
+    source = f"{OFFICIAL_ADVICE} api_performance_dict; {ADVICE_TABLE}"
+    fires = [
+        ("import torch\ntorch.autograd.set_detect_anomaly(True)\n", 2),
+        ("from torch.autograd import detect_anomaly\nwith detect_anomaly():\n    loss.backward()\n", 2),
+        ("import torch\ntorch.autograd.set_detect_anomaly(mode=True, check_nan=True)\n", 2),
+    ]
+    passes = [
+        "import torch\ntorch.autograd.set_detect_anomaly(False)\n",
+        "import torch\ntorch.autograd.set_detect_anomaly(args.debug)\n",
+        "def set_detect_anomaly(flag):\n    pass\nset_detect_anomaly(True)\n",
+    ]
+
+    def check(self, node, ctx) -> None:
+        qualname = callee(node, ctx, _ANOMALY_LASTS)
+        if qualname in _DETECT_ANOMALY or (qualname in _SET_ANOMALY and is_constant(argument(node, "mode", 0), True)):
+            ctx.report(node, self.code, f"{qualname} keeps autograd anomaly detection on: every op records a "
+                       "traceback and backward syncs to check for NaN (remove it outside debugging) "
+                       "[debug mode left on]", api=qualname, tips="remove anomaly detection for training runs")
+
+
+class DoublePrecisionTensor(Rule):
+    code = "ASC508"
+    summary = "float64 / complex128 tensors (.double(), dtype=torch.float64), which NPUs run on the AI CPU"
+    node_types = (ast.Call, ast.Name, ast.Attribute)
+    trigger_words = ("float64", "double", "complex128", "DoubleTensor")
+    csv = _CSV
+    why = (
+        "The NPU's AI cores compute in float32 and lower precision. Operators given float64 (or "
+        "complex128) tensors fall back to AI CPU kernels, which are far slower and add transfers between "
+        "the compute units; the msprof-analyze advisor reports them as AI CPU hot spots. "
+        "`transfer_to_npu` even maps `DoubleTensor` to `FloatTensor`. Fires on `.double()`, on "
+        "`torch.float64`/`torch.double`/`torch.complex128`/`torch.cdouble` passed to a call, and on "
+        "`torch.DoubleTensor(...)`; comparisons like `x.dtype == torch.float64` do not fire."
+    )
+    example = "x = torch.zeros(n, dtype=torch.float64)\ny = x.double()"
+    fix = "Use float32 (`dtype=torch.float32`, `.float()`); keep float64 maths on the CPU, outside the NPU graph."
+    source = (f"{ADVISOR_RULES}aicpu_rules.yaml; Ascend-mstt profiler/msprof_analyze/advisor/doc/Samples of AI CPU "
+              "Operator Replacement.md; torch_npu/contrib/transfer_to_npu.py; "
+              f"{ADVICE_TABLE}")
+    fires = [
+        ("import torch\nx = torch.zeros(3, dtype=torch.float64)\n", 2),
+        ("y = x.double()\n", 1),
+        ("import torch\nx = x.to(torch.double)\n", 2),
+        ("import torch\ntorch.set_default_dtype(torch.float64)\n", 2),
+        ("import torch\nt = torch.DoubleTensor([1.0])\n", 2),
+    ]
+    passes = [
+        "import torch\nok = x.dtype == torch.float64\n",
+        "import numpy as np\na = np.zeros(3, dtype=np.float64)\n",
+        "import torch\nx = torch.zeros(3, dtype=torch.float32)\n",
+        "y = x.double(2)\n",
+        "import torch\nTYPES = {torch.float64: 'double'}\n",
+    ]
+
+    def check(self, node, ctx) -> None:
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr == "double" and not node.args and not node.keywords \
+                    and ctx.chain(func) is None:
+                self._report(node, ctx, "torch.Tensor.double", ".double()")
+            return
+        if isinstance(node, ast.Attribute) and node.attr not in _DOUBLE_LASTS:
+            return  # a bare name may be an alias (``from torch import float64 as f8``): resolved below
+        qualname = ctx.chain(node)
+        if qualname in _DOUBLE_TENSORS:
+            if isinstance(ctx.parent, ast.Call) and ctx.parent.func is node:
+                self._report(node, ctx, qualname, qualname)
+            return
+        dtype = _DOUBLE_DTYPES.get(qualname or "")
+        parent = ctx.parent
+        if dtype and (isinstance(parent, ast.keyword) or (isinstance(parent, ast.Call) and node in parent.args)):
+            self._report(node, ctx, dtype, qualname)
+
+    def _report(self, node, ctx, api, spelling) -> None:
+        ctx.report(node, self.code, f"{spelling} makes double-precision tensors, which NPU operators run on the "
+                   "slow AI CPU (use float32) [float64/complex128 on NPU]", api=api, tips="use float32")
+
+
+def _env_rule_check(rule, node, ctx, name: str, slow) -> None:
+    for variable, value in env_settings(node, ctx):
+        if variable == name and isinstance(value, ast.Constant) and slow(str(value.value).strip()):
+            rule.emit(node, ctx, str(value.value))
+
+
+class LaunchBlockingSet(Rule):
+    code = "ASC511"
+    summary = "ASCEND_LAUNCH_BLOCKING=1 set in code (synchronous kernel launch)"
+    node_types = (ast.Assign, ast.Call)
+    trigger_words = ("ASCEND_LAUNCH_BLOCKING",)
+    csv = _CSV
+    why = (
+        "`ASCEND_LAUNCH_BLOCKING=1` makes every operator launch wait for the operator to finish, which is "
+        "useful to find the op behind an error but removes all host/device overlap (and the task queue). "
+        "Fires when the script sets it to 1 through `os.environ` or `os.putenv`."
+    )
+    example = 'os.environ["ASCEND_LAUNCH_BLOCKING"] = "1"'
+    fix = "Remove it (or set 0) for training; set it only on the command line while debugging."
+    source = f"{ADVISOR_RULES}synchronize.yaml, environment_variable_info.yaml; {ADVICE_TABLE}"
+    fires = [
+        ('import os\nos.environ["ASCEND_LAUNCH_BLOCKING"] = "1"\n', 2),
+        ('import os\nos.environ.setdefault("ASCEND_LAUNCH_BLOCKING", "1")\n', 2),
+    ]
+    passes = [
+        'import os\nos.environ["ASCEND_LAUNCH_BLOCKING"] = "0"\n',
+        'import os\nflag = os.environ.get("ASCEND_LAUNCH_BLOCKING", "1")\n',
+        'env = {}\nenv["ASCEND_LAUNCH_BLOCKING"] = "1"\n',
+    ]
+
+    def check(self, node, ctx) -> None:
+        _env_rule_check(self, node, ctx, "ASCEND_LAUNCH_BLOCKING", lambda v: v == "1")
+
+    def emit(self, node, ctx, value) -> None:
+        ctx.report(node, self.code, "ASCEND_LAUNCH_BLOCKING=1 makes every NPU operator launch synchronous "
+                   "(unset it for training) [debug setting in code]", api="ASCEND_LAUNCH_BLOCKING",
+                   tips="unset ASCEND_LAUNCH_BLOCKING or set 0")
+
+
+class VerboseCannLogging(Rule):
+    code = "ASC512"
+    summary = "ASCEND_GLOBAL_LOG_LEVEL below 3 (debug/info/warning CANN logs) set in code"
+    node_types = (ast.Assign, ast.Call)
+    trigger_words = ("ASCEND_GLOBAL_LOG_LEVEL",)
+    csv = _CSV
+    why = (
+        "CANN writes its logs from the operator launch path; at level 0-2 (debug, info, warning) it writes "
+        "so much that training slows down. 3 (error) is the level for training runs. Fires when the script "
+        "sets the variable to 0, 1 or 2."
+    )
+    example = 'os.environ["ASCEND_GLOBAL_LOG_LEVEL"] = "1"'
+    fix = 'Set `ASCEND_GLOBAL_LOG_LEVEL=3` (or leave it unset) for training.'
+    source = f"{ADVISOR_RULES}environment_variable_info.yaml; {ADVICE_TABLE}"
+    fires = [
+        ('import os\nos.environ["ASCEND_GLOBAL_LOG_LEVEL"] = "0"\n', 2),
+        ('import os\nos.environ.update(ASCEND_GLOBAL_LOG_LEVEL="1")\n', 2),
+    ]
+    passes = [
+        'import os\nos.environ["ASCEND_GLOBAL_LOG_LEVEL"] = "3"\n',
+        'import os\nos.environ["ASCEND_GLOBAL_LOG_LEVEL"] = level\n',
+    ]
+
+    def check(self, node, ctx) -> None:
+        _env_rule_check(self, node, ctx, "ASCEND_GLOBAL_LOG_LEVEL", lambda v: v in ("0", "1", "2"))
+
+    def emit(self, node, ctx, value) -> None:
+        ctx.report(node, self.code, f"ASCEND_GLOBAL_LOG_LEVEL={value} turns on verbose CANN logging, which slows "
+                   "every operator launch (use 3, errors only) [log level below 3]", api="ASCEND_GLOBAL_LOG_LEVEL",
+                   tips="export ASCEND_GLOBAL_LOG_LEVEL=3")
+
+
+class SyncBatchNormLayers(Rule):
+    code = "ASC515"
+    summary = "SyncBatchNorm, slow on NPU when the model has many BatchNorm layers"
+    node_types = (ast.Call,)
+    trigger_words = ("SyncBatchNorm",)
+    csv = _CSV
+    why = (
+        "SyncBatchNorm all-reduces the batch statistics in every BN layer, forward and backward, and its "
+        "forward runs many small ops dispatched from Python. The msprof-analyze advisor flags models with "
+        "more than 20 SyncBatchNorm layers, where this dominates the step. Fires on "
+        "`nn.SyncBatchNorm.convert_sync_batchnorm(...)` and `nn.SyncBatchNorm(...)`; how many layers the model "
+        "has is only known at run time, so check before acting."
+    )
+    example = "model = nn.SyncBatchNorm.convert_sync_batchnorm(model)"
+    fix = ("Keep plain BatchNorm when the per-device batch is large enough; otherwise use the faster "
+           "SyncBatchNorm forward the advisor's sync_batchnorm rule describes.")
+    source = f"{ADVISOR_RULES}sync_batchnorm.yaml; {ADVICE_TABLE}"
+    fires = [
+        ("import torch.nn as nn\nmodel = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n", 2),
+        ("import torch\nbn = torch.nn.SyncBatchNorm(64)\n", 2),
+    ]
+    passes = [
+        "import torch.nn as nn\nbn = nn.BatchNorm2d(64)\n",
+        "from apex.parallel import SyncBatchNorm\nbn = SyncBatchNorm(64)\n",
+    ]
+
+    def check(self, node, ctx) -> None:
+        qualname = callee(node, ctx, last_names(*_SYNCBN))
+        if qualname in _SYNCBN:
+            ctx.report(node, self.code, f"{qualname} all-reduces statistics in every BN layer; with many layers "
+                       "(the advisor flags more than 20) it dominates the NPU step (keep it only where needed) "
+                       "[SyncBatchNorm cost]", api=qualname, tips="drop SyncBatchNorm or use a faster forward "
+                       "when the model has more than 20 BN layers")

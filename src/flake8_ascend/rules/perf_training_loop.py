@@ -1,0 +1,293 @@
+"""ASC501, ASC502, ASC513, ASC514: work that stalls the NPU on every training step.
+
+"Every training step" is decided by ``flake8_ascend.training`` (see its
+docstring and docs/advice.md): inside a training loop, not in a periodic
+``if step % N == 0:`` branch.
+"""
+from __future__ import annotations
+
+import ast
+
+from ..calls import MISSING, argument, callee, is_constant, last_names
+from ..registry import Rule
+from ..training import training
+from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
+
+_CSV = "api_performance_advice.csv"
+_LOOP_WORDS = ("backward", ".step(")
+_SYNC_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})
+_SYNCHRONIZE = frozenset({"torch.cuda.synchronize", "torch.npu.synchronize", "torch_npu.npu.synchronize"})
+_EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.npu.empty_cache", "torch_npu.npu.empty_cache"})
+_EMPTY_CACHE_LASTS = last_names(*_EMPTY_CACHE)
+_GC_LASTS = last_names("gc.collect")
+
+
+def _short(node: ast.AST, limit: int = 40) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _builtin(func: ast.AST, ctx, *names: str) -> bool:
+    return isinstance(func, ast.Name) and func.id in names and ctx.resolver.binding(func.id, func.lineno) is None
+
+
+def _to_cpu(call: ast.Call) -> bool:
+    device = argument(call, "device", 0)
+    return isinstance(call.func, ast.Attribute) and call.func.attr == "to" and is_constant(device, "cpu")
+
+
+def _syncs_before(receiver: ast.AST) -> bool:
+    """Does a receiver chain already hold a host copy (``x.cpu()`` in ``x.cpu().numpy()``)?"""
+    while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute):
+        if receiver.func.attr in _SYNC_METHODS or _to_cpu(receiver):
+            return True
+        receiver = receiver.func.value
+    return False
+
+
+class HostSyncInTrainingLoop(Rule):
+    code = "ASC501"
+    summary = "host synchronisation on every training step (.item(), .cpu(), .numpy(), print(tensor), float(loss))"
+    node_types = (ast.Call, ast.FormattedValue)
+    trigger_words = _LOOP_WORDS
+    csv = _CSV
+    why = (
+        "NPU kernels run asynchronously behind a task queue. Reading a tensor's value on the host "
+        "(`.item()`, `.cpu()`, `.numpy()`, `.tolist()`, `float(t)`, printing or formatting a tensor) or calling "
+        "`synchronize()` makes the Python thread wait until every queued kernel has finished, so the host "
+        "cannot run ahead and the device idles while the next step is dispatched. Once per step this costs "
+        "a noticeable share of step time. Fires inside a training loop (a loop that calls `.backward()` or "
+        "`optimizer.step()`), not outside loops and not in a periodic `if step % N == 0:` logging branch."
+    )
+    example = ("for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n    opt.step()\n"
+               "    print(loss.item())")
+    fix = (
+        "Log every N steps (`if step % 50 == 0:`), or accumulate on the device "
+        "(`total += loss.detach()`) and read the value once per epoch."
+    )
+    source = (
+        "Ascend/pytorch docs/zh/developer_notes/npugraph.md (host syncs such as .item()/.cpu() listed as unsuitable "
+        f"in captured regions); msprof-analyze advisor synchronize rule ({ADVISOR_RULES}synchronize.yaml); "
+        f"{ADVICE_TABLE}"
+    )
+    fires = [
+        ("for x in data:\n    loss = model(x)\n    loss.backward()\n    opt.step()\n    total += loss.item()\n", 5),
+        ("def train(loader):\n    for x in loader:\n        loss = f(x)\n        loss.backward()\n"
+         "        print(loss)\n", 5),
+        ("for x in data:\n    loss = f(x)\n    loss.backward()\n    optimizer.step()\n"
+         "    print(f'{loss:.3f}')\n", 5),
+        ("for x in data:\n    loss = f(x)\n    loss.backward()\n    history.append(float(loss))\n", 4),
+        ("import torch\nfor x in data:\n    loss = f(x)\n    loss.backward()\n    torch.cuda.synchronize()\n", 5),
+        ("for x in data:\n    out = model(x)\n    loss = f(out)\n    loss.backward()\n"
+         "    preds = out.detach().cpu().numpy()\n", 5),
+        ("def step(batch):\n    loss = f(batch)\n    loss.backward()\n    return loss.item()\n"
+         "for batch in data:\n    step(batch)\n", 4),
+    ]
+    passes = [
+        "loss = f(x)\nloss.backward()\nprint(loss.item())\n",
+        "for i, x in enumerate(data):\n    loss = f(x)\n    loss.backward()\n    opt.step()\n"
+        "    if i % 10 == 0:\n        print(loss.item())\n",
+        "for epoch in range(3):\n    for x in data:\n        loss = f(x)\n        loss.backward()\n"
+        "    print(loss.item())\n",
+        "for x in data:\n    y = model(x)\n    print(y.item())\n",
+        "for x in data:\n    loss = f(x)\n    loss.backward()\n    opt.step()\n    print(f'step {step}')\n",
+        "for x in data:\n    loss = f(x)\n    loss.backward()\n    scheduler.step()\n    lr = float(lr_value)\n",
+        "def log(loss):\n    print(loss.item())\nfor x in data:\n    loss = f(x)\n    loss.backward()\n",
+    ]
+
+    def check(self, node, ctx) -> None:
+        if not self._candidate(node):
+            return
+        info = training(ctx)
+        if not info.loops:
+            return
+        found = self._sync(node, ctx, info)
+        if found and info.runs_every_step(ctx.stack, node):
+            what, api = found
+            ctx.report(node, self.code,
+                       f"{what} waits for the NPU on every training step (read values every N steps or "
+                       f"keep them on the device) [host sync: {api}]",
+                       api=api, tips="read tensor values every N steps, not every step")
+
+    @staticmethod
+    def _candidate(node) -> bool:
+        """A cheap syntactic filter before any resolution: could this node be a host sync?"""
+        if isinstance(node, ast.FormattedValue):
+            return True
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            return func.attr in _SYNC_METHODS or func.attr in ("to", "synchronize")
+        return isinstance(func, ast.Name) and func.id in ("print", "float", "int", "bool", "synchronize")
+
+    @staticmethod
+    def _sync(node, ctx, info):
+        """(text, api) when ``node`` copies a tensor to the host or waits for the device."""
+        if isinstance(node, ast.FormattedValue):
+            return (f"formatting {_short(node.value)}", "torch.Tensor.__format__") if info.holds_tensor(
+                node.value, ctx) else None
+        func = node.func
+        if isinstance(func, ast.Attribute) and ctx.chain(func) is None and not node.args:
+            if func.attr in _SYNC_METHODS and not _syncs_before(func.value) and (
+                    func.attr != "tolist" or info.holds_tensor(func.value, ctx)):
+                return _short(node), f"torch.Tensor.{func.attr}"
+        if _to_cpu(node) and not _syncs_before(func.value) and ctx.chain(func) is None:
+            return _short(node), "torch.Tensor.to"
+        if _builtin(func, ctx, "float", "int", "bool") and len(node.args) == 1 and info.holds_tensor(node.args[0], ctx):
+            return _short(node), f"torch.Tensor.__{func.id}__"
+        if _builtin(func, ctx, "print") and any(info.holds_tensor(a, ctx) for a in node.args):
+            return _short(node), "torch.Tensor.__repr__"
+        qualname = ctx.chain(func)
+        if qualname in _SYNCHRONIZE:
+            return qualname + "()", qualname
+        return None
+
+
+def _device_like(expr, ctx) -> bool:
+    """A device argument of ``.to()``: an accelerator device string, ``torch.device(...)``, or a name
+    that is not a dtype (``device``, ``args.device``, ``self.dev``)."""
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, str) and expr.value.split(":")[0] in ("cuda", "npu")
+    if isinstance(expr, ast.Call):
+        return ctx.qualname(expr.func) == "torch.device"
+    if isinstance(expr, (ast.Name, ast.Attribute)):
+        name = expr.id if isinstance(expr, ast.Name) else expr.attr
+        return "dtype" not in name.lower() and not (ctx.qualname(expr) or "").startswith("torch.")
+    return False
+
+
+def _loop_data(expr, ctx) -> bool:
+    """Is ``expr`` (``x``, ``batch["img"]``, ``batch.img``) rooted in a target of an enclosing ``for``?"""
+    while isinstance(expr, (ast.Subscript, ast.Attribute)):
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return False
+    for parent in reversed(ctx.stack):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return False
+        if isinstance(parent, (ast.For, ast.AsyncFor)) and any(
+                isinstance(n, ast.Name) and n.id == expr.id for n in ast.walk(parent.target)):
+            return True
+    return False
+
+
+class BlockingCopyInTrainingLoop(Rule):
+    code = "ASC502"
+    summary = "host-to-device copy without non_blocking=True on every training step (.to(device), .npu(), .cuda())"
+    node_types = (ast.Call,)
+    trigger_words = _LOOP_WORDS
+    csv = _CSV
+    why = (
+        "A blocking copy makes the host wait until the batch has reached the NPU before it dispatches the "
+        "next kernel. With `non_blocking=True` (and a DataLoader with `pin_memory=True`) the copy is queued "
+        "like a kernel and overlaps with compute. Fires on `.to(<device>)` without `non_blocking` inside a "
+        "training loop, and on `.npu()` / `.cuda()` of a known tensor or of a batch from the loop's `for` "
+        "target (`Module.cuda()` has no `non_blocking`, so modules are left alone)."
+    )
+    example = "for x, y in loader:\n    x, y = x.to(device), y.to(device)\n    ..."
+    fix = "`x = x.to(device, non_blocking=True)`, and build the DataLoader with `pin_memory=True`."
+    source = f"{OFFICIAL_ADVICE} api_parameters_performance_dict (tensor.to non_blocking); {ADVICE_TABLE}"
+    fires = [
+        ("for x, y in data:\n    x = x.to(device)\n    loss = f(x, y)\n    loss.backward()\n", 2),
+        ("for x in data:\n    x = x.npu()\n    loss = f(x)\n    loss.backward()\n", 2),
+        ("for batch in data:\n    img = batch['img'].cuda(0)\n    f(img).backward()\n", 2),
+        ("for x in data:\n    x = x.to('npu:0')\n    loss = f(x)\n    loss.backward()\n", 2),
+        ("for x in data:\n    x = x.to(self.device, torch.float16)\n    f(x).backward()\n", 2),
+    ]
+    passes = [
+        "for x in data:\n    x = x.to(device, non_blocking=True)\n    loss = f(x)\n    loss.backward()\n",
+        "x = x.to(device)\nloss = f(x)\nloss.backward()\n",
+        "for x in data:\n    x = x.to(device)\n    y = model(x)\n",
+        "import torch\nfor x in data:\n    x = x.to(torch.float16)\n    f(x).backward()\n",
+        "for x in data:\n    x = x.to(dtype)\n    f(x).backward()\n",
+        "for x in data:\n    x = x.to(**kw)\n    f(x).backward()\n",
+        "for x in data:\n    x = x.cuda(non_blocking=True)\n    f(x).backward()\n",
+        "for x in data:\n    net = copy.deepcopy(model).cuda(rank)\n    net(x).sum().backward()\n",
+        "for x in data:\n    model.npu()\n    model(x).sum().backward()\n",
+    ]
+
+    def check(self, node, ctx) -> None:
+        func = node.func
+        if not isinstance(func, ast.Attribute) or func.attr not in ("to", "npu", "cuda") or ctx.chain(func):
+            return
+        if argument(node, "non_blocking", 2 if func.attr == "to" else 1) is not MISSING:
+            return
+        if func.attr == "to":
+            device = argument(node, "device", 0)
+            if device is None or device is MISSING or not _device_like(device, ctx):
+                return
+        info = training(ctx)
+        if not info.loops or (func.attr != "to" and not (
+                info.holds_tensor(func.value, ctx) or _loop_data(func.value, ctx))):
+            return  # Module.cuda()/.npu() take no non_blocking: only tensors and loader batches qualify
+        if info.runs_every_step(ctx.stack, node):
+            ctx.report(node, self.code,
+                       f"{_short(node)} copies to the device synchronously on every training step "
+                       "(pass non_blocking=True, with pin_memory=True in the DataLoader) [blocking H2D copy]",
+                       api=f"torch.Tensor.{func.attr}", tips="pass non_blocking=True (with pin_memory=True)")
+
+
+class EmptyCacheInTrainingLoop(Rule):
+    code = "ASC513"
+    summary = "empty_cache() on every training step"
+    node_types = (ast.Call,)
+    trigger_words = ("empty_cache",)
+    csv = _CSV
+    why = (
+        "`empty_cache()` hands the caching allocator's free blocks back to the driver. The next step must "
+        "allocate them again through the device runtime, which is slow and synchronises with the device, "
+        "and it does not give the process more memory to use. Called every step it adds that cost to every "
+        "step. Fires on `torch.npu.empty_cache()` / `torch.cuda.empty_cache()` inside a training loop."
+    )
+    example = "for x in loader:\n    loss = f(x)\n    loss.backward()\n    torch.npu.empty_cache()"
+    fix = "Remove it from the loop; if memory is fragmented, set `PYTORCH_NPU_ALLOC_CONF=expandable_segments:True`."
+    source = (
+        "PyTorch docs, CUDA semantics > Memory management (empty_cache releases cached blocks, it does not "
+        "increase the memory available to PyTorch); torch_npu mirrors the allocator (torch_npu.npu.empty_cache); "
+        f"{ADVISOR_RULES}environment_variable_info.yaml (PYTORCH_NPU_ALLOC_CONF expandable_segments); "
+        f"{ADVICE_TABLE}"
+    )
+    fires = [
+        ("import torch\nfor x in data:\n    f(x).backward()\n    opt.step()\n    torch.npu.empty_cache()\n", 5),
+        ("import torch_npu\nfor x in data:\n    f(x).backward()\n    torch_npu.npu.empty_cache()\n", 4),
+    ]
+    passes = [
+        "import torch\nfor x in data:\n    f(x).backward()\ntorch.npu.empty_cache()\n",
+        "import torch\nfor i, x in enumerate(data):\n    f(x).backward()\n    if i % 1000 == 0:\n"
+        "        torch.cuda.empty_cache()\n",
+        "for x in data:\n    f(x).backward()\n    cache.empty_cache()\n",
+    ]
+
+    def check(self, node, ctx) -> None:
+        qualname = callee(node, ctx, _EMPTY_CACHE_LASTS)
+        if qualname in _EMPTY_CACHE and training(ctx).runs_every_step(ctx.stack, node):
+            ctx.report(node, self.code, f"{qualname}() on every training step forces the allocator to refetch "
+                       "device memory each step (remove it from the loop) [empty_cache in the training loop]",
+                       api=qualname, tips="remove empty_cache from the training loop")
+
+
+class GcCollectInTrainingLoop(Rule):
+    code = "ASC514"
+    summary = "gc.collect() on every training step"
+    node_types = (ast.Call,)
+    trigger_words = ("gc",)
+    csv = _CSV
+    why = (
+        "A full Python garbage collection pauses the host thread; while it runs no kernel is dispatched and "
+        "the NPU goes idle. The msprof-analyze advisor reports such GC pauses as a cause of free time on the "
+        "device. Called every step, the pause is paid every step. Fires on `gc.collect()` inside a training loop."
+    )
+    example = "for x in loader:\n    loss = f(x)\n    loss.backward()\n    gc.collect()"
+    fix = "Collect every N steps or once per epoch; avoid reference cycles; `gc.freeze()` after start-up."
+    source = f"{ADVISOR_RULES}gc.yaml; {ADVICE_TABLE}"
+    fires = [("import gc\nfor x in data:\n    f(x).backward()\n    opt.step()\n    gc.collect()\n", 5)]
+    passes = [
+        "import gc\nfor x in data:\n    f(x).backward()\ngc.collect()\n",
+        "import gc\nfor i, x in enumerate(data):\n    f(x).backward()\n    if i % 500 == 0:\n        gc.collect()\n",
+        "for x in data:\n    f(x).backward()\n    pool.collect()\n",
+    ]
+
+    def check(self, node, ctx) -> None:
+        if callee(node, ctx, _GC_LASTS) == "gc.collect" and training(ctx).runs_every_step(ctx.stack, node):
+            ctx.report(node, self.code, "gc.collect() pauses the host on every training step, leaving the NPU "
+                       "idle (collect every N steps) [Python GC in the training loop]",
+                       api="gc.collect", tips="collect every N steps or once per epoch")

@@ -1,0 +1,242 @@
+"""ASC601-ASC606: torch calls whose NPU results can differ from a GPU run (overflow, inf/nan, determinism)."""
+from __future__ import annotations
+
+import ast
+from typing import ClassVar, FrozenSet
+
+from ..calls import argument, callee, is_constant, last_names
+from ..registry import Rule
+from ..training import source_text
+from ._sources import ADVICE_TABLE, ASCEND_API_DOCS, OFFICIAL_ADVICE
+
+_CSV = "api_precision_advice.csv"
+_DETERMINISTIC_LASTS = last_names("torch.use_deterministic_algorithms")
+
+
+class _CallAdvice(Rule):
+    """Advice on calls of ``apis`` (qualified names) and of ``methods`` on known tensors."""
+
+    node_types = (ast.Call,)
+    csv = _CSV
+    apis: ClassVar[FrozenSet[str]] = frozenset()
+    methods: ClassVar[FrozenSet[str]] = frozenset()
+    lasts: ClassVar[FrozenSet[str]] = frozenset()  # last components of ``apis`` (set per subclass)
+    tips = ""
+
+    def check(self, node, ctx) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr not in self.methods and func.attr not in self.lasts:
+            return
+        api = ctx.chain(func)
+        if api is None and isinstance(func, ast.Attribute) and func.attr in self.methods and ctx.is_tensor(func.value):
+            api = f"torch.Tensor.{func.attr}"
+        elif api not in self.apis:
+            return
+        if not self.owned_elsewhere(node, ctx):
+            ctx.report(node, self.code, self.message(api), api=api, tips=self.tips)
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.lasts = last_names(*cls.apis)
+
+    def owned_elsewhere(self, node: ast.Call, ctx) -> bool:
+        """Is this call another code's finding already (an affinity replacement), so no advice is added?"""
+        return False
+
+    def message(self, api: str) -> str:
+        raise NotImplementedError
+
+
+def _transposed_last_two(expr: ast.AST, ctx) -> bool:
+    """``k.transpose(-2, -1)``, ``k.transpose(-1, -2)``, ``torch.transpose(k, -2, -1)`` or ``k.mT``."""
+    if isinstance(expr, ast.Attribute):
+        return expr.attr == "mT"
+    if not isinstance(expr, ast.Call):
+        return False
+    if ctx.qualname(expr.func) == "torch.transpose":
+        dims = expr.args[1:]
+    elif isinstance(expr.func, ast.Attribute) and expr.func.attr == "transpose" and ctx.qualname(expr.func) is None:
+        dims = expr.args
+    else:
+        return False
+    values = {d.operand.value * -1 if isinstance(d, ast.UnaryOp) and isinstance(d.op, ast.USub)
+              and isinstance(d.operand, ast.Constant) else None for d in dims}
+    return len(dims) == 2 and values == {-1, -2}
+
+
+class BaddbmmOverflow(_CallAdvice):
+    code = "ASC601"
+    summary = "torch.baddbmm, which may overflow on NPU"
+    trigger_words = ("baddbmm",)
+    apis = frozenset({"torch.baddbmm"})
+    methods = frozenset({"baddbmm", "baddbmm_"})
+    tips = "use torch.bmm(batch1, batch2), then scale and add the input"
+    why = (
+        "Ascend's migration advice warns that the NPU kernel of `baddbmm` (beta * input + alpha * batch1 @ "
+        "batch2) may overflow during the computation, giving inf where the GPU gives finite values, and "
+        "advises computing the batched product and the addition as two ops."
+    )
+    example = "scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scale)"
+    fix = ("`scores = torch.bmm(q, k.transpose(1, 2)) * scale + bias` instead of "
+           "`torch.baddbmm(bias, q, k.mT, alpha=scale)`.")
+    source = f"{OFFICIAL_ADVICE} api_precision_dict; {ADVICE_TABLE}"
+    fires = [
+        ("import torch\ny = torch.baddbmm(m, a, b)\n", 2),
+        ("import torch\nm = torch.zeros(2, 3, 5)\ny = m.baddbmm(a, b)\n", 3),
+    ]
+    passes = ["import torch\ny = torch.bmm(a, b) + m\n", "y = m.baddbmm(a, b)\n"]
+
+    def message(self, api: str) -> str:
+        return f"{api} can overflow on NPU during the computation (use torch.bmm and add separately) [overflow risk]"
+
+
+class EmbeddingNondeterministic(_CallAdvice):
+    code = "ASC602"
+    summary = "embedding whose NPU backward may not be reproducible"
+    trigger_words = ("mbedding",)
+    apis = frozenset({"torch.nn.Embedding", "torch.nn.Embedding.from_pretrained", "torch.nn.functional.embedding"})
+    tips = "backward may be nondeterministic; enable deterministic computing when reproducibility matters"
+    why = (
+        "Ascend's migration advice warns that the backward of an embedding may be nondeterministic on NPU: "
+        "two identical runs can produce slightly different gradients and drift apart. This matters when you "
+        "compare an NPU run with a GPU run or with an earlier run."
+    )
+    example = "self.tok = nn.Embedding(vocab, dim)"
+    fix = ("Nothing for ordinary training. For bit-reproducible runs call `torch.use_deterministic_algorithms(True)` "
+           "(see ASC606) and compare runs with that setting.")
+    source = f"{OFFICIAL_ADVICE} api_precision_dict; {ADVICE_TABLE}"
+    fires = [
+        ("import torch.nn as nn\nemb = nn.Embedding(100, 16)\n", 2),
+        ("import torch.nn.functional as F\ny = F.embedding(idx, w)\n", 2),
+    ]
+    passes = [
+        "from mylib import Embedding\nemb = Embedding(100, 16)\n",
+        "import torch.nn as nn\nbag = nn.EmbeddingBag(10, 3)\n",
+    ]
+
+    def message(self, api: str) -> str:
+        return f"{api} backward may give slightly different gradients from run to run on NPU [nondeterministic]"
+
+
+class MatmulNondeterministic(_CallAdvice):
+    code = "ASC603"
+    summary = "torch.matmul, whose NPU result may not be reproducible (off by default)"
+    trigger_words = ("matmul",)
+    default_off = True
+    apis = frozenset({"torch.matmul"})
+    methods = frozenset({"matmul"})
+    tips = "result may be nondeterministic; enable deterministic computing when reproducibility matters"
+    why = (
+        "Ascend's migration advice warns that `matmul` results on NPU may differ between runs. Because matmul "
+        "is everywhere, this code is off by default in flake8; select it (`--extend-select ASC603`) when "
+        "chasing run-to-run differences. `matmul(q, k.transpose(-2, -1))` is left to ASC303 "
+        "(`matmul_transpose`), which already reports that call."
+    )
+    example = "y = torch.matmul(a, b)"
+    fix = "For reproducible runs call `torch.use_deterministic_algorithms(True)` (see ASC606)."
+    source = f"{OFFICIAL_ADVICE} api_precision_dict; {ADVICE_TABLE}"
+    fires = [
+        ("import torch\ny = torch.matmul(a, b)\n", 2),
+        ("import torch\na = torch.ones(2, 2)\ny = a.matmul(a)\n", 3),
+        ("import torch\ns = torch.matmul(q, k.transpose(0, 1))\n", 2),
+    ]
+    passes = [
+        "import numpy as np\ny = np.matmul(a, b)\n",
+        "y = a.matmul(b)\n",
+        "import torch\ns = torch.matmul(q, k.transpose(-2, -1))\n",  # ASC303's matmul_transpose
+        "import torch\nq = torch.ones(2, 2)\ns = q.matmul(k.mT)\n",
+    ]
+
+    def owned_elsewhere(self, node: ast.Call, ctx) -> bool:
+        """``matmul(q, k.transpose(-2, -1))`` is ASC303's (``torch_npu.contrib.function.matmul_transpose``)."""
+        args = node.args if isinstance(node.func, ast.Attribute) and ctx.chain(node.func) is None else node.args[1:]
+        return bool(args) and _transposed_last_two(args[0], ctx)
+
+    def message(self, api: str) -> str:
+        return f"{api} results may differ slightly from run to run on NPU [nondeterministic result]"
+
+
+class SeluHalfBackward(_CallAdvice):
+    code = "ASC604"
+    summary = "SELU, whose fp16 backward on NPU accumulates more error than on GPU"
+    trigger_words = ("selu", "SELU")
+    apis = frozenset({"torch.selu", "torch.selu_", "torch.nn.functional.selu", "torch.nn.SELU"})
+    tips = "compute it as torch.ops.aten.elu(x, 1.6732632423543772848170429916717, 1.0507009873554804934193349852946)"
+    why = (
+        "The Ascend docs note that the float16 backward of SELU on NPU accumulates a larger error than the "
+        "GPU kernel. SELU is ELU with fixed alpha and scale; the docs' workaround computes it with the ELU op."
+    )
+    example = "y = F.selu(x)"
+    fix = ("Compute the forward as ELU with SELU's constants: "
+           "`torch.ops.aten.elu(x, 1.6732632423543772848170429916717, 1.0507009873554804934193349852946)`.")
+    source = f"{ASCEND_API_DOCS}pytorch_2-13-0/torch-nn-functional.md (restrictions of selu); {ADVICE_TABLE}"
+    fires = [
+        ("import torch.nn.functional as F\ny = F.selu(x)\n", 2),
+        ("import torch.nn as nn\nact = nn.SELU()\n", 2),
+    ]
+    passes = ["import torch.nn as nn\nact = nn.ELU()\n", "def selu(x):\n    return x\ny = selu(1)\n"]
+
+    def message(self, api: str) -> str:
+        return (f"{api} in float16 accumulates more backward error on NPU than on GPU (use aten.elu with SELU's "
+                "alpha and scale) [fp16 backward precision]")
+
+
+class InfNanHandling(_CallAdvice):
+    code = "ASC605"
+    summary = "ops whose inf/nan handling on NPU differs from native PyTorch (sign, linalg.svd, linalg.qr)"
+    trigger_words = ("sign", "svd", "qr")
+    apis = frozenset({"torch.sign", "torch.linalg.svd", "torch.linalg.qr"})
+    methods = frozenset({"sign", "sign_"})
+    tips = "inf/nan inputs give different results than native PyTorch"
+    why = (
+        "Ascend lists these ops as handling inf and nan inputs differently from native PyTorch: an input "
+        "that overflows can give inf where the GPU gives nan, or an inf of the opposite sign. Code that "
+        "relies on the exact inf/nan pattern (masks, nan checks) can behave differently on NPU."
+    )
+    example = "s = torch.sign(x)\nu, s, vh = torch.linalg.svd(a)"
+    fix = "Sanitise inputs first (`torch.nan_to_num(x)`) or check `torch.isfinite` before the op where it matters."
+    source = f"{ASCEND_API_DOCS}appendixes/inf_nan_difference_apis.md; {ADVICE_TABLE}"
+    fires = [
+        ("import torch\ns = torch.sign(x)\n", 2),
+        ("import torch\nu, s, v = torch.linalg.svd(a)\n", 2),
+        ("import torch\nx = torch.randn(3)\ns = x.sign()\n", 3),
+    ]
+    passes = ["import numpy as np\ns = np.sign(x)\n", "import torch\nq = torch.quantile(x, 0.5)\n", "s = x.sign()\n"]
+
+    def message(self, api: str) -> str:
+        return f"{api} handles inf/nan inputs differently on NPU (inf vs nan, sign of inf) [inf/nan semantics]"
+
+
+class DeterministicWithoutFill(Rule):
+    code = "ASC606"
+    summary = "torch.use_deterministic_algorithms(True) without fill_uninitialized_memory"
+    node_types = (ast.Call,)
+    trigger_words = ("use_deterministic_algorithms",)
+    csv = _CSV
+    why = (
+        "On NPU, deterministic mode does not fill uninitialised memory (`torch.empty`) by default, unlike "
+        "native PyTorch, so results can still depend on leftover memory contents. Collectives need "
+        "`HCCL_DETERMINISTIC=true` as well. Fires on `use_deterministic_algorithms(...)` not given a literal "
+        "False when the file never mentions `fill_uninitialized_memory`."
+    )
+    example = "torch.use_deterministic_algorithms(True)"
+    fix = ("Also set `torch.utils.deterministic.fill_uninitialized_memory = True` (and export "
+           "`HCCL_DETERMINISTIC=true` for distributed runs); set it once, in the main training process.")
+    source = (f"{ASCEND_API_DOCS}pytorch_2-13-0/torch.md (use_deterministic_algorithms); "
+              f"{ASCEND_API_DOCS}deterministic_computing_apis.md; {ADVICE_TABLE}")
+    fires = [("import torch\ntorch.use_deterministic_algorithms(True)\n", 2)]
+    passes = [
+        "import torch\ntorch.use_deterministic_algorithms(False)\n",
+        "import torch\ntorch.use_deterministic_algorithms(True)\n"
+        "torch.utils.deterministic.fill_uninitialized_memory = True\n",
+    ]
+
+    def check(self, node, ctx) -> None:
+        if callee(node, ctx, _DETERMINISTIC_LASTS) != "torch.use_deterministic_algorithms":
+            return
+        if is_constant(argument(node, "mode", 0), False) or "fill_uninitialized_memory" in source_text(ctx):
+            return
+        ctx.report(node, self.code, "deterministic mode on NPU leaves uninitialised memory unfilled (also set "
+                   "torch.utils.deterministic.fill_uninitialized_memory = True; HCCL_DETERMINISTIC=true for "
+                   "collectives) [NPU deterministic mode]", api="torch.use_deterministic_algorithms",
+                   tips="also set torch.utils.deterministic.fill_uninitialized_memory=True; HCCL_DETERMINISTIC=true")

@@ -1,0 +1,93 @@
+"""ASC401: ops whose output shape depends on the values of their input."""
+from __future__ import annotations
+
+import ast
+
+from ..registry import Rule
+from ._shape_facts import facts_of
+
+HINTS_CSV = "dynamic_shape_hints.csv"
+DYNAMIC_SOURCE = (
+    "Ascend ascend-pytorch-crowdintelligence-doc, pytorch-train-guide, 'dynamic shape' (the NPU compiles "
+    "operators online and recompiles them for every new shape; dynamic shapes come mostly from nonzero and "
+    "tensor[index] selection); PyTorch docs of the listed ops (output size depends on the data)"
+)
+# Always value-dependent, whatever the arguments.
+_NAMES = ("nonzero", "masked_select", "unique", "unique_consecutive", "argwhere", "bincount")
+_FUNCTIONS = frozenset(f"torch.{n}" for n in _NAMES) | frozenset(f"torch.Tensor.{n}" for n in _NAMES)
+
+
+def _argument(call: ast.Call, name: str, position: int):
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    args = [a for a in call.args if not isinstance(a, ast.Starred)]
+    return args[position] if len(args) == len(call.args) and position < len(args) else None
+
+
+class ValueDependentShape(Rule):
+    code = "ASC401"
+    summary = "op whose output shape depends on tensor values (nonzero, masked_select, unique, 1-arg where...)"
+    node_types = (ast.Call, ast.Assign, ast.AnnAssign, ast.For)
+    trigger_words = _NAMES + ("where", "repeat_interleave")
+    csv = HINTS_CSV
+    why = (
+        "The NPU compiles kernels for each input shape. `nonzero`, `masked_select`, `unique`, `argwhere`, "
+        "`bincount`, one-argument `where` and `repeat_interleave` with tensor repeats return as many elements as "
+        "the data selects, so every batch can bring a new shape: the op and everything downstream recompile "
+        "and training slows down."
+    )
+    example = "idx = torch.nonzero(scores > 0.5)"
+    fix = (
+        "Keep shapes static: `torch.where(cond, a, b)` (three arguments) or `masked_fill` instead of selecting, "
+        "`nonzero_static(size=...)` or padding to a maximum size; run value-dependent post-processing on the CPU."
+    )
+    source = DYNAMIC_SOURCE
+    fires = [
+        ("import torch\nidx = torch.nonzero(x)\n", 2),
+        ("import torch\nrows, cols = torch.where(x > 0)\n", 2),
+        ("import torch\nx = torch.randn(8)\nidx = (x > 0).nonzero()\n", 3),
+        ("import torch\nx = torch.randn(8)\nvals = x.unique()\n", 3),
+        ("from torch import masked_select\ny = masked_select(a, m)\n", 2),
+        ("import torch\nr = torch.tensor([1, 2])\ny = torch.repeat_interleave(x, r, dim=0)\n", 3),
+        ("import torch\nx = torch.randn(8)\nkeep = x > 0\npos = keep.argwhere()\n", 4),
+    ]
+    passes = [
+        "import numpy as np\nidx = np.nonzero(a)\n",
+        "import torch\ny = torch.where(x > 0, x, torch.zeros_like(x))\n",
+        "def nonzero(a):\n    return a\nidx = nonzero(3)\n",
+        "import torch\ny = torch.repeat_interleave(x, 2, dim=0)\n",
+        "import torch\nr = torch.tensor([1, 2])\ny = torch.repeat_interleave(x, r, dim=0, output_size=3)\n",
+        "import pandas as pd\nvals = pd.Series([1, 1]).unique()\n",
+        "import torch\ndef f(x):\n    return x.unique()\n",
+    ]
+
+    def check(self, node, ctx) -> None:
+        if not isinstance(node, ast.Call):
+            facts_of(ctx).learn(node, ctx)
+            return
+        facts = facts_of(ctx)
+        func = node.func
+        qualname = ctx.chain(func)
+        if qualname is None:
+            if not isinstance(func, ast.Attribute) or not facts.is_tensor_like(func.value, ctx):
+                return
+            name, receiver_args = f"torch.Tensor.{func.attr}", 1
+        else:
+            name, receiver_args = qualname, 0
+        if name in _FUNCTIONS:
+            self._emit(node, ctx, name, "its output holds as many elements as the data selects")
+        elif name == "torch.where" and len(node.args) == 1 and not node.keywords:
+            self._emit(node, ctx, "torch.where with one argument", "it is nonzero(as_tuple=True) in disguise")
+        elif name in ("torch.repeat_interleave", "torch.Tensor.repeat_interleave"):
+            if any(k.arg == "output_size" for k in node.keywords):
+                return
+            repeats = _argument(node, "repeats", 1 - receiver_args)
+            only_repeats = repeats is None and not receiver_args and len(node.args) == 1
+            if only_repeats or (repeats is not None and facts.is_tensor_like(repeats, ctx)):
+                self._emit(node, ctx, name, "tensor-valued repeats make the output length data-dependent")
+
+    def _emit(self, node, ctx, api: str, reason: str) -> None:
+        ctx.report(node, self.code, f"{api} has a value-dependent output shape ({reason}; each new shape "
+                   f"compiles new NPU kernels)", api=api,
+                   tips="keep shapes static: 3-argument torch.where, masked_fill, padding to a fixed size")

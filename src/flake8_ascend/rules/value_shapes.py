@@ -1,0 +1,108 @@
+"""ASC403: shapes taken from tensor values (``x[: n.item()]``, ``torch.zeros(int(t.sum()))``)."""
+from __future__ import annotations
+
+import ast
+from typing import Dict, Optional, Tuple
+
+from ..registry import Rule
+from ._shape_facts import facts_of
+from .value_dependent_ops import DYNAMIC_SOURCE, HINTS_CSV
+
+ALL = -1  # every positional argument is a size
+_SIZE_KEYWORDS = ("size", "shape", "sizes", "split_size_or_sections", "split_size", "length", "steps", "k",
+                  "num_samples", "repeats", "output_size", "pad", "scale_factor", "n", "m", "indices_or_sections")
+# Which positional arguments give a shape: torch functions by qualified name, tensor methods by name.
+_FUNCTIONS: Dict[str, Tuple[int, ...]] = {
+    **{f"torch.{n}": (ALL,) for n in "zeros ones empty rand randn arange eye randperm empty_strided".split()},
+    "torch.full": (0,), "torch.randint": (), "torch.linspace": (2,), "torch.logspace": (2,),
+    "torch.reshape": (1,), "torch.split": (1,), "torch.tensor_split": (1,), "torch.chunk": (1,),
+    "torch.narrow": (3,), "torch.topk": (1,), "torch.multinomial": (1,), "torch.repeat_interleave": (1,),
+    "torch.nn.functional.pad": (1,), "torch.nn.functional.interpolate": (1, 2),
+    "torch.nn.functional.adaptive_avg_pool1d": (1,), "torch.nn.functional.adaptive_avg_pool2d": (1,),
+    "torch.nn.functional.adaptive_max_pool2d": (1,), "torch.nn.functional.one_hot": (1,),
+}
+_METHODS: Dict[str, Tuple[int, ...]] = {
+    **{n: (ALL,) for n in "view reshape expand repeat new_zeros new_ones new_empty resize_".split()},
+    "new_full": (0,), "narrow": (2,), "split": (0,), "tensor_split": (0,), "chunk": (0,), "topk": (0,),
+    "unflatten": (1,), "repeat_interleave": (0,), "unfold": (1,), "multinomial": (0,),
+}
+
+
+class ShapeFromValue(Rule):
+    code = "ASC403"
+    summary = "shape taken from tensor values (.item(), int(t.sum()), .tolist() feeding sizes or slices)"
+    node_types = (ast.Subscript, ast.Call, ast.Assign, ast.AnnAssign, ast.For)
+    csv = HINTS_CSV
+    why = (
+        "A size read out of a tensor (`n.item()`, `int(mask.sum())`, `lengths.tolist()`) changes with the data, "
+        "so the tensors built or sliced with it get a new shape every time and the NPU compiles new kernels; "
+        "reading the value also stalls the host until the device catches up."
+    )
+    example = "valid = x[: n.item()]\nbuf = torch.zeros(int(mask.sum()))"
+    fix = (
+        "Keep sizes static: allocate the maximum size and mask or pad the rest, slice on the CPU, or bucket the "
+        "sizes to a few fixed values so only a few shapes ever reach the NPU."
+    )
+    source = DYNAMIC_SOURCE
+    fires = [
+        ("import torch\ny = x[: n.item()]\n", 2),
+        ("import torch\nmask = torch.rand(8) > 0.5\nbuf = torch.zeros(int(mask.sum()))\n", 3),
+        ("import torch\nt = torch.tensor([2, 3])\nparts = torch.split(x, t.tolist())\n", 3),
+        ("import torch\ncount = lengths.max().item()\nbuf = x.new_zeros(count, 4)\n", 3),
+        ("import torch\nfor n in sizes.tolist():\n    y = x[:n]\n", 3),
+        ("import torch\nh = torch.randn(4, 8)\nk = h.view(-1, int(h.argmax()))\n", 3),
+    ]
+    passes = [
+        "import torch\ny = x[: len(x) // 2]\n",
+        "import torch\nbuf = torch.zeros(n)\n",
+        "import numpy as np\na = np.arange(5)\nn = a.max().item()\nb = a[:n]\n",
+        "import torch\nlr = scheduler.get_last_lr()\nloss_value = loss.item()\nprint(loss_value)\n",
+        "import torch\ny = torch.full((4,), v.item())\n",
+        "import torch\nn = t.item()\nn = 3\ny = x[:n]\n",
+    ]
+
+    def check(self, node, ctx) -> None:
+        if isinstance(node, ast.Subscript):
+            found = self._in_slices(node.slice, ctx)
+        elif isinstance(node, ast.Call):
+            found = self._in_sizes(node, ctx)
+        else:
+            facts_of(ctx).learn(node, ctx)
+            return
+        if found is not None:
+            text = ast.unparse(found)[:40]
+            ctx.report(node, self.code, f"shape taken from a tensor value ({text}): every new value is a new "
+                       "shape for the NPU", api=text, tips="keep sizes static: pad to a maximum or mask")
+
+    def _in_slices(self, index: ast.AST, ctx) -> Optional[ast.AST]:
+        facts = facts_of(ctx)
+        for part in index.elts if isinstance(index, ast.Tuple) else [index]:
+            if isinstance(part, ast.Slice):
+                for bound in (part.lower, part.upper, part.step):
+                    found = facts.mentions_host_value(bound, ctx)
+                    if found is not None:
+                        return found
+        return None
+
+    def _in_sizes(self, call: ast.Call, ctx) -> Optional[ast.AST]:
+        facts = facts_of(ctx)
+        func = call.func
+        qualname = ctx.chain(func)
+        if qualname is not None:
+            positions = _FUNCTIONS.get(qualname)
+        elif isinstance(func, ast.Attribute) and not facts.is_numpy(func.value, ctx):
+            positions = _METHODS.get(func.attr)
+        else:
+            positions = None
+        if positions is None:
+            return None
+        sizes = [k.value for k in call.keywords if k.arg in _SIZE_KEYWORDS]
+        if ALL in positions:
+            sizes += call.args
+        else:
+            sizes += [call.args[p] for p in positions if p < len(call.args)]
+        for size in sizes:
+            found = facts.mentions_host_value(size, ctx)
+            if found is not None:
+                return found
+        return None

@@ -1,0 +1,222 @@
+"""Where a file trains: training loops, per-step code and entry scripts.
+
+Shared by every advice rule (ASC5xx/ASC6xx) that asks "does this run on every
+training step?" so they all agree.  The definitions, also in docs/advice.md:
+
+- A *training step call* is ``<expr>.backward(...)``, ``torch.autograd.backward(...)``
+  or an optimizer step: ``<opt>.step(...)`` whose receiver's last name contains
+  ``optim`` or is ``opt`` / ends in ``_opt``, or ``<scaler>.step(<optimizer>)``.
+  ``scheduler.step()`` is not one.
+- A *training loop* is a ``for``/``while`` loop holding a training step call
+  whose innermost enclosing loop is that loop, or holding a call ``f(...)`` /
+  ``self.f(...)`` of a *step function*: a function of the same file with a
+  training step call outside its own loops.  An epoch loop that only contains
+  a training loop is not one itself.
+- Code *runs every step* when it is in the body of a training loop (loops
+  nested in it included) or in a step function called from a loop, without
+  crossing a def/lambda/class boundary, and not in the body of an ``if``
+  whose test uses ``%`` (``if step % 10 == 0:``, periodic logging or
+  gradient accumulation).
+- An *entry script* has a module-level ``if __name__ == "__main__":`` and a
+  training loop.
+"""
+from __future__ import annotations
+
+import ast
+from bisect import bisect_left
+from typing import Dict, List, Optional, Sequence, Set
+
+from .tensors import _NOT_TENSOR_METHODS
+
+_STEP_WORDS = ("backward", ".step(")  # a training step call spells one of these
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_BOUNDARIES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_LOSS_SCALING = frozenset({"GradScaler", "ShardedGradScaler", "scale_loss"})
+# Receivers of ``X.backward(loss)`` that scale the loss themselves (accelerate, Lightning Fabric, DeepSpeed).
+_FRAMEWORKS = ("accelerator", "fabric", "engine", "deepspeed")
+
+
+def _last_name(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return ""
+
+
+def _optimizer_like(node: ast.AST) -> bool:
+    name = _last_name(node).lower()
+    return "optim" in name or name == "opt" or name.endswith("_opt") or name.startswith("opt_")
+
+
+def step_kind(call: ast.Call) -> Optional[str]:
+    """``"backward"`` or ``"step"`` for a training step call, else None."""
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return None
+    if func.attr == "backward":
+        return "backward"
+    if func.attr == "step" and (_optimizer_like(func.value) or (call.args and _optimizer_like(call.args[0]))):
+        return "step"
+    return None
+
+
+def _receiver_names(expr: ast.AST, names: Set[str]) -> None:
+    """Names a backward receiver is computed from: ``loss``, ``(loss / n)``, ``scaler.scale(loss)``."""
+    if isinstance(expr, ast.Name):
+        names.add(expr.id)
+    elif isinstance(expr, ast.BinOp):
+        _receiver_names(expr.left, names)
+        _receiver_names(expr.right, names)
+    elif isinstance(expr, ast.Call):
+        for arg in expr.args:
+            _receiver_names(arg, names)
+
+
+def _periodic(test: ast.AST) -> bool:
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test))
+
+
+def is_main_guard(stmt: ast.stmt) -> bool:
+    if not isinstance(stmt, ast.If) or not isinstance(stmt.test, ast.Compare):
+        return False
+    sides = [stmt.test.left, *stmt.test.comparators]
+    return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and any(
+        isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
+
+
+def _lines_with(lines: Sequence[str], words: Sequence[str]) -> List[int]:
+    """1-based numbers of the lines holding any of ``words``, ascending."""
+    return [number for number, line in enumerate(lines, 1) if any(word in line for word in words)]
+
+
+class Training:
+    """The training structure of one module.
+
+    Built by two walks that skip every statement whose lines hold none of the
+    words they look for: the first finds training step calls and loss scaling,
+    the second (only when the file has step functions) the loops calling them.
+    """
+
+    def __init__(self, tree: ast.AST, lines: Sequence[str]) -> None:
+        self.loops: Set[int] = set()  # ids of training loops
+        self.step_functions: Set[int] = set()  # ids of step functions called from a loop
+        self.loss_names: Dict[int, Set[str]] = {}  # id(def or module) -> names backward is called on
+        self.scales_loss = False  # GradScaler, scaler.scale(...), amp.scale_loss or X.backward(loss)
+        self.accumulates = False  # an optimizer step under a periodic ``if`` inside a training loop
+        self._candidates: Dict[str, List[ast.AST]] = {}  # def name -> defs with a step outside their loops
+        self._hits: List[int] = _lines_with(lines, _STEP_WORDS + ("scale", "Scaler"))
+        self._on_call = self._step_call
+        self._walk(tree, tree, None, False)
+        if self._candidates:
+            self._hits = _lines_with(lines, tuple(self._candidates))
+            self._on_call = self._loop_call
+            self._walk(tree, tree, None, False)
+        self.is_entry = bool(self.loops) and any(is_main_guard(s) for s in getattr(tree, "body", ()))
+
+    # -- building ------------------------------------------------------------
+    def _walk(self, node: ast.AST, scope: ast.AST, loop: Optional[ast.AST], periodic: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            self._visit(child, scope, loop, periodic)
+
+    def _visit(self, node: ast.AST, scope: ast.AST, loop: Optional[ast.AST], periodic: bool) -> None:
+        if isinstance(node, ast.stmt):
+            at = bisect_left(self._hits, node.lineno)
+            if at == len(self._hits) or self._hits[at] > node.end_lineno:
+                return  # none of the words is on its lines: nothing to find inside
+        if isinstance(node, _BOUNDARIES):
+            self._walk(node, node, None, False)
+            return
+        if isinstance(node, ast.Call):
+            self._on_call(node, scope, loop, periodic)
+        if isinstance(node, _LOOPS):
+            self._walk(node, scope, node, False)
+        elif isinstance(node, ast.If) and _periodic(node.test):
+            self._visit(node.test, scope, loop, periodic)
+            for stmt in node.body:
+                self._visit(stmt, scope, loop, True)
+            for stmt in node.orelse:
+                self._visit(stmt, scope, loop, periodic)
+        else:
+            self._walk(node, scope, loop, periodic)
+
+    def _step_call(self, call: ast.Call, scope: ast.AST, loop: Optional[ast.AST], periodic: bool) -> None:
+        func = call.func
+        name = _last_name(func)
+        if name in _LOSS_SCALING or (name == "scale" and len(call.args) == 1):
+            self.scales_loss = True
+        kind = step_kind(call)
+        if kind == "backward":
+            receiver = func.value
+            if any(word in _last_name(receiver).lower() for word in _FRAMEWORKS) and call.args:
+                self.scales_loss = True  # accelerator.backward(loss): the framework scales the loss
+                receiver = call.args[0]
+            _receiver_names(receiver, self.loss_names.setdefault(id(scope), set()))
+        if kind and loop is not None:
+            self.loops.add(id(loop))
+            self.accumulates |= kind == "step" and periodic
+        elif kind and isinstance(scope, _FUNCTIONS):
+            self._candidates.setdefault(scope.name, []).append(scope)
+
+    def _loop_call(self, call: ast.Call, scope: ast.AST, loop: Optional[ast.AST], periodic: bool) -> None:
+        """A loop calling ``f(...)`` / ``self.f(...)`` of a step function ``f`` is a training loop."""
+        func = call.func
+        if loop is None or not (isinstance(func, ast.Name) or (
+                isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self")):
+            return
+        for function in self._candidates.get(_last_name(func), ()):
+            self.loops.add(id(loop))
+            self.step_functions.add(id(function))
+
+    # -- questions -----------------------------------------------------------
+    def runs_every_step(self, stack: Sequence[ast.AST], node: ast.AST) -> bool:
+        """Does ``node`` (whose ancestors are ``stack``) run on every training step?"""
+        child = node
+        for parent in reversed(stack):
+            if isinstance(parent, ast.If) and _periodic(parent.test) and _in(child, parent.body):
+                return False
+            if isinstance(parent, _LOOPS) and id(parent) in self.loops and (
+                    _in(child, parent.body) or (isinstance(parent, ast.While) and child is parent.test)):
+                return True
+            if isinstance(parent, _BOUNDARIES):
+                return id(parent) in self.step_functions
+            child = parent
+        return False
+
+    def holds_tensor(self, expr: ast.AST, ctx) -> bool:
+        """``ctx.is_tensor`` widened by the loss names: ``loss``, ``loss.detach()``, ``loss * 2``."""
+        if ctx.is_tensor(expr):
+            return True
+        if isinstance(expr, ast.Name):
+            scope = ctx.enclosing(*_BOUNDARIES) or ctx.tree
+            return expr.id in self.loss_names.get(id(scope), ())
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            return expr.func.attr not in _NOT_TENSOR_METHODS and self.holds_tensor(expr.func.value, ctx)
+        if isinstance(expr, ast.BinOp):
+            return self.holds_tensor(expr.left, ctx) or self.holds_tensor(expr.right, ctx)
+        return False
+
+
+def _in(node: ast.AST, statements: List[ast.stmt]) -> bool:
+    return any(node is stmt for stmt in statements)
+
+
+_NO_TRAINING = Training(ast.Module(body=[], type_ignores=[]), [])
+
+
+def training(ctx) -> Training:
+    """The ``Training`` of the file being checked, built on first use and shared by the rules.
+
+    A file that never spells ``backward`` or ``.step(`` cannot hold a training step call: no walk.
+    """
+    def build(c) -> Training:
+        text = source_text(c)
+        return Training(c.tree, c.lines) if any(word in text for word in _STEP_WORDS) else _NO_TRAINING
+
+    return ctx.memo("training", build)
+
+
+def source_text(ctx) -> str:
+    """The whole source of the file being checked, joined once."""
+    return ctx.memo("source", lambda c: "".join(c.lines))

@@ -1,0 +1,37 @@
+"""Fast child iteration over the stdlib ast, shared by the scope builder and the engine's walk.
+
+``ast.iter_child_nodes`` goes through a generator per node and yields the
+context and operator singletons (``Load``, ``Add``...), which no rule looks
+at and which double the number of nodes visited.  ``child_fields`` lists, per
+node class, only the fields that can hold nodes worth visiting.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Dict, Iterator, Tuple
+
+# Fields that never hold a node worth visiting: names, flags, contexts and operator singletons.
+_SKIPPED_FIELDS = frozenset(
+    "ctx op ops id attr arg name asname module level kind type_comment is_async conversion simple".split()
+)
+_FIELDS: Dict[type, Tuple[str, ...]] = {}
+
+
+def child_fields(cls: type) -> Tuple[str, ...]:
+    """The fields of ``cls`` that may contain child nodes (memoised per class)."""
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        fields = _FIELDS[cls] = tuple(f for f in cls._fields if f not in _SKIPPED_FIELDS)
+    return fields
+
+
+def iter_children(node: ast.AST) -> Iterator[ast.AST]:
+    """Child nodes of ``node`` in source order, without contexts and operators."""
+    for name in child_fields(node.__class__):
+        value = getattr(node, name, None)
+        if value.__class__ is list:
+            for item in value:
+                if isinstance(item, ast.AST):
+                    yield item
+        elif isinstance(value, ast.AST):
+            yield value

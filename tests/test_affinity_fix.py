@@ -1,0 +1,139 @@
+"""--fix / --diff: exactly the expected rewrite, code that parses, nothing left to do on a second run."""
+from __future__ import annotations
+
+import ast
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+
+from flake8_ascend import cli, fix
+from flake8_ascend.config import Config
+from flake8_ascend.data import default_version
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "affinity_fix"
+CASES = sorted(p.name[: -len(".in.py")] for p in FIXTURES.glob("*.in.py"))
+CONFIG = Config(default_version())
+
+
+def expected(name: str) -> str:
+    return (FIXTURES / f"{name}.out.py").read_text(encoding="utf-8")
+
+
+def fixed(source: str, path: str = "case.py"):
+    return fix.fix_source(source, fix.fixable_findings(source, path, CONFIG))
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_fix_gives_exactly_the_expected_file_and_is_idempotent(name):
+    source = (FIXTURES / f"{name}.in.py").read_text(encoding="utf-8")
+    new, _, _ = fixed(source)
+    assert new == expected(name)
+    ast.parse(new)
+    assert fixed(new)[:2] == (new, 0)
+
+
+def test_fix_counts_and_reasons():
+    _, applied, left = fixed((FIXTURES / "optimizers.in.py").read_text(encoding="utf-8"))
+    assert applied == 3 and left == []
+    _, applied, left = fixed((FIXTURES / "clash.in.py").read_text(encoding="utf-8"))
+    assert applied == 0 and left == ["line 8: NpuFusedAdam already names something else in this file"]
+
+
+def test_fix_file_returns_the_new_text_without_writing(tmp_path):
+    path = tmp_path / "index_put.py"
+    shutil.copy(FIXTURES / "index_put.in.py", path)
+    findings = fix.fixable_findings(path.read_text(encoding="utf-8"), path.name, CONFIG)
+    assert fix.fix_file(path, findings) == expected("index_put")
+    assert path.read_text(encoding="utf-8") == (FIXTURES / "index_put.in.py").read_text(encoding="utf-8")
+
+
+def test_files_without_fixable_findings_are_not_parsed_by_libcst(monkeypatch, tmp_path):
+    (tmp_path / "plain.py").write_text("import torch\nx = torch.zeros(3)\n", encoding="utf-8")
+    monkeypatch.setattr(fix.cst, "parse_module", lambda *a, **k: pytest.fail("libcst ran"))
+    results, problems = fix.fix_paths([tmp_path / "plain.py"], tmp_path, CONFIG, write=True)
+    assert results == [] and problems == []
+
+
+def test_a_file_that_cannot_be_written_is_a_problem_not_a_crash(monkeypatch, tmp_path):
+    path = tmp_path / "opt.py"
+    path.write_text("import torch\nopt = torch.optim.AdamW(p, lr=1e-3)\n", encoding="utf-8")
+
+    def refuse(target, text):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(fix, "_write", refuse)
+    results, problems = fix.fix_paths([path], tmp_path, CONFIG, write=True)
+    assert results == [] and problems == ["opt.py: cannot write (Permission denied)"]
+
+
+def test_crlf_and_bom_survive(tmp_path):
+    path = tmp_path / "w.py"
+    path.write_bytes(b"\xef\xbb\xbfimport torch\r\nopt = torch.optim.AdamW(p, lr=1e-3)\r\n")
+    fix.fix_paths([path], tmp_path, CONFIG, write=True)
+    assert path.read_bytes() == (b"\xef\xbb\xbfimport torch\r\nfrom torch_npu.optim import NpuFusedAdamW\r\n"
+                                 b"opt = NpuFusedAdamW(p, lr=1e-3)\r\n")
+
+
+# -- through ascend-analyse ----------------------------------------------------------------------
+@pytest.fixture
+def tree(tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    for name in CASES:
+        shutil.copy(FIXTURES / f"{name}.in.py", project / f"{name}.py")
+    (project / "broken.py").write_text("def f(:\n", encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    return project, out
+
+
+def run(*args):
+    code = cli.main([str(a) for a in args])
+    return code
+
+
+def test_cli_fix_rewrites_the_tree_and_a_second_run_changes_nothing(tree, capsys):
+    project, out = tree
+    assert run("-i", project, "-o", out, "-q", "--fix") == 0  # --fix alone selects -m affinity_apis
+    for name in CASES:
+        assert (project / f"{name}.py").read_text(encoding="utf-8") == expected(name), name
+    report = out / "proj_analysis"
+    assert (report / "affinity_fix.diff").read_text(encoding="utf-8").count("+++ b/") == 3
+    with (report / "affinity_api_call.csv").open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == ["File", "Start Line", "End Line", "Api Type", "Api Call Name", "Affinity Api Name"]
+    assert ["optimizers.py", "8", "12", "torch", "torch.optim.AdamW", "torch_npu.optim.NpuFusedAdamW"] in rows
+    assert {row[3] for row in rows[1:]} <= {"class", "function", "torch", "special"}
+    log = (report / "pytorch_analysis.txt").read_text(encoding="utf-8")
+    assert "skipped broken.py" in log and "NpuFusedAdam already names something else" in log
+    assert run("-i", project, "-o", out, "-q", "-m", "affinity_apis", "--fix") == 0
+    assert (report / "affinity_fix.diff").read_text(encoding="utf-8") == ""
+    assert capsys.readouterr().out == ""
+
+
+def test_cli_diff_prints_and_writes_nothing(tree, capsys):
+    project, out = tree
+    before = {p.name: p.read_bytes() for p in project.iterdir()}
+    assert run("-i", project, "-o", out, "-q", "-m", "affinity_apis", "--diff") == 0
+    shown = capsys.readouterr().out
+    assert {p.name: p.read_bytes() for p in project.iterdir()} == before
+    assert shown == (out / "proj_analysis" / "affinity_fix.diff").read_text(encoding="utf-8")
+    assert "-    boxes[boxes < 0] = 0  # negative coordinates\n" in shown
+    assert "+    boxes = npu_fast_condition_index_put(boxes, boxes < 0, 0)  # negative coordinates\n" in shown
+
+
+def test_fix_with_another_mode_is_a_usage_error(tree, capsys):
+    project, out = tree
+    assert run("-i", project, "-o", out, "-m", "torch_apis", "--fix") == 2
+    assert "--fix/--diff do not apply to mode torch_apis" in capsys.readouterr().err
+    assert list(out.iterdir()) == []
+
+
+def test_ignore_leaves_that_code_unfixed(tree):
+    project, out = tree
+    assert run("-i", project, "-o", out, "-q", "--fix", "--ignore", "ASC304") == 0
+    assert (project / "index_put.py").read_text(encoding="utf-8") == (FIXTURES / "index_put.in.py").read_text(
+        encoding="utf-8")
+    assert (project / "optimizers.py").read_text(encoding="utf-8") == expected("optimizers")

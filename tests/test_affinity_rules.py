@@ -1,0 +1,474 @@
+"""ASC301-ASC304: what fires (with the target and version in the message) and the near misses that must not."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import run_rules
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "yolo_mini"
+
+
+def only(source, code, **kwargs):
+    """The findings of one code on a snippet."""
+    return run_rules(source, codes=[code], **kwargs)
+
+
+def single(source, code, **kwargs):
+    found = only(source, code, **kwargs)
+    assert len(found) == 1, found
+    return found[0]
+
+
+# -- ASC301: classes ---------------------------------------------------------------------------
+YOLOV5_FOCUS = """
+import torch
+import torch.nn as nn
+
+class Focus(nn.Module):
+    # Focus wh information into c-space
+    def __init__(self, c1, c2, k=1, s=1, p=None, g=1, act=True):  # ch_in, ch_out, kernel, stride, padding, groups
+        super().__init__()
+        self.conv = Conv(c1 * 4, c2, k, s, p, g, act)
+
+    def forward(self, x):  # x(b,c,w,h) -> y(b,4c,w/2,h/2)
+        return self.conv(torch.cat([x[..., ::2, ::2], x[..., 1::2, ::2], x[..., ::2, 1::2], x[..., 1::2, 1::2]], 1))
+"""
+
+
+def test_yolov5_focus_fires_on_the_class_line_with_target_and_version():
+    finding = single(YOLOV5_FOCUS, "ASC301")
+    assert (finding.line, finding.col, finding.end_line) == (5, 0, 12)
+    assert "torch_npu.contrib.module.Focus" in finding.message and "torch_npu 2.1.0 and later" in finding.message
+    assert (finding.api, finding.tips) == ("Focus", "torch_npu.contrib.module.Focus")
+
+
+def test_focus_with_long_parameter_names_and_annotations_still_matches():
+    source = """
+    from torch import nn
+    class Focus(nn.Module):
+        def __init__(self, in_channels: int, out_channels: int, kernel_size=1, stride=1, padding=None,
+                     groups=1, activation=True):
+            super().__init__()
+        def forward(self, input):
+            return input
+    """
+    assert [f.line for f in only(source, "ASC301")] == [3]
+
+
+@pytest.mark.parametrize("variant", [
+    "class Focus(nn.Module):\n    def __init__(self, c1, c2, k=1, s=1, p=None, g=1, act=True, e=0.5): ...\n"
+    "    def forward(self, x): ...\n",                                  # one more __init__ parameter
+    "class Focus(nn.Module):\n    def __init__(self, c1, c2, k=1, s=1, p=None, g=1, act=True): ...\n"
+    "    def forward(self, x, y): ...\n",                               # forward takes two inputs
+    "class Focus(nn.Module):\n    def __init__(self, c1, c2, s=1, k=1, p=None, g=1, act=True): ...\n"
+    "    def forward(self, x): ...\n",                                  # k and s swapped
+    "class Focus(Base):\n    def __init__(self, c1, c2, k=1, s=1, p=None, g=1, act=True): ...\n"
+    "    def forward(self, x): ...\n",                                  # base class not torch.nn.Module
+])
+def test_focus_near_misses(variant):
+    assert only("import torch.nn as nn\n" + variant, "ASC301") == []
+
+
+def test_a_module_named_nn_that_is_not_torch_does_not_count():
+    source = "import mylib as nn\nclass DropPath(nn.Module):\n    def __init__(self, drop_prob): ...\n" \
+             "    def forward(self, x): ...\n"
+    assert only(source, "ASC301") == []
+
+
+def test_autograd_function_with_static_forward_and_no_init():
+    source = """
+    import torch
+    from torch.autograd import Function
+    class ModulatedDeformConv2dFunction(Function):
+        @staticmethod
+        def forward(ctx, input, offset, mask, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
+                    deform_groups=1):
+            return input
+    """
+    assert single(source, "ASC301").tips == "torch_npu.contrib.module.ModulatedDeformConv"
+
+
+def test_optimizer_class_by_name_and_base():
+    fires = "import torch\nclass Lamb(torch.optim.Optimizer):\n    pass\n"
+    assert single(fires, "ASC301").tips == "torch_npu.optim.NpuFusedLamb"
+    assert only("import torch\nclass Lamb(torch.nn.Module):\n    pass\n", "ASC301") == []
+
+
+def test_deprecated_target_is_not_suggested():
+    mish = "import torch.nn as nn\nclass Mish(nn.Module):\n    def __init__(self):\n        super().__init__()\n" \
+           "    def forward(self, input):\n        return input\n"
+    assert only(mish, "ASC301") == []
+
+
+def test_no_suggestion_for_a_version_older_than_every_wheel():
+    assert only(YOLOV5_FOCUS, "ASC301", version="1.11.0") == []
+    assert [f.line for f in only(YOLOV5_FOCUS, "ASC301", version="2.2.0")] == [5]
+
+
+# -- ASC302: functions -------------------------------------------------------------------------
+def test_channel_shuffle_function_fires_on_def_line():
+    source = """
+    import torch
+
+    @torch.no_grad()
+    def channel_shuffle(x: torch.Tensor, groups: int = 2) -> torch.Tensor:
+        batchsize, num_channels, height, width = x.size()
+        x = x.view(batchsize, groups, num_channels // groups, height, width)
+        return torch.transpose(x, 1, 2).contiguous().view(batchsize, -1, height, width)
+    """
+    finding = single(source, "ASC302")
+    assert finding.line == 5 and finding.tips == "torch_npu.contrib.module.ChannelShuffle"
+    assert "channel_shuffle" in finding.message and "2.1.0" in finding.message
+
+
+def test_channel_shuffle_as_a_method():
+    source = "class Block:\n    def channel_shuffle(self, inputs, num_groups):\n        return inputs\n"
+    assert single(source, "ASC302").api == "Block.channel_shuffle"
+
+
+@pytest.mark.parametrize("signature", ["(x)", "(x, groups, dim)", "(x, num_channels)", "(groups, x)"])
+def test_channel_shuffle_near_misses(signature):
+    assert only(f"def channel_shuffle{signature}:\n    return x\n", "ASC302") == []
+
+
+def test_mmdet_bbox_coders_pick_the_target_by_signature():
+    source = """
+    class YOLOBBoxCoder:
+        def encode(self, bboxes, gt_bboxes, stride):
+            return bboxes
+        def decode(self, bboxes, pred_bboxes, stride):
+            return bboxes
+
+    class DeltaXYWHBBoxCoder:
+        def encode(self, bboxes, gt_bboxes):
+            return bboxes
+        def decode(self, bboxes, pred_bboxes, max_shape=None, wh_ratio_clip=16 / 1000):
+            return bboxes
+
+    class TBLRBBoxCoder:
+        def encode(self, bboxes, gt_bboxes):
+            return bboxes
+
+    class BaseBBoxCoder(metaclass=ABCMeta):
+        @abstractmethod
+        def encode(self, bboxes, gt_bboxes, stride):
+            return bboxes
+    """
+    found = {(f.line, f.tips) for f in only(source, "ASC302")}
+    assert found == {
+        (3, "torch_npu.contrib.function.npu_bbox_coder_encode_yolo"),
+        (9, "torch_npu.contrib.function.npu_bbox_coder_encode_xyxy2xywh"),
+        (11, "torch_npu.contrib.function.npu_bbox_coder_decode_xywh2xyxy"),
+    }
+
+
+# -- ASC303: torch calls -----------------------------------------------------------------------
+@pytest.mark.parametrize("call,target,fixable", [
+    ("torch.optim.AdamW(model.parameters(), lr=1e-3)", "torch_npu.optim.NpuFusedAdamW", True),
+    ("torch.optim.Adam(params, 1e-3, (0.9, 0.99), 1e-8, 0, False)", "torch_npu.optim.NpuFusedAdam", True),
+    ("torch.optim.Adam(params, lr=1e-3, fused=True)", "torch_npu.optim.NpuFusedAdam", False),
+    ("torch.optim.SGD(params, 0.1, momentum=0.9)", "torch_npu.optim.NpuFusedSGD", True),
+    ("torch.optim.SGD(params, momentum=0.9)", "torch_npu.optim.NpuFusedSGD", False),
+    ("torch.optim.Adadelta(params, **cfg)", "torch_npu.optim.NpuFusedAdadelta", False),
+    ("torch.optim.RMSprop(params, lr=0.01, centered=True)", "torch_npu.optim.NpuFusedRMSprop", True),
+    ("torch.roll(x, shifts=(-3, -3), dims=(1, 2))", "torch_npu.contrib.function.roll", True),
+    ("torch.roll(x, shifts=[-3, -3], dims=(1, 2))", "torch_npu.contrib.function.roll", False),
+    ("torch.roll(input=x, shifts=(1, 1), dims=(1, 2))", "torch_npu.contrib.function.roll", False),
+    ("torch.matmul(q, k.transpose(-2, -1))", "torch_npu.contrib.function.matmul_transpose", False),
+    ("torch.matmul(q, torch.transpose(k, -1, -2))", "torch_npu.contrib.function.matmul_transpose", False),
+    ("torch.matmul(q, k.mT)", "torch_npu.contrib.function.matmul_transpose", False),
+])
+def test_torch_calls(call, target, fixable):
+    finding = single(f"import torch\ny = {call}\n", "ASC303")
+    assert finding.tips == target and finding.line == 2
+    assert (finding.fix == f"call {target}") is fixable
+    assert ("ascend-analyse --fix rewrites it" in finding.message) is fixable
+
+
+@pytest.mark.parametrize("call", [
+    "torch.roll(x, 1)",
+    "torch.roll(x, shifts=(1, 1), dims=(0, 1))",
+    "torch.roll(x, shifts=(1, 1, 1), dims=(1, 2))",
+    "torch.matmul(q, k)",
+    "torch.matmul(q, k.transpose(0, 1))",
+    "torch.nn.SiLU()",                       # deprecated contrib.module.SiLU
+    "torchvision.transforms.ColorJitter(0.4)",  # deprecated FusedColorJitter
+    "np.roll(a, 1)",
+    "optax.adamw(1e-3)",
+])
+def test_torch_call_near_misses(call):
+    assert only(f"import torch\nimport torchvision\nimport numpy as np\ny = {call}\n", "ASC303") == []
+
+
+def test_import_aliases_resolve():
+    source = "from torch.optim import AdamW as W\nopt = W(params, lr=1e-3)\n"
+    assert single(source, "ASC303").api == "torch.optim.AdamW"
+    assert only("def AdamW(p):\n    return p\nimport torch\nopt = AdamW(params)\n", "ASC303") == []
+
+
+def test_matmul_operator_needs_a_tensor_when_the_file_uses_numpy():
+    numpy_file = "import numpy as np\nimport torch\ndef f(a, b):\n    return a @ b.transpose(-2, -1)\n"
+    assert only(numpy_file, "ASC303") == []
+    tensor = "import numpy as np\nimport torch\ndef f(a: torch.Tensor, b):\n    return a @ b.transpose(-2, -1)\n"
+    assert [f.line for f in only(tensor, "ASC303")] == [4]
+
+
+# -- ASC304: x[mask] = value ---------------------------------------------------------------------
+@pytest.mark.parametrize("body", [
+    "x = torch.randn(8)\nx[x > 0] = 0",
+    "x = torch.randn(8)\nm = x > 0\nx[~m] = -1.5",
+    "x = torch.randn(8)\nx[(x > 0) & (x < 1)] = 1",
+    "x = torch.randn(8)\nx[torch.isnan(x)] = 0",
+    "x = torch.randn(8)\nm = torch.zeros(8, dtype=torch.bool)\nx[m] = 0",
+    "x = torch.randn(8)\nx[idx.bool()] = 0",
+    "x = torch.randn(8)\nx[x.to(torch.bool)] = float('inf')",
+    "x = torch.randn(8)\nx[x == 0] = torch.finfo(x.dtype).min",
+    "from math import inf\nx = torch.randn(8)\nx[x == 0] = -inf",
+])
+def test_index_put_fires(body):
+    source = "import torch\n" + body + "\n"
+    finding = single(source, "ASC304")
+    assert finding.line == source.count("\n")
+    assert finding.tips == "torch_npu.contrib.function.npu_fast_condition_index_put"
+
+
+@pytest.mark.parametrize("source", [
+    "import numpy as np\nimport torch\na = np.zeros(3)\na[a > 0] = 0\n",                   # numpy array
+    "import numpy as np\nimport torch\ndef f(a):\n    a[a > 0] = 0\n",                     # unknown, file uses numpy
+    "import torch\nd = {}\nd[k > 0] = 1\n",                                             # dict
+    "import torch\nlst = [1, 2]\nlst[i == 0] = 3\n",                                    # list
+    "import torch\ndef f(df):\n    df.loc[df['a'] > 0] = 0\n",                          # pandas .loc
+    "import torch\nsd = {}\nfor k, v in model.state_dict().items():\n    sd[k] = v\n",  # the official tool's FP
+    "import torch\nx = torch.randn(8)\nx[x > 0] = y[x > 0]\n",                          # tensor value
+    "import torch\nx = torch.randn(8, 2)\nx[x[:, 0] > 0, 1] = 0\n",                     # tuple index
+    "import torch\nx = torch.randn(8)\nx[idx] = 0\n",                                   # integer index
+    "import torch\nx = torch.randn(8)\nx[0 < x < 1] = 0\n",                              # chained comparison
+])
+def test_index_put_near_misses(source):
+    assert only(source, "ASC304") == []
+
+
+def test_numpy_a_gt_0_is_silent_but_the_tensor_twin_fires():
+    assert only("import numpy as np\na = np.arange(5)\na[a > 0] = 0\n", "ASC304") == []
+    assert len(only("import torch\na = torch.arange(5)\na[a > 0] = 0\n", "ASC304")) == 1
+
+
+def test_index_put_rewrite_is_offered_only_for_fresh_local_tensors():
+    fresh = single("import torch\ndef f(s):\n    x = s * 2\n    x[x > 0] = 0\n    return x\n", "ASC304")
+    assert fresh.fix.startswith("index_put ") and "--fix rewrites it" in fresh.message
+    param = single("import torch\ndef f(x: torch.Tensor):\n    x[x > 0] = 0\n", "ASC304")
+    assert param.fix == "" and "not rewritten" in param.message
+    view = single("import torch\ndef f(s: torch.Tensor):\n    x = s.view(-1)\n    x[x > 0] = 0\n", "ASC304")
+    assert view.fix == ""
+    stored = single("import torch\ndef f(self):\n    x = torch.zeros(3)\n    self.buf = x\n    x[x > 0] = 1\n",
+                    "ASC304")
+    assert stored.fix == ""
+
+
+# -- ASC304: fused patterns ----------------------------------------------------------------------
+def fused(source, **kwargs):
+    return [(f.line, f.end_line, f.tips) for f in only(source, "ASC304", **kwargs)]
+
+
+HAND_RMSNORM = """
+import torch
+import torch.nn as nn
+
+class LlamaRMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+"""
+
+
+def test_rmsnorm_module_written_by_hand():
+    assert fused(HAND_RMSNORM) == [(14, 15, "torch_npu.npu_rms_norm")]
+
+
+@pytest.mark.parametrize("body", [
+    "return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)",
+    "return x * torch.rsqrt(torch.mean(x ** 2, dim=-1, keepdim=True) + eps)",
+    "ms = (x * x).mean(-1, keepdim=True)\n    return x / torch.sqrt(ms + eps)",
+    "return x.float() * (x.float().square().mean(-1, keepdim=True) + eps).rsqrt()",
+])
+def test_rmsnorm_spellings(body):
+    source = f"import torch\ndef norm(x, eps):\n    {body}\n"
+    assert [t for _, _, t in fused(source)] == ["torch_npu.npu_rms_norm"]
+
+
+@pytest.mark.parametrize("body", [
+    # LayerNorm: the squared value is centred
+    "xc = x - x.mean(-1, keepdim=True)\n    return xc * torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + eps)",
+    # the scaled tensor is not the squared one
+    "return y * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)",
+    "return x * torch.rsqrt(x.pow(3).mean(-1, keepdim=True) + eps)",
+    "return x * torch.rsqrt(eps)",
+])
+def test_rmsnorm_near_misses(body):
+    assert fused(f"import torch\ndef norm(x, y, eps):\n    {body}\n") == []
+
+
+@pytest.mark.parametrize("body", [
+    "x1, x2 = x.chunk(2, dim=-1)\n    return torch.cat((-x2, x1), dim=-1)",
+    "x1 = x[..., : x.shape[-1] // 2]\n    x2 = x[..., x.shape[-1] // 2 :]\n    return torch.cat((-x2, x1), dim=-1)",
+    "return torch.cat([-x[..., 32:], x[..., :32]], -1)",
+])
+def test_rotate_half(body):
+    source = f"import torch\ndef rotate_half(x):\n    {body}\n"
+    assert [t for _, _, t in fused(source)] == ["torch_npu.npu_rotary_mul"]
+
+
+@pytest.mark.parametrize("body", [
+    "x1, x2 = x.chunk(2, dim=-1)\n    return torch.cat((x2, -x1), dim=-1)",   # halves in the other order
+    "x1, x2 = x.chunk(2, dim=-1)\n    return torch.cat((-x2, x1))",           # along dim 0
+    "x1, x2 = x.chunk(2)\n    return torch.cat((-x2, x1), dim=-1)",           # chunked along dim 0
+    "x1, x2 = x.chunk(3, dim=-1)[:2]\n    return torch.cat((-x2, x1), dim=-1)",
+    "return torch.cat((-y, x), dim=-1)",                                      # two unrelated tensors
+])
+def test_rotate_half_near_misses(body):
+    assert fused(f"import torch\ndef rotate_half(x, y):\n    {body}\n") == []
+
+
+def test_swiglu_and_geglu():
+    source = """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class GatedMLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = nn.SiLU()
+
+        def swiglu(self, x):
+            a, b = x.chunk(2, dim=-1)
+            return self.act(a) * b
+
+        def sigmoid_form(self, x):
+            gate, value = torch.chunk(x, 2, -1)
+            return gate * torch.sigmoid(gate) * value
+
+        def geglu(self, x):
+            x, gate = x.chunk(2, dim=-1)
+            return F.gelu(x) * gate
+    """
+    assert [(line, t) for line, _, t in fused(source)] == [
+        (13, "torch_npu.npu_swiglu"), (17, "torch_npu.npu_swiglu"), (21, "torch_npu.npu_geglu")]
+
+
+@pytest.mark.parametrize("body", [
+    "return F.silu(self.w1(x)) * self.w3(x)",           # two projections, not halves of one tensor
+    "a, b = x.chunk(2, dim=-1)\n        return F.silu(a) * c",
+    "a, b = x.chunk(2, dim=-1)\n        return F.relu(a) * b",
+    "a, b = x.chunk(2, dim=-1)\n        return a * b",
+])
+def test_swiglu_near_misses(body):
+    source = f"import torch.nn.functional as F\nclass M:\n    def f(self, x, c):\n        {body}\n"
+    assert fused(source) == []
+
+
+TIMM_ATTENTION = """
+import torch
+import torch.nn as nn
+
+class Attention(nn.Module):
+    def __init__(self, dim, num_heads=8):
+        super().__init__()
+        self.scale = (dim // num_heads) ** -0.5
+        self.attn_drop = nn.Dropout(0.1)
+
+    def forward(self, q, k, v):
+        attn = (q @ k.transpose(-2, -1)) * self.scale
+        attn = attn.softmax(dim=-1)
+        attn = self.attn_drop(attn)
+        return attn @ v
+"""
+
+BERT_ATTENTION = """
+import math
+import torch
+from torch import nn
+
+def attention(query_layer, key_layer, value_layer, attention_mask, dropout, head_size):
+    attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))
+    attention_scores = attention_scores / math.sqrt(head_size)
+    attention_scores = attention_scores + attention_mask
+    attention_probs = nn.functional.softmax(attention_scores, dim=-1)
+    attention_probs = dropout(attention_probs)
+    return torch.matmul(attention_probs, value_layer)
+"""
+
+
+def test_attention_patterns():
+    assert fused(TIMM_ATTENTION) == [(12, 15, "torch_npu.npu_fusion_attention")]
+    masked = TIMM_ATTENTION.replace("attn = attn.softmax(dim=-1)",
+                                    "attn = attn.masked_fill(mask, float('-inf')).float().softmax(dim=-1)")
+    assert fused(masked) == [(12, 15, "torch_npu.npu_fusion_attention")]
+    # BERT's dropout is a module passed in: the probabilities are not followed through it
+    assert fused(BERT_ATTENTION) == []
+    with_f_dropout = BERT_ATTENTION.replace("dropout(attention_probs)", "nn.functional.dropout(attention_probs, 0.1)")
+    assert fused(with_f_dropout) == [(7, 12, "torch_npu.npu_fusion_attention")]
+
+
+@pytest.mark.parametrize("body", [
+    "return torch.softmax(self.fc(x), dim=-1) @ v",     # softmax of a projection, not of q @ k
+    "return (q @ k.transpose(-2, -1)) @ v",             # no softmax
+    "return torch.sigmoid(q @ k.transpose(-2, -1)) @ v",
+])
+def test_attention_near_misses(body):
+    assert fused(f"import torch\nclass A:\n    def f(self, q, k, v, x):\n        {body}\n") == []
+
+
+def test_add_layer_norm():
+    source = """
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Output(nn.Module):
+        def __init__(self, hidden):
+            super().__init__()
+            self.dense = nn.Linear(hidden, hidden)
+            self.LayerNorm = nn.LayerNorm(hidden, eps=1e-12)
+
+        def forward(self, hidden_states, input_tensor):
+            hidden_states = self.dense(hidden_states)
+            return self.LayerNorm(hidden_states + input_tensor)
+
+        def functional(self, a, b):
+            return F.layer_norm(a + b, a.shape[-1:])
+
+        def near_misses(self, a, b):
+            return self.LayerNorm(a) + b, self.dense(a + b), F.layer_norm(a * b, a.shape[-1:])
+    """
+    assert fused(source) == [(13, 13, "torch_npu.npu_add_layer_norm"), (16, 16, "torch_npu.npu_add_layer_norm")]
+
+
+def test_patterns_outside_functions_are_not_fused_candidates():
+    assert fused("import torch\nx1, x2 = x.chunk(2, dim=-1)\ny = torch.cat((-x2, x1), dim=-1)\n") == []
+
+
+# -- the sample project ----------------------------------------------------------------------------
+def test_yolo_mini_sample_fires_every_affinity_code():
+    found = set()
+    for path in sorted(EXAMPLES.rglob("*.py")):
+        for f in run_rules(path.read_text(encoding="utf-8"), codes=["ASC3"]):
+            found.add((path.name, f.code, f.tips))
+    assert {
+        ("common.py", "ASC301", "torch_npu.contrib.module.Focus"),
+        ("common.py", "ASC302", "torch_npu.contrib.module.ChannelShuffle"),
+        ("common.py", "ASC304", "torch_npu.npu_rms_norm"),
+        ("common.py", "ASC304", "torch_npu.npu_rotary_mul"),
+        ("common.py", "ASC304", "torch_npu.npu_swiglu"),
+        ("detect.py", "ASC304", "torch_npu.contrib.function.npu_fast_condition_index_put"),
+        ("train.py", "ASC303", "torch_npu.optim.NpuFusedAdamW"),
+    } <= found

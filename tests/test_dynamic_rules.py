@@ -1,0 +1,134 @@
+"""ASC401-404: dynamic-shape hints, with the near misses that must stay silent."""
+import pytest
+
+from conftest import run_rules
+
+
+def lines(source, code):
+    return [f.line for f in run_rules(source, codes=[code])]
+
+
+@pytest.mark.parametrize("source", [
+    "import torch\nidx = torch.nonzero(x, as_tuple=True)\n",
+    "import torch\nv = torch.unique_consecutive(x)\n",
+    "import torch\nc = torch.bincount(labels)\n",
+    "from torch import where\ni = where(mask)\n",
+    "import torch\nidx = torch.argwhere(x)\n",
+    "import torch\nx = torch.randn(3)\ny = x.masked_select(x > 0)\n",
+    "import torch\nx = torch.randn(3)\nn = torch.Tensor.nonzero(x)\n",
+    "import torch\ncounts = torch.tensor([1, 2])\ny = torch.repeat_interleave(counts)\n",
+    "import torch\nx = torch.randn(3)\nr = torch.tensor([1, 2, 3])\ny = x.repeat_interleave(r)\n",
+    "import torch\ndef f(x: torch.Tensor):\n    keep = x > 0\n    return keep.nonzero()\n",
+])
+def test_asc401_fires(source):
+    assert len(lines(source, "ASC401")) == 1
+
+
+@pytest.mark.parametrize("source", [
+    "import numpy as np\ni = np.where(a > 0)\n",  # numpy, not torch
+    "import torch\nimport numpy as np\nu = np.unique(torch_out)\n",
+    "import torch\nx = torch.randn(3)\ny = x.repeat_interleave(2)\n",  # constant repeats
+    "import torch\ny = torch.where(c, a, b)\n",  # three-argument where keeps the shape
+    "import torch\ny = torch.where(condition=c, input=a, other=b)\n",
+    "import torch\ndef where(c):\n    return c\ny = where(m)\n",  # a local function
+    "import torch\nclass Table:\n    def unique(self):\n        pass\nTable().unique()\n",
+    "import torch\nidx = torch.nonzero_static(x, size=4)\n",
+    "import torch\nrows = df.where(df > 0)\n",  # pandas-style method on an unknown object
+])
+def test_asc401_near_misses(source):
+    assert lines(source, "ASC401") == []
+
+
+@pytest.mark.parametrize("source,line", [
+    ("import torch\nx = torch.randn(5)\nm = (x > 0) & (x < 1)\ny = x[m]\n", 4),
+    ("import torch\nx = torch.randn(5)\ny = x[torch.isfinite(x)]\n", 3),
+    ("import torch\nx = torch.randn(5)\ny = x[x.gt(0)]\n", 3),
+    ("import torch\nkeep = torch.zeros(4, dtype=torch.bool)\ny = boxes[keep]\n", 3),
+    ("import torch\ny = feats[~(feats == 0)]\n", 2),
+    ("import torch\nfor x, y in loader:\n    out = x[x != pad]\n", 3),
+])
+def test_asc402_fires(source, line):
+    assert lines(source, "ASC402") == [line]
+
+
+@pytest.mark.parametrize("source", [
+    "import torch\nx = torch.randn(5)\nx[x < 0] += 1\n",  # index put (augmented), not a read
+    "import torch\nx = torch.randn(5)\ndel x[x > 0]\n",
+    "import torch\ny = weights[name in table]\n",  # membership test indexes with a Python bool
+    "import torch\nx = torch.randn(5)\ny = x[x.argmax()]\n",  # an index, not a mask
+    "import torch\nimport numpy as np\narr = np.array(v)\ny = arr[arr > 0]\n",
+    "import torch\ny = batch[i > 0]\n",  # unrelated comparison of unknown values
+    "import torch\nx = torch.randn(5)\ndef f(keep):\n    return x[keep]\n",  # parameter shadows nothing known
+])
+def test_asc402_near_misses(source):
+    assert lines(source, "ASC402") == []
+
+
+@pytest.mark.parametrize("source,line", [
+    ("import torch\ny = x[n.item():]\n", 2),
+    ("import torch\ny = x[:, : k.item() + 1]\n", 2),
+    ("import torch\nn = int(mask.sum())\nbuf = torch.empty(n, 3)\n", 3),
+    ("import torch\na, b = sizes.tolist()\nz = torch.zeros(a)\n", 3),
+    ("import torch\nimport math\nn = math.ceil(t.max())\nz = torch.arange(n)\n", 4),
+    ("import torch\nz = torch.randint(0, 5, size=(n.item(),))\n", 2),
+    ("import torch\nvals, idx = scores.topk(k=num.item())\n", 2),
+    ("import torch.nn.functional as F\ny = F.pad(x, (0, int(gap.max())))\n", 2),
+])
+def test_asc403_fires(source, line):
+    assert lines(source, "ASC403") == [line]
+
+
+@pytest.mark.parametrize("source", [
+    "import torch\nlogger.info(loss.item())\n",  # a value read, not used as a size
+    "import torch\ny = x[: x.size(0) // 2]\n",  # shape-derived, not value-derived
+    "import torch\nn = int(args.batch)\ny = torch.zeros(n)\n",  # int() of an unknown non-tensor
+    "import torch\ny = x[: len(t.tolist())]\n",  # len() of the list is a shape
+    "import torch\nz = torch.full((3,), int(t.max()))\n",  # a fill value, not a size
+    "import torch\nn = t.item()\ndef f(n):\n    return x[:n]\n",  # the parameter shadows the host value
+    "import torch\nimport numpy as np\nv = np.arange(4)\nz = torch.zeros(int(v.sum()))\n",
+    "import torch\ndef item():\n    return 3\ny = x[: item()]\n",
+])
+def test_asc403_near_misses(source):
+    assert lines(source, "ASC403") == []
+
+
+DL = "from torch.utils.data import DataLoader\n"
+
+
+@pytest.mark.parametrize("source,line", [
+    (DL + "self_loader = DataLoader(ds, batch_size=8, shuffle=(sampler is None))\n", 2),
+    (DL + "class T:\n    def setup(self):\n        self.train_dl = DataLoader(ds, batch_size=8)\n", 4),
+    (DL + "loader = DataLoader(trainset, 8)\n", 2),
+    (DL + "loader = DataLoader(ds, 8, True)\n", 2),
+    ("import torch.utils.data as tud\nl = tud.DataLoader(d, batch_size=4, shuffle=True, drop_last=False)\n", 2),
+    ("from torch.utils.data.dataloader import DataLoader\nl = DataLoader(d, batch_size=4, shuffle=True)\n", 2),
+])
+def test_asc404_fires(source, line):
+    assert lines(source, "ASC404") == [line]
+
+
+@pytest.mark.parametrize("source", [
+    DL + "loader = DataLoader(ds, 8, True, None, None, 0, None, False, True)\n",  # positional drop_last=True
+    DL + "eval_loader = DataLoader(ds, batch_size=8, sampler=s)\n",
+    DL + "def validate(ds):\n    return DataLoader(ds, batch_size=8, shuffle=True)\n",
+    DL + "loaders = {'valid': DataLoader(train_ds, batch_size=8, shuffle=True)}\n",
+    DL + "loader = DataLoader(ds, batch_size=None, shuffle=True)\n",  # no batching
+    DL + "loader = DataLoader(ds, batch_size=1, shuffle=True)\n",
+    DL + "loader = DataLoader(ds, batch_size=8, shuffle=False)\n",
+    DL + "loader = DataLoader(ds, *rest)\n",
+    "from mylib import DataLoader\nloader = DataLoader(ds, batch_size=8, shuffle=True)\n",
+])
+def test_asc404_near_misses(source):
+    assert lines(source, "ASC404") == []
+
+
+def test_hints_share_one_report_file():
+    from flake8_ascend.registry import all_rules
+    assert {r.csv for r in all_rules() if r.code.startswith("ASC4")} == {"dynamic_shape_hints.csv"}
+
+
+def test_noqa_silences_a_hint():
+    from flake8_ascend.engine import is_suppressed
+    source = "import torch\nidx = torch.nonzero(x)  # noqa: ASC401\n"
+    findings = run_rules(source, codes=["ASC401"])
+    assert findings and all(is_suppressed(f, source.splitlines(keepends=True)) for f in findings)
