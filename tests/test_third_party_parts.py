@@ -306,3 +306,19 @@ def test_host_only_operators_and_the_library_importing_itself_are_not_unsupporte
     assert sorted(causes) == ["flash_attn", "version"]
     assert not causes["version"].blocking and causes["version"].tips.startswith("no device kernel found")
     assert causes["flash_attn"].category == "migration" and causes["flash_attn"].blocking
+
+
+def test_type_checks_and_annotations_are_not_uses(tmp_path):
+    write_tree(tmp_path, {"lib/__init__.py": "", "lib/a.py": """
+        import torch
+
+        def unwrap(model):
+            return model.module if isinstance(model, torch.nn.DataParallel) else model
+
+        def typed(model: torch.nn.DataParallel) -> torch.nn.DataParallel:
+            return model
+
+        def wrap(model):
+            return torch.nn.DataParallel(model)
+        """})
+    assert affected(tmp_path, "unsupported") == {"torch.nn.DataParallel": ["lib.a.wrap"]}

@@ -105,6 +105,7 @@ class Collector:
         self.global_imports: Dict[str, str] = {}  # ``global m; import ext as m`` in a function: m -> ext
         self.loaded: Set[str] = set()  # extension names given to loaders in this file
         self.listed: Set[str] = set()  # operator names listed by load_ext calls
+        self.mentions: List[Tuple[int, int, int, int]] = []  # spans that name an API without running it
         self.module_scope = None
 
     def __call__(self) -> "Collector":
@@ -126,6 +127,12 @@ class Collector:
 
     # -- definitions ----------------------------------------------------------------------
     def _define(self, node, ctx) -> None:
+        if not isinstance(node, ast.ClassDef):  # annotations name types, they run nothing
+            arguments = node.args
+            for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg,
+                        arguments.kwarg]:
+                self._mention(arg.annotation if arg is not None else None)
+            self._mention(node.returns)
         owner, enclosing = self._owner(ctx)
         if enclosing is not None and id(enclosing) not in self.class_paths:
             self.keys[id(node)] = owner  # inside a function (or a class inside one): part of it
@@ -223,9 +230,16 @@ class Collector:
         else:
             self._define(node, ctx)
 
+    def _mention(self, node: Optional[ast.AST]) -> None:
+        if node is not None:
+            self.mentions.append((node.lineno, node.col_offset, node.end_lineno or node.lineno,
+                                  node.end_col_offset or 0))
+
     def _call(self, node: ast.Call, ctx) -> None:
         key, _ = self._owner(ctx)
         func = node.func
+        if isinstance(func, ast.Name) and func.id in ("isinstance", "issubclass") and len(node.args) == 2:
+            self._mention(node.args[1])  # a type check does not use the class
         if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in _LOADER_NAMES:
             self._extension_handle(node, ctx)  # remembers the extension's name
         if self._custom_op(node, ctx, key):
@@ -424,8 +438,10 @@ def summarise(tree: ast.AST, lines: List[str], summary: FileSummary, config: Con
     collector.finish()
     owner = _owner_by_line(summary.spans)
     data = config.data
+    mentions = collector.mentions
     for finding in findings:
-        if is_suppressed(finding, lines):
+        if is_suppressed(finding, lines) or any(
+                (first, start) <= (finding.line, finding.col) < (last, end) for first, start, last, end in mentions):
             continue
         category = _category(finding, data, ops.tops)
         if category is not None:
