@@ -74,7 +74,7 @@ def test_device_registrations_are_followed_from_the_binding(tmp_path):
             Tensor iou(Tensor b) { return iou_impl(b); }
             Tensor iou_impl(Tensor b) { return DISPATCH_DEVICE_IMPL(iou_impl, b); }
             """,
-        "ops/cudabind.cpp": "REGISTER_DEVICE_IMPL(nms_impl, CUDA, nms_cuda);\nREGISTER_DEVICE_IMPL(iou_impl, CUDA, i);\n",
+        "ops/cudabind.cpp": "REGISTER_DEVICE_IMPL(nms_impl, CUDA, n);\nREGISTER_DEVICE_IMPL(iou_impl, CUDA, i);\n",
         "ops/npu/nms_npu.cpp": "#define REGISTER_NPU_IMPL(key, value) x\nREGISTER_NPU_IMPL(nms_impl, nms_npu);\n",
     })
     ops = cpp_ops.scan(tmp_path)
@@ -322,3 +322,25 @@ def test_type_checks_and_annotations_are_not_uses(tmp_path):
             return torch.nn.DataParallel(model)
         """})
     assert affected(tmp_path, "unsupported") == {"torch.nn.DataParallel": ["lib.a.wrap"]}
+
+
+def test_names_from_a_star_import_are_followed(tmp_path):
+    write_tree(tmp_path, {"lib/__init__.py": "", "lib/a.py": """
+        import torch
+        __all__ = ["wrap"]
+
+        def wrap(m):
+            return torch.nn.DataParallel(m)
+
+        def hidden(m):
+            return torch.nn.DataParallel(m)
+        """, "lib/b.py": """
+        from .a import *
+
+        def go(m):
+            return wrap(m)
+
+        def other(m):
+            return hidden(m)
+        """})
+    assert affected(tmp_path, "unsupported") == {"torch.nn.DataParallel": ["lib.a.hidden", "lib.a.wrap", "lib.b.go"]}

@@ -79,7 +79,8 @@ def mmcv_report(folder: Path) -> None:
     print(f"  operators called: {len(ops)}; with an NPU implementation: {len(npu)}; without one: {len(without)}"
           f" (a CUDA kernel only: {len(cuda_only)})")
     print(f"  NPU-implemented: {', '.join(npu)}")
-    print(f"  unsupported names: {len(names)}, of which under mmcv.ops: {sum(n.startswith('mmcv.ops.') for n in names)};"
+    under_ops = sum(n.startswith("mmcv.ops.") for n in names)
+    print(f"  unsupported names: {len(names)}, of which under mmcv.ops: {under_ops};"
           f" functions and classes of mmcv.ops reaching an operator without NPU kernel: "
           f"{sum(n.startswith('mmcv.ops.') for n in reaching)}")
 

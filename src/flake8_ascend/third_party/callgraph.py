@@ -234,12 +234,8 @@ class Symbols:
         if kind == "q":
             return self.resolve(ref[1])
         if kind == "star":
-            for star in self.modules[module].stars:
-                if star in self.modules:
-                    found = self.resolve(f"{star}.{ref[1]}")
-                    if found is not None:
-                        return found
-            return None
+            source = self._star_index(module).get(ref[1].split(".", 1)[0])
+            return self.resolve(f"{source}.{ref[1]}") if source is not None else None
         if kind in ("self", "super"):
             cls = f"{module}.{ref[1]}"
             if cls not in self.classes:
@@ -278,7 +274,7 @@ class Symbols:
         return self._called(made[1]) if method == "__call__" else self.member(made[1], method)
 
     def call_targets(self, found: Optional[Target]) -> List[int]:
-        """The nodes a call of what ``found`` denotes runs (a class runs its ``__init__``)."""
+        """The nodes a call of what ``found`` denotes runs (a class: its class node)."""
         if found is None:
             return []
         kind, value = found

@@ -165,7 +165,8 @@ class _Tree:
     def __init__(self) -> None:
         self.functions: Dict[str, List[Tuple[str, int, frozenset]]] = {}  # name -> (file, line, identifiers)
         self.registrations: Dict[str, List[Tuple[str, str]]] = {}  # key -> (device, "file:line")
-        self.bindings: List[Tuple[str, str, int, str, frozenset, Optional[str]]] = []  # kind, name, line, file, seeds, device
+        # (kind, name, line, file, seeds, device) of every m.def / m.impl
+        self.bindings: List[Tuple[str, str, int, str, frozenset, Optional[str]]] = []
         self.result = CppOps()
 
     def add(self, source: _Source) -> None:

@@ -58,6 +58,8 @@ class OpTable:
 
 @dataclass
 class FileSummary:
+    """What the parent needs of one file; keys are paths inside the module ("" = the module)."""
+
     rel: str
     module: str
     is_package: bool
@@ -165,10 +167,12 @@ class Collector:
         scope = self.module_scope
         return any(b is binding for b in scope.bindings.get(name, ()))
 
-    def ref(self, expr: ast.AST, ctx, key: str) -> Optional[Ref]:
+    def ref(self, expr: ast.AST, ctx, key: str, qualname: Optional[str] = None) -> Optional[Ref]:
         """What a called (or aliased) expression refers to: a reference, ``EXTERNAL`` (an import
-        from outside the library), or None when plain resolution cannot tell."""
-        qualname = ctx.qualname(expr)
+        from outside the library), or None when plain resolution cannot tell.  ``qualname``:
+        ``ctx.qualname(expr)`` when the caller has it already."""
+        if qualname is None:
+            qualname = ctx.qualname(expr)
         if qualname is not None:
             dotted = self._absolute(qualname)
             return ("q", dotted) if dotted and self._in_library(dotted) else EXTERNAL
@@ -242,9 +246,10 @@ class Collector:
             self._mention(node.args[1])  # a type check does not use the class
         if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in _LOADER_NAMES:
             self._extension_handle(node, ctx)  # remembers the extension's name
-        if self._custom_op(node, ctx, key):
+        qualname = ctx.qualname(func)
+        if qualname is not None and self._custom_op(node, qualname, key):
             return
-        ref = self.ref(func, ctx, key)
+        ref = self.ref(func, ctx, key, qualname)
         if isinstance(func, ast.Attribute):  # where jedi would look: the called name
             line, col = func.end_lineno or node.lineno, max(0, (func.end_col_offset or 0) - len(func.attr))
         else:
@@ -254,10 +259,9 @@ class Collector:
         elif ref is None and isinstance(func, ast.Attribute) and not ctx.is_tensor(func.value):
             self.s.sites.append((key, func.attr, line, col))
 
-    def _custom_op(self, node: ast.Call, ctx, key: str) -> bool:
+    def _custom_op(self, node: ast.Call, qualname: str, key: str) -> bool:
         """Record a call of an imported custom operator (``_C.op(...)``, ``torch.ops.ns.op(...)``)."""
-        qualname = ctx.qualname(node.func)
-        op = self._op_of(self._absolute(qualname)) if qualname is not None else ""
+        op = self._op_of(self._absolute(qualname))
         if op:
             self.s.causes.append((key, CUDA_OP, op, node.lineno, ""))
         return bool(op)
@@ -345,7 +349,8 @@ class Collector:
         self.loaded.update(a.value for a in named if isinstance(a, ast.Constant) and isinstance(a.value, str))
         for arg in call.args[1:2]:
             if isinstance(arg, (ast.List, ast.Tuple)):
-                listed = frozenset(e.value for e in arg.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+                listed = frozenset(e.value for e in arg.elts
+                                   if isinstance(e, ast.Constant) and isinstance(e.value, str))
                 self.listed |= listed
                 return listed
         return None
