@@ -284,7 +284,7 @@ def test_late_edges_propagate_only_what_is_new():
     assert impact.causes_of(0) == [0, 1] and impact.chain(0, 1)[0] == [0, 1, 2, 3]
 
 
-def test_host_only_operators_and_the_library_importing_itself_are_not_unsupported(tmp_path):
+def test_host_only_operators_guarded_imports_and_the_library_importing_itself_are_not_unsupported(tmp_path):
     write_tree(tmp_path, {
         "csrc/bind.cpp": 'PYBIND11_MODULE(_C, m) { m.def("version", &version); }\nint version() { return 1; }\n',
         "apex/__init__.py": "",
@@ -299,13 +299,21 @@ def test_host_only_operators_and_the_library_importing_itself_are_not_unsupporte
             def attention(q):
                 import flash_attn
                 return flash_attn.flash_attn_func(q, q, q)
+
+            def maybe(q, use_flash):
+                if use_flash:
+                    from flash_attn import flash_attn_func
+                    return flash_attn_func(q, q, q)
+                return q
             """,
     })
     result = analyse(tmp_path, Config(VERSION), jedi_seconds=0)
-    causes = {cause.api: cause for cause in result.impact.causes}
-    assert sorted(causes) == ["flash_attn", "version"]
-    assert not causes["version"].blocking and causes["version"].tips.startswith("no device kernel found")
-    assert causes["flash_attn"].category == "migration" and causes["flash_attn"].blocking
+    causes = [(c.api, c.blocking, [result.symbols.graph.nodes[n].name for n, _ in c.sites])
+              for c in result.impact.causes]
+    assert causes == [("version", False, ["apex.info.version"]), ("flash_attn", True, ["apex.fast.attention"]),
+                      ("flash_attn", False, ["apex.fast.maybe"])]
+    tips = [c.tips for c in result.impact.causes]
+    assert tips[0].startswith("no device kernel found") and tips[2].startswith("imported only under an if or try")
 
 
 def test_type_checks_and_annotations_are_not_uses(tmp_path):

@@ -87,20 +87,20 @@ class ThirdPartyAnalysis:
 
 
 def _root_causes(symbols: Symbols, cpp: cpp_ops.CppOps) -> List[RootCause]:
-    found: Dict[Tuple[str, str], RootCause] = {}
-    tips: Dict[Tuple[str, str], Tuple[str, int, str]] = {}
+    found: Dict[Tuple[str, str, bool], RootCause] = {}
+    tips: Dict[Tuple[str, str, bool], Tuple[str, int, str]] = {}
     for summary in symbols.modules.values():
-        for key, category, api, line, tip in summary.causes:
+        for key, category, api, line, tip, optional in summary.causes:
             node = symbols.node_of(summary.module, key)
-            cause = found.setdefault((category, api), RootCause(category, api))
+            cause = found.setdefault((category, api, optional), RootCause(category, api))
             cause.sites.append((node, line))
             first = (summary.rel, line, tip)
-            if (category, api) not in tips or first < tips[(category, api)]:
-                tips[(category, api)] = first
+            if (category, api, optional) not in tips or first < tips[(category, api, optional)]:
+                tips[(category, api, optional)] = first
     for key, cause in found.items():
         cause.sites.sort()
         cause.tips = tips[key][2]
-        if cause.category == UNKNOWN:
+        if cause.category == UNKNOWN or key[2]:
             cause.blocking = False
         elif cause.category == CUDA_OP:
             op = cpp.pybind.get(cause.api) or cpp.library.get(cause.api)

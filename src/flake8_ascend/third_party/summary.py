@@ -19,6 +19,11 @@ to it.  A call reference is one of:
 - ``("selfattr", class, attr, method)``: ``self.attr.method(...)``,
 - ``("inst", ref, method)``: a method of an object built by calling ``ref``
   (``m = Net(); m.run()``; ``method`` is ``__call__`` for ``m(x)``).
+
+An import of a CUDA-only package (ASC206) under an ``if`` or ``try`` of its
+function or module is an optional dependency, the way libraries import
+``flash_attn`` only when it is installed and asked for: it is listed, but
+does not make its callers unsupported.
 """
 from __future__ import annotations
 
@@ -40,6 +45,7 @@ _BUILTINS = frozenset(dir(builtins))
 _EXTENSION_LOADERS = frozenset({"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"})
 _LOADER_NAMES = frozenset({"load_ext", "load", "load_inline", "load_kernel"})
 
+_TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
 Ref = tuple
 EXTERNAL: Ref = ()  # resolved, to something outside the library
 
@@ -70,7 +76,8 @@ class FileSummary:
     class_attrs: Dict[str, Dict[str, List[Ref]]] = field(default_factory=dict)  # path -> self.attr -> refs
     calls: List[Tuple[str, Ref, int, int]] = field(default_factory=list)  # (node key, ref, line, column)
     sites: List[Tuple[str, str, int, int]] = field(default_factory=list)  # unresolved attr calls: key, attr, line, col
-    causes: List[Tuple[str, str, str, int, str]] = field(default_factory=list)  # key, category, api, line, tips
+    # (key, category, api, line, tips, optional): optional = a guarded import of a CUDA-only package
+    causes: List[Tuple[str, str, str, int, str, bool]] = field(default_factory=list)
     imports: Dict[str, str] = field(default_factory=dict)  # module-level name -> absolute dotted target
     aliases: Dict[str, Ref] = field(default_factory=dict)  # module-level ``name = other.name``
     stars: List[str] = field(default_factory=list)  # modules of ``from x import *``
@@ -108,6 +115,7 @@ class Collector:
         self.loaded: Set[str] = set()  # extension names given to loaders in this file
         self.listed: Set[str] = set()  # operator names listed by load_ext calls
         self.mentions: List[Tuple[int, int, int, int]] = []  # spans that name an API without running it
+        self.guarded: Set[int] = set()  # lines of imports under an ``if`` or ``try`` of their function or module
         self.module_scope = None
 
     def __call__(self) -> "Collector":
@@ -263,7 +271,7 @@ class Collector:
         """Record a call of an imported custom operator (``_C.op(...)``, ``torch.ops.ns.op(...)``)."""
         op = self._op_of(self._absolute(qualname))
         if op:
-            self.s.causes.append((key, CUDA_OP, op, node.lineno, ""))
+            self.s.causes.append((key, CUDA_OP, op, node.lineno, "", False))
         return bool(op)
 
     def _handle_use(self, node: ast.Attribute, ctx) -> None:
@@ -356,6 +364,12 @@ class Collector:
         return None
 
     def _import(self, node, ctx) -> None:
+        for ancestor in reversed(ctx.stack):
+            if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                break
+            if isinstance(ancestor, (ast.If, ast.Try, *_TRY_STAR)):
+                self.guarded.add(node.lineno)
+                break
         enclosing = self._owner(ctx)[1]
         if enclosing is not None:
             if isinstance(node, ast.Import) and self._declared_global(enclosing):
@@ -402,7 +416,7 @@ class Collector:
             else:
                 continue
             if name in self.ops.pybind or (listed is not None and name in listed):
-                self.s.causes.append((key, CUDA_OP, name, line, ""))
+                self.s.causes.append((key, CUDA_OP, name, line, "", False))
 
 
 def _category(finding, data, tops: frozenset) -> Optional[str]:
@@ -449,6 +463,10 @@ def summarise(tree: ast.AST, lines: List[str], summary: FileSummary, config: Con
                 (first, start) <= (finding.line, finding.col) < (last, end) for first, start, last, end in mentions):
             continue
         category = _category(finding, data, ops.tops)
-        if category is not None:
-            summary.causes.append((owner(finding.line), category, finding.api, finding.line, finding.tips))
+        if category is None:
+            continue
+        tips, optional = finding.tips, finding.code == "ASC206" and finding.line in collector.guarded
+        if optional:
+            tips = f"imported only under an if or try (an optional dependency), so not counted as unsupported; {tips}"
+        summary.causes.append((owner(finding.line), category, finding.api, finding.line, tips, optional))
     return summary
