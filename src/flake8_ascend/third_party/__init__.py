@@ -4,9 +4,10 @@ A function is unsupported when its body uses a torch API the selected
 torch_npu version does not support, a CUDA-side API that needs a manual
 migration, or a custom C++/CUDA operator without an NPU kernel, and so is
 every function that calls one, transitively.  Modules: ``cpp_ops`` (operators
-in the C++ sources), ``summary`` (one file -> a compact summary, in workers),
-``callgraph`` (names and edges across modules), ``impact`` (propagation and
-chains), ``jedi_calls`` (late edges), ``report`` (the official CSV files).
+in the C++ sources), ``layout`` (module names), ``summary`` and ``extensions``
+(one file -> a compact summary, in workers), ``callgraph`` (names and edges
+across modules), ``impact`` (propagation and chains), ``jedi_calls`` (late
+edges), ``report`` (the official CSV files), ``analysis`` (the run).
 
 Use without the command line::
 

@@ -36,14 +36,15 @@ from typing import Dict, List, Optional, Set, Tuple
 from ..config import Config
 from ..engine import analyze, is_suppressed
 from ..registry import rule_for
+from .extensions import CUDA_OP, LOADER_NAMES, ExtensionCalls
 from .layout import absolute
 
+__all__ = ["CUDA_OP", "MIGRATION", "UNKNOWN", "UNSUPPORTED", "Collector", "FileSummary", "OpTable", "summarise"]
+
 CAUSE_CODES = ("ASC101", "ASC102", "ASC201", "ASC205", "ASC206")
-UNSUPPORTED, UNKNOWN, MIGRATION, CUDA_OP = "unsupported", "unknown", "migration", "cuda_op"
+UNSUPPORTED, UNKNOWN, MIGRATION = "unsupported", "unknown", "migration"
 _CATEGORY = {"ASC101": UNSUPPORTED, "ASC102": UNKNOWN, "ASC205": MIGRATION, "ASC206": MIGRATION}
 _BUILTINS = frozenset(dir(builtins))
-_EXTENSION_LOADERS = frozenset({"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"})
-_LOADER_NAMES = frozenset({"load_ext", "load", "load_inline", "load_kernel"})
 
 _TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
 Ref = tuple
@@ -89,7 +90,7 @@ def _first_line(node) -> int:
     return min([node.lineno] + [d.lineno for d in node.decorator_list])
 
 
-class Collector:
+class Collector(ExtensionCalls):
     """Gathers a ``FileSummary`` while the engine walks the file.
 
     The engine instantiates the rule classes it is given; calling a collector
@@ -107,13 +108,7 @@ class Collector:
         self.methods: Dict[str, Tuple[str, str]] = {}  # function key -> (class path, name of self)
         self.class_paths: Dict[int, str] = {}  # id(ClassDef) -> dotted path in the module
         self.instances: Dict[int, Ref] = {}  # id(binding of a variable) -> ref of what built it
-        self.handles: Dict[int, Optional[frozenset]] = {}  # id(binding) -> ops an extension loader provides
-        self.global_handles: Dict[str, Optional[frozenset]] = {}  # the same for module-level names
-        self.pending: List[Tuple[str, Optional[int], str, str, int]] = []  # key, id(binding), name, op, line
-        self.globals: Dict[int, Set[str]] = {}  # id(function) -> names it declares ``global``
-        self.global_imports: Dict[str, str] = {}  # ``global m; import ext as m`` in a function: m -> ext
-        self.loaded: Set[str] = set()  # extension names given to loaders in this file
-        self.listed: Set[str] = set()  # operator names listed by load_ext calls
+        self.init_extensions()
         self.mentions: List[Tuple[int, int, int, int]] = []  # spans that name an API without running it
         self.guarded: Set[int] = set()  # lines of imports under an ``if`` or ``try`` of their function or module
         self.module_scope = None
@@ -230,9 +225,8 @@ class Collector:
                 scope = scope.parent
             self.module_scope = scope
         if type(node) is ast.Attribute:  # the most frequent node: reject it fast
-            if (node.attr in self.ops.pybind or node.attr in self.listed) and isinstance(node.value, ast.Name) \
-                    and isinstance(node.ctx, ast.Load):
-                self._handle_use(node, ctx)
+            if self.may_be_operator(node) and isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load):
+                self.handle_use(node, ctx)
         elif isinstance(node, ast.Call):
             self._call(node, ctx)
         elif isinstance(node, ast.Assign):
@@ -252,10 +246,10 @@ class Collector:
         func = node.func
         if isinstance(func, ast.Name) and func.id in ("isinstance", "issubclass") and len(node.args) == 2:
             self._mention(node.args[1])  # a type check does not use the class
-        if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in _LOADER_NAMES:
-            self._extension_handle(node, ctx)  # remembers the extension's name
+        if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in LOADER_NAMES:
+            self.extension_handle(node, ctx)  # remembers the extension's name
         qualname = ctx.qualname(func)
-        if qualname is not None and self._custom_op(node, qualname, key):
+        if qualname is not None and self.custom_op(node, qualname, key):
             return
         ref = self.ref(func, ctx, key, qualname)
         if isinstance(func, ast.Attribute):  # where jedi would look: the called name
@@ -266,36 +260,6 @@ class Collector:
             self.s.calls.append((key, ref, line, col))
         elif ref is None and isinstance(func, ast.Attribute) and not ctx.is_tensor(func.value):
             self.s.sites.append((key, func.attr, line, col))
-
-    def _custom_op(self, node: ast.Call, qualname: str, key: str) -> bool:
-        """Record a call of an imported custom operator (``_C.op(...)``, ``torch.ops.ns.op(...)``)."""
-        op = self._op_of(self._absolute(qualname))
-        if op:
-            self.s.causes.append((key, CUDA_OP, op, node.lineno, "", False))
-        return bool(op)
-
-    def _handle_use(self, node: ast.Attribute, ctx) -> None:
-        """``handle.op`` where ``handle`` may be a loaded extension; settled in ``finish``."""
-        key, _ = self._owner(ctx)
-        name = node.value.id
-        binding = self._binding(node.value, ctx)
-        module_level = binding is None or self._is_global(binding, name)
-        self.pending.append((key, None if module_level else id(binding), name, node.attr, node.lineno))
-
-    def _op_of(self, dotted: str) -> str:
-        """The operator a dotted call target names, or ''."""
-        ops = self.ops
-        if dotted.startswith("torch.ops."):
-            parts = dotted.split(".")
-            name = f"{parts[2]}::{parts[3]}" if len(parts) == 4 else ""
-            return name if name in ops.library else ""
-        module, _, name = dotted.rpartition(".")
-        if not module or name not in ops.pybind or module in ops.modules:
-            return ""
-        last = module.rsplit(".", 1)[-1]
-        if last in ops.ext_modules or module in self.loaded or (ops.extension_name and self._in_library(module)):
-            return name
-        return ""
 
     def _assign(self, node: ast.Assign, ctx) -> None:
         key, enclosing = self._owner(ctx)
@@ -317,51 +281,20 @@ class Collector:
                         self.s.aliases[name] = ref
         if not isinstance(value, ast.Call):
             return
-        loaded = self._extension_handle(value, ctx)
+        loaded = self.extension_handle(value, ctx)
         built = None if loaded is not False else self.ref(value.func, ctx, key)
         for target in targets:
-            if isinstance(target, ast.Name):
-                if loaded is not False and (module_level or target.id in self._declared_global(enclosing)):
-                    known = self.global_handles.get(target.id, frozenset())
-                    self.global_handles[target.id] = None if known is None or loaded is None else known | loaded
-                    continue
+            if isinstance(target, ast.Name) and loaded is not False:
+                self.bind_handle(target, loaded, module_level, enclosing, ctx, node.lineno)
+            elif isinstance(target, ast.Name) and built:
                 binding = ctx.resolver.binding(target.id, node.lineno)
-                if binding is None:
-                    continue
-                if loaded is not False:
-                    self.handles[id(binding)] = loaded
-                elif built:
+                if binding is not None:
                     self.instances[id(binding)] = built
             elif built and isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
                 method = self.methods.get(key)
                 if method is not None and target.value.id == method[1]:
                     attrs = self.s.class_attrs.setdefault(method[0], {})
                     attrs.setdefault(target.attr, []).append(built)
-
-    def _declared_global(self, function) -> Set[str]:
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return set()
-        if id(function) not in self.globals:
-            self.globals[id(function)] = {name for node in ast.walk(function) if isinstance(node, ast.Global)
-                                          for name in node.names}
-        return self.globals[id(function)]
-
-    def _extension_handle(self, call: ast.Call, ctx):
-        """Ops a loader call provides (None: any), or False when it is no extension loader."""
-        func = call.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        qualname = ctx.qualname(func) or ""
-        if name != "load_ext" and qualname not in _EXTENSION_LOADERS:
-            return False
-        named = call.args[:1] + [k.value for k in call.keywords if k.arg == "name"]
-        self.loaded.update(a.value for a in named if isinstance(a, ast.Constant) and isinstance(a.value, str))
-        for arg in call.args[1:2]:
-            if isinstance(arg, (ast.List, ast.Tuple)):
-                listed = frozenset(e.value for e in arg.elts
-                                   if isinstance(e, ast.Constant) and isinstance(e.value, str))
-                self.listed |= listed
-                return listed
-        return None
 
     def _import(self, node, ctx) -> None:
         for ancestor in reversed(ctx.stack):
@@ -372,11 +305,8 @@ class Collector:
                 break
         enclosing = self._owner(ctx)[1]
         if enclosing is not None:
-            if isinstance(node, ast.Import) and self._declared_global(enclosing):
-                for alias in node.names:
-                    local = alias.asname or alias.name.split(".")[0]
-                    if local in self._declared_global(enclosing):
-                        self.global_imports[local] = alias.name
+            if isinstance(node, ast.Import):
+                self.global_import(node, enclosing)
             return
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -398,26 +328,6 @@ class Collector:
                 local = alias.asname or alias.name
                 self.s.imports[local] = target
                 self.s.names.add(local)
-
-    # -- after the walk -------------------------------------------------------------------
-    def finish(self) -> None:
-        """Resolve calls on extension handles bound anywhere in the file."""
-        for key, binding, variable, name, line in self.pending:
-            if binding is not None:
-                if binding not in self.handles:
-                    continue
-                listed = self.handles[binding]
-            elif variable in self.global_handles:
-                listed = self.global_handles[variable]
-            elif variable in self.global_imports and (
-                    self.global_imports[variable] in self.loaded
-                    or self.global_imports[variable].rsplit(".", 1)[-1] in self.ops.ext_modules):
-                listed = None
-            else:
-                continue
-            if name in self.ops.pybind or (listed is not None and name in listed):
-                self.s.causes.append((key, CUDA_OP, name, line, "", False))
-
 
 def _category(finding, data, tops: frozenset) -> Optional[str]:
     if finding.code == "ASC201":
