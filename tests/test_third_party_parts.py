@@ -352,3 +352,36 @@ def test_names_from_a_star_import_are_followed(tmp_path):
             return hidden(m)
         """})
     assert affected(tmp_path, "unsupported") == {"torch.nn.DataParallel": ["lib.a.hidden", "lib.a.wrap", "lib.b.go"]}
+
+
+def test_jedi_follows_dependencies_in_env_folders(tmp_path):
+    library = write_tree(tmp_path / "src", {
+        "lib/__init__.py": "",
+        "lib/work.py": """
+            import torch
+
+            class Worker:
+                def run(self, x: torch.Tensor):
+                    return x.mode()
+            """,
+        "lib/use.py": """
+            from helperdep import build
+
+            def go(x):
+                return build().run(x)
+            """,
+    })
+    env = write_tree(tmp_path / "site", {"helperdep/__init__.py": """
+        from lib.work import Worker
+
+        def build():
+            return Worker()
+        """})
+
+    def reached(env_paths):
+        result = analyse(library, Config(VERSION), env_paths=env_paths, jedi_seconds=20)
+        index = next(i for i, c in enumerate(result.impact.causes) if c.api == "torch.Tensor.mode")
+        return {result.symbols.graph.nodes[n].name for n in result.impact.affected(index)}
+
+    assert "lib.use.go" not in reached([])
+    assert "lib.use.go" in reached([env])
