@@ -20,6 +20,7 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
 THIRD_PARTY_COLUMNS = ("File", "3rd-party API", "Message")
+_CSV_FIELD_LIMIT = 2**31 - 1  # third_party cells list every affected name and chain: far beyond csv's 128 KiB
 
 
 class ConfigError(ValueError):
@@ -56,6 +57,7 @@ def load_third_party_apis(paths: Iterable[str]) -> FrozenSet[str]:
     for path in paths:
         try:
             with open(path, newline="", encoding="utf-8") as handle:
+                csv.field_size_limit(max(csv.field_size_limit(), _CSV_FIELD_LIMIT))
                 reader = csv.reader(handle)
                 header = next(reader, None)
                 if header is None or tuple(header[:3]) != THIRD_PARTY_COLUMNS:
@@ -66,7 +68,7 @@ def load_third_party_apis(paths: Iterable[str]) -> FrozenSet[str]:
                 for row in reader:
                     if len(row) >= 2:
                         names.update(n.strip() for n in row[1].splitlines() if n.strip())
-        except (OSError, UnicodeDecodeError) as error:
+        except (OSError, UnicodeDecodeError, csv.Error) as error:
             raise ConfigError(f"cannot read API file {path}: {error}") from None
     return frozenset(names)
 
