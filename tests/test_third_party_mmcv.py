@@ -1,6 +1,6 @@
 """Opt-in: ``third_party`` on mmcv 2.1.0's sdist, whose ops have CUDA kernels and, for some, NPU ones.
 
-Set ``FLAKE8_ASCEND_MMCV`` to the unpacked sdist (``tools/bench_third_party.py mmcv`` downloads
+Set ``FLAKE8_ASCEND_MMCV`` to the unpacked sdist (``benchmarks/bench_third_party.py mmcv`` downloads
 it; never in CI).  The NPU side is read here independently of the tool: an operator has an NPU
 implementation when ``mmcv/ops/csrc/pytorch/npu`` registers ``<op>_impl`` or defines ``<op>_npu``.
 """

@@ -1,15 +1,13 @@
 """Benchmark ``ascend-analyse -m third_party`` on real libraries (network needed; never run in CI).
 
-    python tools/bench_third_party.py mmcv transformers [--cache DIR] [--pip PYTHON]
+    python benchmarks/bench_third_party.py mmcv transformers
 
-Downloads the sdists with pip into a cache outside the repository (default
-``~/.cache/flake8-ascend-bench``), unpacks them, runs the mode under
-``/usr/bin/time -v`` and prints wall time, peak memory and the report counts;
-for mmcv also the ``mmcv.ops`` functions that reach CUDA-only operators and
-the operators found to have an NPU implementation.  mmcv 2.1.0's sdist runs
-its ``setup.py`` just to be downloaded, which needs torch and
-``setuptools<70`` in the Python that runs pip: pass that interpreter with
-``--pip`` (e.g. a venv with ``torch==2.13.0`` and ``setuptools<70``).
+Fetches the pinned sdists through ``benchmarks/corpora.py`` (cached outside
+the repository; mmcv's is downloaded with a torch + ``setuptools<70``
+environment it builds itself), runs the mode under ``/usr/bin/time -v`` and
+prints wall time, peak memory and the report counts; for mmcv also the
+``mmcv.ops`` functions that reach CUDA-only operators and the operators found
+to have an NPU implementation.
 """
 from __future__ import annotations
 
@@ -18,28 +16,19 @@ import csv
 import re
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
-LIBRARIES = {
-    "mmcv": ("mmcv==2.1.0", "mmcv-2.1.0", "2.6.0", ["--no-build-isolation"]),
-    "transformers": ("transformers==4.57.6", "transformers-4.57.6", "2.13.0", []),
-}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpora  # noqa: E402
+
+VERSIONS = {"mmcv": "2.6.0", "transformers": "2.13.0"}  # the torch_npu version each is analysed for
 
 
-def fetch(name: str, cache: Path, pip_python: str) -> Path:
-    spec, folder, _, extra = LIBRARIES[name]
-    source = cache / folder
-    if source.is_dir():
-        return source
-    cache.mkdir(parents=True, exist_ok=True)
-    subprocess.run([pip_python, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", *extra, spec,
-                    "-d", str(cache)], check=True)
-    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-    with tarfile.open(cache / f"{folder}.tar.gz") as archive:
-        archive.extractall(cache, **safe)
-    return source
+def fetch(name: str) -> Path:
+    """The unpacked sdist's top folder (``mmcv-2.1.0``), as the official tool is pointed at it."""
+    tree = corpora.fetch(corpora.by_name(name))
+    return next(p for p in tree.iterdir() if p.is_dir())
 
 
 def read(path: Path):
@@ -87,12 +76,10 @@ def mmcv_report(folder: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("libraries", nargs="+", choices=sorted(LIBRARIES))
-    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "flake8-ascend-bench")
-    parser.add_argument("--pip", default=sys.executable, help="Python whose pip downloads the sdists")
+    parser.add_argument("libraries", nargs="+", choices=sorted(VERSIONS))
     args = parser.parse_args()
     for name in args.libraries:
-        run(name, fetch(name, args.cache, args.pip), LIBRARIES[name][2])
+        run(name, fetch(name), VERSIONS[name])
 
 
 if __name__ == "__main__":
