@@ -1,9 +1,9 @@
 """Time ``ascend-analyse`` on a real PyTorch library: mmdet 3.1.0 from the package index.
 
-    python benchmarks/bench_mmdet.py [--cache DIR] [--repeat N] [--jobs N]
+    python benchmarks/bench_mmdet.py [--repeat N] [--jobs N]
 
-The wheel is fetched once with ``pip download --no-deps`` into a cache outside
-the repository (default ``~/.cache/flake8-ascend-bench``) and unpacked there.
+The wheel is fetched once through ``benchmarks/corpora.py`` (``pip download
+--no-deps`` into a cache outside the repository) and unpacked there.
 Every mode that exists is run through the installed ``ascend-analyse`` console
 script (so process start-up and pool start-up count); the best wall time of
 ``--repeat`` runs is printed with files/s, next to the cost of ``ast.parse``
@@ -19,28 +19,18 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 from flake8_ascend.files import collect, read_source
 from flake8_ascend.modes import all_modes
 
-PACKAGE, VERSION = "mmdet", "3.1.0"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpora  # noqa: E402
 
 
-def fetch(cache: Path) -> Path:
+def fetch() -> Path:
     """The unpacked ``mmdet`` package folder, downloading the wheel on first use."""
-    tree = cache / f"{PACKAGE}-{VERSION}"
-    if not (tree / PACKAGE).is_dir():
-        wheels = cache / "wheels"
-        wheels.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"{PACKAGE}=={VERSION}",
-                        "-d", str(wheels)], check=True)
-        wheel = next(wheels.glob(f"{PACKAGE}-{VERSION}-*.whl"))
-        shutil.rmtree(tree, ignore_errors=True)
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(tree)
-    return tree / PACKAGE
+    return corpora.fetch(corpora.by_name("mmdet")) / "mmdet"
 
 
 def parse_only(files) -> float:
@@ -64,7 +54,6 @@ def time_mode(script: str, source: Path, mode: str, jobs: str, repeat: int) -> f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "flake8-ascend-bench")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--jobs", default="", help="passed to ascend-analyse -j (default: all cores)")
     args = parser.parse_args()
@@ -72,10 +61,10 @@ def main() -> None:
                                                                   os.environ.get("PATH", "")]))
     if script is None:
         sys.exit("ascend-analyse is not installed (pip install -e .)")
-    source = fetch(args.cache)
+    source = fetch()
     files = collect(source).files
     lines = sum(read_source(path).count("\n") for path in files)
-    print(f"{PACKAGE} {VERSION}: {len(files)} files, {lines} lines; {os.cpu_count()} cores")
+    print(f"{corpora.by_name('mmdet').requirement}: {len(files)} files, {lines} lines; {os.cpu_count()} cores")
     parse = parse_only(files)
     print(f"{'ast.parse only (1 core)':<28} {parse:7.2f} s {len(files) / parse:8.0f} files/s")
     for mode in all_modes():
