@@ -86,6 +86,7 @@ def parse_only(files: List[Path]) -> float:
 
 def report_facts(folder: Path) -> Dict:
     """Rows per CSV and the skipped files (with reasons) of one analysis folder."""
+    csv.field_size_limit(sys.maxsize)  # third_party cells list every affected API: megabytes on transformers
     rows = {}
     for table in sorted(folder.rglob("*.csv")):
         if table.parent == folder:
@@ -146,13 +147,13 @@ def main() -> int:
     if None in chosen:
         parser.error(f"unknown corpus; known: {', '.join(c.name for c in corpora.CORPORA)}")
     results = []
-    for corpus in chosen:
-        print(f"sweeping {corpus.requirement} ...", file=sys.stderr, flush=True)
-        results.append(sweep_corpus(corpus, not args.skip_flake8))
     machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
                "date": time.strftime("%Y-%m-%d")}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"machine": machine, "results": results}, indent=1) + "\n")
+    for corpus in chosen:
+        print(f"sweeping {corpus.requirement} ...", file=sys.stderr, flush=True)
+        results.append(sweep_corpus(corpus, not args.skip_flake8))
+        Path(args.json).write_text(json.dumps({"machine": machine, "results": results}, indent=1) + "\n")
     print(table(results))
     crashes = sum(run["crashed"] for result in results for run in result["runs"].values())
     print(f"\n{crashes} crash(es); machine: {machine}")
