@@ -8,9 +8,9 @@ runs every example.  Subclasses register themselves on definition, and
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import ClassVar, Dict, List, Optional, Tuple, Type
+
+from .discovery import import_submodules
 
 
 class Rule:
@@ -53,18 +53,8 @@ class Rule:
         raise NotImplementedError
 
 
-_loaded = False
-
-
 def _load_rule_modules() -> None:
-    global _loaded
-    if _loaded:
-        return
-    from . import rules
-
-    for module in pkgutil.iter_modules(rules.__path__):
-        importlib.import_module(f"{rules.__name__}.{module.name}")
-    _loaded = True
+    import_submodules(f"{__package__}.rules")
 
 
 def all_rules() -> List[Type[Rule]]:

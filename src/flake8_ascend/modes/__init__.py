@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib
 import os
-import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, ClassVar, Dict, Iterable, List, Sequence, Tuple, Type
 
 from ..config import Config
+from ..discovery import import_submodules
 from ..progress import Progress
 
 
@@ -114,15 +113,7 @@ class Mode:
         raise NotImplementedError
 
 
-_loaded = False
-
-
 def all_modes() -> Dict[str, Type[Mode]]:
     """Every mode provided by a module of this package, by name (sorted)."""
-    global _loaded
-    if not _loaded:
-        for module in pkgutil.iter_modules(__path__):
-            if not module.name.startswith("_"):
-                importlib.import_module(f"{__name__}.{module.name}")
-        _loaded = True
+    import_submodules(__name__)
     return {name: Mode._registry[name] for name in sorted(Mode._registry)}
