@@ -20,7 +20,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from flake8_ascend.dynamic.inject import instrument_tree
+from flake8_ascend.runtime.inject import instrument_tree
 
 SCRIPT = textwrap.dedent('''\
     import sys

@@ -27,7 +27,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from flake8_ascend.dynamic.inject import PACKAGE, PACKAGE_SOURCE
+from flake8_ascend.runtime.inject import PACKAGE, PACKAGE_SOURCE
 
 WARMUP = 20
 TABLE = PACKAGE_SOURCE.parent / "aten_ops" / "aten_ops_2.13.0.json"

@@ -8,9 +8,9 @@ import sys
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
-from flake8_ascend.dynamic.inject import PACKAGE
+from flake8_ascend.runtime.inject import PACKAGE
 
-PACKAGE_SOURCE = Path(__file__).resolve().parent.parent / "src" / "flake8_ascend" / "dynamic" / PACKAGE
+PACKAGE_SOURCE = Path(__file__).resolve().parent.parent / "src" / "flake8_ascend" / "runtime" / PACKAGE
 
 
 def forget_package() -> None:

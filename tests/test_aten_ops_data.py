@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-TABLES = REPO / "src" / "flake8_ascend" / "dynamic" / "aten_ops"
+TABLES = REPO / "src" / "flake8_ascend" / "runtime" / "aten_ops"
 SOURCES = REPO / "rules_data" / "sources"
 TSV = SOURCES / "aten" / "aten_support_torch2.13.0_npu2.13.0.tsv"
 STATUSES = ("kernel", "composite", "fallback", "unsupported")

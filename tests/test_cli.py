@@ -11,7 +11,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from flake8_ascend import cli, lintmode
+from flake8_ascend import cli
+from flake8_ascend.modes import _lint as lintmode
 from flake8_ascend.modes import Mode, all_modes
 from flake8_ascend.registry import all_rules, rule_for
 

@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from flake8_ascend.dynamic.inject import PACKAGE, REPORT_NAME, instrument_tree  # noqa: E402
+from flake8_ascend.runtime.inject import PACKAGE, REPORT_NAME, instrument_tree  # noqa: E402
 
 TRAIN = textwrap.dedent('''\
     """A tiny training run whose number of selected elements varies per batch."""
@@ -219,7 +219,7 @@ def test_shape_range_text_matches_the_official_layout(project):
 
 
 def test_rank_names():
-    from flake8_ascend.dynamic.msft_dynamic_analysis.hook import ranked_name
+    from flake8_ascend.runtime.msft_dynamic_analysis.hook import ranked_name
     assert ranked_name("report.csv", None) == "report.csv"
     assert ranked_name("report.csv", 3) == "report_rank3.csv"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flake8_ascend.cli import main
-from flake8_ascend.dynamic.inject import IMPORT_LINE, PACKAGE, PACKAGE_SOURCE, instrument_source, instrument_tree
+from flake8_ascend.runtime.inject import IMPORT_LINE, PACKAGE, PACKAGE_SOURCE, instrument_source, instrument_tree
 
 
 def wrap(source, name="train.py", depth=0):
@@ -154,7 +154,7 @@ def test_instrument_tree_copies_everything_and_never_touches_the_source(project,
     assert result.manual == ["tools/train_net.py"]
     assert ("pytorch_analysis.txt", "name reserved for the analysis output") in result.skipped
     assert [rel for rel, _ in result.skipped if "libcst cannot parse" in _] == ["tools/broken.py"]
-    hook = Path(__file__).parents[1] / "src" / "flake8_ascend" / "dynamic" / PACKAGE / "hook.py"
+    hook = Path(__file__).parents[1] / "src" / "flake8_ascend" / "runtime" / PACKAGE / "hook.py"
     assert (tmp_path / "out" / PACKAGE / "hook.py").read_bytes() == hook.read_bytes()  # verbatim
 
 
@@ -177,7 +177,7 @@ def test_a_script_in_a_subfolder_finds_the_detector(project, tmp_path):
 
 def test_hook_needs_only_the_standard_library_torch_and_python_3_7():
     import ast
-    root = Path(__file__).parents[1] / "src" / "flake8_ascend" / "dynamic" / PACKAGE
+    root = Path(__file__).parents[1] / "src" / "flake8_ascend" / "runtime" / PACKAGE
     for path in root.glob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"), feature_version=(3, 7))
         modules = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

@@ -4,8 +4,8 @@ import textwrap
 
 import pytest
 
-from flake8_ascend.names import Resolver, ScopeBuilder, canonical
-from flake8_ascend.tensors import is_tensor
+from flake8_ascend.semantic.names import Resolver, ScopeBuilder, canonical
+from flake8_ascend.semantic.tensors import is_tensor
 
 
 def resolve_last_call(source):

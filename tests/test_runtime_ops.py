@@ -151,7 +151,7 @@ def load_ops(folder: Path):
 
 
 def test_table_lookup(tmp_path):
-    from flake8_ascend.dynamic.msft_dynamic_analysis import ops as in_source_tree
+    from flake8_ascend.runtime.msft_dynamic_analysis import ops as in_source_tree
 
     assert in_source_tree.find_table(None)[0] == "2.13.0"  # the source tree's tables: the newest
     assert in_source_tree.find_table("2.6")[0] == "2.6.0"

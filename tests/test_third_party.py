@@ -22,7 +22,7 @@ import pytest
 
 from flake8_ascend import cli
 from flake8_ascend.config import Config, load_third_party_apis
-from flake8_ascend.third_party import OUTPUTS, analyse, analysis, tables, write_reports
+from flake8_ascend.library_analysis import OUTPUTS, analyse, analysis, tables, write_reports
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "third_party"
 LIBRARY = FIXTURES / "fixlib"

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from flake8_ascend.config import Config
-from flake8_ascend.third_party import analyse, cpp_ops
-from flake8_ascend.third_party.callgraph import Graph, Node
-from flake8_ascend.third_party.impact import Impact, RootCause
-from flake8_ascend.third_party.layout import absolute, module_files
+from flake8_ascend.library_analysis import analyse, cpp_ops
+from flake8_ascend.library_analysis.callgraph import Graph, Node
+from flake8_ascend.library_analysis.impact import Impact, RootCause
+from flake8_ascend.library_analysis.layout import absolute, module_files
 
 VERSION = "2.6.0"
 

@@ -2,7 +2,7 @@
 """Build the per-version ATen op-status tables that the runtime ops detector reads.
 
 Pure standard library, deterministic, no network.  For every torch_npu version with wheel facts in
-rules_data/sources/wheels/, writes src/flake8_ascend/dynamic/aten_ops/aten_ops_<V>.json: every ATen
+rules_data/sources/wheels/, writes src/flake8_ascend/runtime/aten_ops/aten_ops_<V>.json: every ATen
 op (``name.overload``, the default overload as the bare name) of the torch 2.13 classification
 (rules_data/sources/aten/aten_support_torch2.13.0_npu2.13.0.tsv), sorted into one of four lists:
 
@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-OUT = REPO / "src" / "flake8_ascend" / "dynamic" / "aten_ops"
+OUT = REPO / "src" / "flake8_ascend" / "runtime" / "aten_ops"
 GENERATOR = "tools/build_aten_ops.py"
 STATUSES = ("kernel", "composite", "fallback", "unsupported")
 OTHER_BACKENDS = {"unsupported_cuda_only", "unsupported_other_backend_only"}
@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     """Command line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sources", type=Path, default=RULES.SOURCES, help="facts directory (rules_data/sources)")
-    parser.add_argument("--out", type=Path, default=OUT, help="output directory (src/flake8_ascend/dynamic/aten_ops)")
+    parser.add_argument("--out", type=Path, default=OUT, help="output directory (src/flake8_ascend/runtime/aten_ops)")
     parser.add_argument("--quiet", action="store_true", help="do not print the log")
     args = parser.parse_args(argv)
     log = build(args.sources, args.out)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type, TypeVar
 
 from .config import Config
-from .names import Resolver, ScopeBuilder
+from .semantic.names import Resolver, ScopeBuilder
 from .registry import Rule, all_rules
-from .tensors import is_tensor
+from .semantic.tensors import is_tensor
 from .walk import child_fields
 
 T = TypeVar("T")

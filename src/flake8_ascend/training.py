@@ -26,7 +26,7 @@ import ast
 from bisect import bisect_left
 from typing import Dict, List, Optional, Sequence, Set
 
-from .tensors import _NOT_TENSOR_METHODS
+from .semantic.tensors import _NOT_TENSOR_METHODS
 
 _STEP_WORDS = ("backward", ".step(")  # a training step call spells one of these
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)

@@ -20,7 +20,7 @@ reads ``job`` and writes its files into ``job.out_dir``::
             return {"recompile.csv": job.write_csv("recompile.csv", HEADER, rows)}
 
 Lint-style modes (findings of the rule engine routed into CSVs by each rule's
-``csv`` attribute) subclass ``LintMode`` from ``flake8_ascend.lintmode`` and
+``csv`` attribute) subclass ``LintMode`` from ``flake8_ascend.modes._lint`` and
 only declare their ``tables``.
 """
 from __future__ import annotations

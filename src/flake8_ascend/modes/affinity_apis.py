@@ -5,7 +5,7 @@ import sys
 from typing import Dict
 
 from .. import fix
-from ..lintmode import LintMode, Table
+from ._lint import LintMode, Table
 from . import Job
 
 COLUMNS = ("File", "Start Line", "End Line", "Api Type", "Api Call Name", "Affinity Api Name")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from ..dynamic.compare import HEADER, RESULTS, CompareError, compare
+from ..runtime.compare import HEADER, RESULTS, CompareError, compare
 from . import Job, JobError, Mode
 
 RESULT_NAME = "compare_result.csv"

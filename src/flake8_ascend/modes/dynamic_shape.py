@@ -7,9 +7,9 @@ the static dynamic-shape hints (ASC401-404) to ``dynamic_shape_hints.csv``.
 """
 from __future__ import annotations
 
-from ..dynamic.inject import PACKAGE, REPORT_NAME
-from ..dynamic.runtime_copy import SHAPES, make_copy
-from ..lintmode import LintMode, Table
+from ..runtime.inject import PACKAGE, REPORT_NAME
+from ..runtime.runtime_copy import SHAPES, make_copy
+from ._lint import LintMode, Table
 from ..rules.value_dependent_ops import HINTS_CSV
 from . import Job, Mode
 

@@ -1,8 +1,8 @@
 """``-m overflow``: an instrumented copy of the project that reports the operators overflowing to inf/nan."""
 from __future__ import annotations
 
-from ..dynamic.inject import PACKAGE
-from ..dynamic.runtime_copy import Detector, make_copy
+from ..runtime.inject import PACKAGE
+from ..runtime.runtime_copy import Detector, make_copy
 from . import Job, Mode
 
 DETECTOR = Detector("overflow", "OVERFLOW", "msft_overflow_report.csv", "overflow")

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..dynamic.inject import PACKAGE
-from ..dynamic.runtime_copy import Detector, make_copy
+from ..runtime.inject import PACKAGE
+from ..runtime.runtime_copy import Detector, make_copy
 from . import Job, JobError, Mode
 
 DETECTOR = Detector("ops", "OPS", "msft_runtime_ops_report.csv", "runtime_ops")
-TABLES = Path(__file__).resolve().parent.parent / "dynamic" / "aten_ops"
+TABLES = Path(__file__).resolve().parent.parent / "runtime" / "aten_ops"
 
 
 def table_versions():

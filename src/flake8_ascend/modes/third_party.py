@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..third_party import MAX_SECONDS, OUTPUTS, analyse, tables
+from ..library_analysis import MAX_SECONDS, OUTPUTS, analyse, tables
 from . import Job, Mode
 
 

@@ -1,7 +1,7 @@
 """``-m torch_apis`` (the default): torch APIs, CUDA uses and advice, in the official report files."""
 from __future__ import annotations
 
-from ..lintmode import LintMode, Table
+from ._lint import LintMode, Table
 
 API_COLUMNS = ("File", "Start Line", "End Line", "OP", "Tips")
 CUDA_COLUMNS = ("File", "Api", "Start Line", "End Line", "Tips")

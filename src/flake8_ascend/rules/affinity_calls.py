@@ -5,7 +5,7 @@ import ast
 from typing import Optional, Tuple
 
 from .. import affinity
-from ..masks import foreign_arrays
+from ..semantic.masks import foreign_arrays
 from ..registry import Rule
 
 _TRANSPOSE_LAST_TWO = ({-2, -1},)

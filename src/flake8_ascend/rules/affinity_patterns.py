@@ -6,9 +6,9 @@ from types import SimpleNamespace
 from typing import Dict, Optional
 
 from .. import affinity
-from ..flow import Flow
+from ..semantic.flow import Flow
 from ..fused import STARTS, Patterns, module_ops
-from ..masks import (aliased, foreign_arrays, fresh_tensor, is_mask, is_scalar, known_non_tensor, known_tensor,
+from ..semantic.masks import (aliased, foreign_arrays, fresh_tensor, is_mask, is_scalar, known_non_tensor, known_tensor,
                      source_line)
 from ..registry import Rule
 

@@ -11,7 +11,7 @@ edges), ``report`` (the official CSV files), ``analysis`` (the run).
 
 Use without the command line::
 
-    from flake8_ascend.third_party import analyse_library, write_reports
+    from flake8_ascend.library_analysis import analyse_library, write_reports
     result = analyse_library("mmcv-2.1.0", version="2.6.0")
     write_reports(result, "out_folder")      # the five CSV files
     rows = tables(result)["cuda_op.csv"][1]

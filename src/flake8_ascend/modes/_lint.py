@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar, Dict, Iterator, List, Optional, Sequence, Tuple, Type
 
-from . import reports
-from .config import Config
-from .data import load_version
-from .engine import Finding, analyze, is_suppressed
-from .files import SourceError, read_source
-from .modes import Job, Mode
-from .plugin import named_optional_codes
-from .registry import Rule, all_rules, rule_for
+from .. import reports
+from ..config import Config
+from ..data import load_version
+from ..engine import Finding, analyze, is_suppressed
+from ..files import SourceError, read_source
+from . import Job, Mode
+from ..plugin import named_optional_codes
+from ..registry import Rule, all_rules, rule_for
 
 PARALLEL_MIN_FILES = 50
 

@@ -13,7 +13,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from .walk import iter_children
+from ..walk import iter_children
 
 # Modules whose public names are re-exported under a shorter, documented path.
 _CANONICAL_PREFIXES = (
