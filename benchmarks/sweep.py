@@ -3,6 +3,7 @@
     python benchmarks/sweep.py                    # all corpora (downloads them on first use)
     python benchmarks/sweep.py mmdet yolov5       # some
     python benchmarks/sweep.py --skip-flake8      # only ascend-analyse modes
+    python benchmarks/sweep.py --flake8-only      # only the plugin's overhead against plain flake8
 
 For each corpus it times a parse-only pass (``ast.parse`` of every file, one
 process), plain ``flake8`` (pycodestyle + pyflakes, from a separate virtual
@@ -100,7 +101,7 @@ def report_facts(folder: Path) -> Dict:
     return {"rows": rows, "skipped": skipped[:50], "skipped_count": len(skipped)}
 
 
-def sweep_corpus(corpus, run_flake8: bool) -> Dict:
+def sweep_corpus(corpus, run_flake8: bool, run_modes: bool = True) -> Dict:
     tree = corpora.fetch(corpus)
     files = corpora.python_files(tree)
     _, lines = corpora.size(tree)
@@ -110,7 +111,7 @@ def sweep_corpus(corpus, run_flake8: bool) -> Dict:
         result["runs"]["flake8 (plain)"] = measure([str(plain_flake8()), "--exit-zero", "."], tree)
         result["runs"]["flake8 --select ASC"] = measure([str(BIN / "flake8"), "--select", "ASC", "."], tree)
     with tempfile.TemporaryDirectory() as out:
-        for mode in sorted(all_modes()):
+        for mode in sorted(all_modes()) if run_modes else ():
             if mode in NOT_SOURCE_MODES:
                 continue
             run = measure([str(BIN / "ascend-analyse"), "-i", str(tree), "-o", out, "-m", mode, "-q"], tree)
@@ -141,8 +142,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="corpora to run (default: all)")
     parser.add_argument("--skip-flake8", action="store_true", help="do not time flake8 runs")
+    parser.add_argument("--flake8-only", action="store_true", help="time only the flake8 runs (plain and ASC)")
     parser.add_argument("--json", default=str(HERE / "results" / "sweep.json"), help="where to write the results")
     args = parser.parse_args()
+    if args.skip_flake8 and args.flake8_only:
+        parser.error("--skip-flake8 and --flake8-only exclude each other")
     chosen = [corpora.by_name(n) for n in args.names] if args.names else corpora.CORPORA
     if None in chosen:
         parser.error(f"unknown corpus; known: {', '.join(c.name for c in corpora.CORPORA)}")
@@ -152,7 +156,7 @@ def main() -> int:
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     for corpus in chosen:
         print(f"sweeping {corpus.requirement} ...", file=sys.stderr, flush=True)
-        results.append(sweep_corpus(corpus, not args.skip_flake8))
+        results.append(sweep_corpus(corpus, not args.skip_flake8, not args.flake8_only))
         Path(args.json).write_text(json.dumps({"machine": machine, "results": results}, indent=1) + "\n")
     print(table(results))
     crashes = sum(run["crashed"] for result in results for run in result["runs"].values())
