@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
-from ..files import SKIPPED_FOLDERS
+from ..files import SKIPPED_FOLDERS, SourceError, read_regular
 
 CPP_SUFFIXES = (".cpp", ".cc", ".cxx", ".cu", ".cuh", ".h", ".hpp")
 NPU = "NPU"
@@ -113,7 +113,7 @@ def _blank(match: "re.Match") -> str:
 
 
 def _read(path: Path, rel: str) -> _Source:
-    raw = path.read_text(encoding="utf-8", errors="replace")
+    raw = read_regular(path).decode("utf-8", errors="replace")
     text = _COMMENT_OR_STRING.sub(_blank, raw)
     code = _STRING.sub(lambda m: '"' + " " * (len(m.group(0)) - 2) + '"', text)
     return _Source(rel, text, code, [i for i, c in enumerate(raw) if c == "\n"])
@@ -292,7 +292,7 @@ def scan(root: Path, files: Optional[Iterable[Path]] = None) -> CppOps:
     for path in cpp_files(root) if files is None else files:
         try:
             source = _read(path, Path(os.path.relpath(path, root)).as_posix())
-        except OSError:
+        except SourceError:  # unreadable, not a regular file (a FIFO named k.cu) or over the size cap
             continue
         tree.add(source)
         count += 1
