@@ -115,3 +115,16 @@ def read_source(path: Path) -> str:
     except (SyntaxError, LookupError, UnicodeDecodeError) as error:
         reason = error.msg if isinstance(error, SyntaxError) else str(error)
         raise SourceError(f"not decodable as UTF-8 or its declared encoding ({reason})") from None
+
+
+def report_folders(out_dir: Path) -> List[Path]:
+    """Folders ``ascend-analyse`` makes in ``out_dir`` (reports, hidden temporary ones).
+
+    Every mode leaves them out when the input holds ``out_dir``: the lint modes and
+    the instrumented copies see the same files.
+    """
+    found = []
+    for path in out_dir.iterdir():
+        if (path.name.endswith("_analysis") or "_analysis." in path.name) and path.is_dir():
+            found.append(path)
+    return found
