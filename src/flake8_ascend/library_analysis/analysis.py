@@ -130,6 +130,7 @@ def analyse(root: Path, config: Config, files: Optional[Sequence[Path]] = None, 
     else:
         skipped = []
     cpp = cpp_ops.scan(root) if scan_cpp else cpp_ops.CppOps()
+    skipped.extend(cpp.skipped)
     log(f"C++ sources: {cpp.files} files, {len(cpp.pybind)} pybind operators, {len(cpp.library)} TORCH_LIBRARY "
         f"operators, {sum(1 for op in cpp.all_ops() if op.npu_implementation)} with an NPU implementation")
     tasks = module_files(root, files)

@@ -381,8 +381,10 @@ def _copy_link(link: Path, target: Path, source_root: Path, excluded: Set[str]) 
         points_to = Path(os.path.realpath(link))
     except OSError as error:
         return f"symbolic link left out ({error.strerror or error})"
-    if not os.path.lexists(points_to) or not points_to.exists():
+    if not points_to.exists():
         return "dangling symbolic link left out"
+    if not (points_to.is_dir() or points_to.is_file()):
+        return "symbolic link to a FIFO, socket or device left out"
     root = Path(os.path.realpath(source_root))
     inside = points_to == root or root in points_to.parents
     if inside and any(os.path.normcase(str(points_to)) == e or os.path.normcase(str(points_to)).startswith(e + os.sep)
