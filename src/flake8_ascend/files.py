@@ -21,6 +21,9 @@ SKIPPED_FOLDERS = frozenset({
 MAX_FILE_BYTES = 16 * 2**20
 
 
+NOT_REGULAR = "not a regular file (a FIFO, socket or device): not read"
+
+
 class SourceError(Exception):
     """A file that cannot be read as Python source text; the message says why."""
 
@@ -31,7 +34,7 @@ def regular_file_problem(path: Path) -> str:
         mode = os.stat(path).st_mode
     except OSError as error:
         return f"cannot read ({error.strerror or error})"
-    return "" if stat.S_ISREG(mode) else "not a regular file (a FIFO, socket or device): not read"
+    return "" if stat.S_ISREG(mode) else NOT_REGULAR
 
 
 def read_regular(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
@@ -50,7 +53,7 @@ def read_regular(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
         raise SourceError(f"cannot read ({error.strerror or error})") from None
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise SourceError("not a regular file (a FIFO, socket or device): not read")
+            raise SourceError(NOT_REGULAR)
         try:
             data = handle.read(limit + 1)
         except OSError as error:

@@ -14,7 +14,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..config import Config
 from ..data import load_version
-from ..files import SourceError, collect, read_source
+from ..files import NOT_REGULAR, SourceError, collect, read_source
 from ..pools import process_pool
 from . import cpp_ops
 from .callgraph import Symbols
@@ -151,7 +151,10 @@ def analyse(root: Path, config: Config, files: Optional[Sequence[Path]] = None, 
     log(f"call graph: {len(graph.nodes)} nodes, {graph.edges} edges, {len(symbols.classes)} classes")
     impact = Impact(graph, _root_causes(symbols, cpp))
     result = ThirdPartyAnalysis(root, config.version, symbols, impact, cpp, len(files), skipped)
-    stats = add_jedi_edges(symbols, impact, root, env_paths, max_seconds=jedi_seconds, scratch=scratch)
+    if any(why == NOT_REGULAR for _, why in skipped):  # jedi would read them when it follows an import
+        stats = JediStats(left_out="the tree holds .py files that are FIFOs, sockets or devices")
+    else:
+        stats = add_jedi_edges(symbols, impact, root, env_paths, max_seconds=jedi_seconds, scratch=scratch)
     if stats.left_out:
         log(f"jedi: left out ({stats.left_out})")
     else:
