@@ -366,8 +366,8 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
     if not args.quiet:
         out.write(summary_table(counts) + "\n")
         shown = os.path.relpath(target)
-        out.write(f"Analysed {len(found.files)} files ({len(job.skipped)} skipped) in {elapsed:.1f} s; "
-                  f"report: {target if shown.startswith(os.pardir) else shown}\n")
+        out.write(_printable(f"Analysed {len(found.files)} files ({len(job.skipped)} skipped) in {elapsed:.1f} s; "
+                             f"report: {target if shown.startswith(os.pardir) else shown}\n"))
     if args.fail_on_findings and any(counts.values()):
         return 1
     return 0
