@@ -4,7 +4,8 @@ The CLI parses and checks the arguments, builds a ``modes.Job``, lets the
 selected mode write its reports into a temporary folder beside the target,
 then swaps that folder in as ``OUT/<name>_analysis`` so an interrupted run
 never leaves a half-written report.  Usage and input errors print one line and
-exit 2.
+exit 2; a report that cannot be written exits 3; SIGINT/SIGTERM exit 130/143
+with the temporary folder removed (docs/security.md).
 """
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Finding and reading the Python files of an input tree, without importing anything."""
+"""Finding and reading the files of an input tree, without importing anything.
+
+Input files are untrusted (docs/security.md): ``read_regular`` reads only
+regular files, up to ``MAX_FILE_BYTES``, and every reader of input files uses it.
+"""
 from __future__ import annotations
 
 import io
