@@ -402,9 +402,10 @@ def _session_processes(sid: int):
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find left-over processes")
-@pytest.mark.parametrize("signum", (signal.SIGTERM, signal.SIGINT), ids=("SIGTERM", "SIGINT"))
+@pytest.mark.parametrize("signum, group", [(signal.SIGTERM, False), (signal.SIGTERM, True), (signal.SIGINT, True)],
+                         ids=("SIGTERM to the tool", "SIGTERM to its group", "SIGINT to its group (Ctrl-C)"))
 @pytest.mark.parametrize("phase", PHASES)
-def test_a_signal_during_a_long_phase_leaves_nothing_behind(tmp_path, phase, signum):
+def test_a_signal_during_a_long_phase_leaves_nothing_behind(tmp_path, phase, signum, group):
     source = tmp_path / "src"
     source.mkdir()
     options, started = PHASES[phase](source)
@@ -420,7 +421,10 @@ def test_a_signal_during_a_long_phase_leaves_nothing_behind(tmp_path, phase, sig
             break
         time.sleep(0.02)
     time.sleep(0.2)
-    os.killpg(process.pid, signum)  # the whole group, as a terminal's Ctrl-C or a job runner does
+    if group:  # as a terminal's Ctrl-C or a job runner does
+        os.killpg(process.pid, signum)
+    else:  # as `timeout` or `kill PID` does: the workers must not outlive the tool
+        os.kill(process.pid, signum)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 128 + signum, stderr
     assert stderr == f"ascend-analyse: interrupted by {signal.Signals(signum).name}; no report written " \
@@ -432,6 +436,29 @@ def test_a_signal_during_a_long_phase_leaves_nothing_behind(tmp_path, phase, sig
             break
         time.sleep(0.1)
     assert _session_processes(process.pid) == []
+
+
+@pytest.mark.parametrize("signum", (signal.SIGINT, signal.SIGTERM), ids=("SIGINT", "SIGTERM"))
+def test_a_signal_that_a_library_swallows_still_fails_the_run(project, monkeypatch, signum):
+    """jedi catches exceptions: a run whose interruption was swallowed must not replace the previous report."""
+    source, out = project
+    assert run_main("-i", source, "-o", out, "-q")[0] == 0
+    before = (out / "proj_analysis" / cli.LOG_NAME).read_text()
+    mode = cli.all_modes()["torch_apis"]
+    original = mode.run
+
+    def run(self, job):
+        try:
+            os.kill(os.getpid(), signum)
+            time.sleep(1)  # the handler runs here
+        except BaseException:  # what a careless library does
+            pass
+        return original(self, job)
+
+    monkeypatch.setattr(mode, "run", run)
+    status, err = run_main("-i", source, "-o", out, "-q")
+    assert status == 128 + signum and "no report written" in err
+    assert (out / "proj_analysis" / cli.LOG_NAME).read_text() == before and leftovers(out) == []
 
 
 # -- 7. spreadsheet formula injection -------------------------------------------------------------
