@@ -25,6 +25,7 @@ import pytest
 
 from flake8_ascend import cli
 from flake8_ascend.modes import Job
+from flake8_ascend.runtime.compare import CompareError, load_tensor
 from flake8_ascend.runtime.inject import MAX_NESTING, PACKAGE, TooDeep, check_nesting
 from flake8_ascend.runtime.msft_dynamic_analysis.cells import safe_cell
 from flake8_ascend.runtime.msft_dynamic_analysis.hook import write_csv as hook_write_csv
@@ -145,6 +146,24 @@ def test_a_crafted_dump_does_not_run_code_even_when_torch_is_told_to_unpickle(tm
     one_line_error(err)
     assert not marker.exists() and list(out.iterdir()) == []
     assert os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] == "1"  # put back after the load
+
+
+@pytest.mark.parametrize("failure", (TypeError, RuntimeError, EOFError))
+def test_a_failed_weights_only_load_is_never_retried_unsafely(tmp_path, monkeypatch, failure):
+    """The hole: a pickle crafted to fail the weights-only pass (TypeError) was loaded again without it."""
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "0.aten.add.default.output.0.pt"
+    torch.save(torch.ones(1), path)
+    calls = []
+
+    def load(f, map_location=None, weights_only=None):
+        calls.append(weights_only)
+        raise failure("crafted")
+
+    monkeypatch.setattr(torch, "load", load)
+    with pytest.raises(CompareError, match="not a plain tensor file"):
+        load_tensor(torch, path)
+    assert calls == [True]
 
 
 # -- 3. a libcst crash cannot take a copy-mode run down ---------------------------------------------
