@@ -82,7 +82,8 @@ def _check_table(document: dict, where: str) -> dict:
         raise ConfigError(f"{where}: [tool.{SECTION}] must be a table, not {_kind(table)}")
     unknown = sorted(set(table) - set(PYPROJECT_KEYS))
     if unknown:
-        raise ConfigError(f"{where}: unknown key in [tool.{SECTION}] (known: {', '.join(PYPROJECT_KEYS)})")
+        raise ConfigError(f"{where}: unknown key {unknown[0][:40]!r} in [tool.{SECTION}] "
+                          f"(known: {', '.join(PYPROJECT_KEYS)})")
     return table
 
 
