@@ -4,7 +4,8 @@ The CLI parses and checks the arguments, builds a ``modes.Job``, lets the
 selected mode write its reports into a temporary folder beside the target,
 then swaps that folder in as ``OUT/<name>_analysis`` so an interrupted run
 never leaves a half-written report.  Usage and input errors print one line and
-exit 2.
+exit 2; a report that cannot be written exits 3; SIGINT/SIGTERM exit 130/143
+with the temporary folder removed (docs/security.md).
 """
 from __future__ import annotations
 
@@ -12,16 +13,24 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import textwrap
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, TextIO, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, TextIO, Tuple
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
 
 from . import __version__
 from .config import ConfigError, make_config
-from .files import collect
+from .files import MAX_FILE_BYTES, collect, report_folders
 from .modes import Job, JobError, all_modes
 from .progress import Progress
 from .registry import all_rules, rule_for
@@ -77,9 +86,11 @@ output:
   it, so run from the repository root).
 
 exit status:
-  0  the report was written (with or without findings)
-  1  with --fail-on-findings: the report was written and holds findings
-  2  usage or input error (nothing is written)
+  0    the report was written (with or without findings)
+  1    with --fail-on-findings: the report was written and holds findings
+  2    usage or input error (nothing is written)
+  3    the report could not be written (full disk, permissions); nothing in OUTPUT changed
+  130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM; nothing in OUTPUT changed
 """
 
 
@@ -200,21 +211,89 @@ def report_name(source: Path) -> str:
 
 
 # -- the run ----------------------------------------------------------------------------------
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived; a BaseException so that ``except Exception`` in libraries lets it through."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class OutputError(Exception):
+    """The report could not be written (full disk, permissions); one line, exit status 3."""
+
+
+@contextmanager
+def _signals_raise() -> Iterator[List[int]]:
+    """SIGINT and SIGTERM raise ``Interrupted`` while the run lasts, and are remembered in the yielded list,
+    so that code which swallows exceptions (jedi) cannot turn an interrupted run into a partial report."""
+    received: List[int] = []
+
+    def handler(signum, frame):
+        received.append(signum)
+        raise Interrupted(signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+@contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive lock on ``folder`` itself (no lock file is left behind), so runs into one -o swap in turn."""
+    if fcntl is None:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def _replace_folder(temporary: Path, target: Path) -> None:
     """Move the finished report into place, removing an older one only after the new one is complete."""
-    old: Optional[Path] = None
-    if target.is_symlink() or target.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-        os.replace(target, old / target.name)
-    os.replace(temporary, target)
+    with _folder_lock(target.parent):
+        old: Optional[Path] = None
+        if target.is_symlink() or target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+            os.rmdir(old)
+            os.replace(target, old)  # same parent: needs no write access to the old report itself
+        try:
+            os.replace(temporary, target)
+        except OSError:
+            if old is not None:
+                os.replace(old, target)  # put the previous report back
+            raise
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink()
 
 
-def _report_folders(out_dir: Path) -> List[Path]:
-    """Folders this tool makes in ``out_dir`` (reports, temporary ones), never analysed if the input holds them."""
-    return [path for path in out_dir.iterdir()
-            if path.is_dir() and (path.name.endswith("_analysis") or "_analysis." in path.name)]
+def _check_replaceable(target: Path) -> None:
+    """Refuse early (before any work) a previous report this user could not remove."""
+    if target.is_symlink() or not target.is_dir():
+        return
+    for folder, subfolders, _ in os.walk(target):
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise UsageError(f"the previous report {target} cannot be replaced: {folder} is not writable by you")
+
+
+_CONTROL = {code: f"\\x{code:02x}" for code in range(32)}
+
+
+def _one_line(text: str) -> str:
+    """``text`` with control characters (newlines in file names) escaped, so a log entry stays one line."""
+    return text.translate(_CONTROL)
 
 
 def summary_table(counts: Dict[str, int]) -> str:
@@ -237,47 +316,59 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
     target = out_dir / report_name(source)
     if target == source or target in source.parents:
         raise UsageError(f"the input lies inside the report folder it would replace: {target}")
+    _check_replaceable(target)
 
     started = time.monotonic()
-    temporary = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=out_dir))
-    umask = os.umask(0)
-    os.umask(umask)
-    temporary.chmod(0o777 & ~umask)  # mkdtemp makes it private; the report is an ordinary folder
-    try:
-        found = collect(source, exclude=_report_folders(out_dir))
-        with open(temporary / LOG_NAME, "w", encoding="utf-8") as log_file:
-            def log(line: str) -> None:
-                log_file.write(line + "\n")
+    temporary: Optional[Path] = None
+    with _signals_raise() as received:
+        try:
+            temporary = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=out_dir))
+            umask = os.umask(0)
+            os.umask(umask)
+            temporary.chmod(0o777 & ~umask)  # mkdtemp makes it private; the report is an ordinary folder
+            found = collect(source, exclude=report_folders(out_dir))
+            with open(temporary / LOG_NAME, "w", encoding="utf-8", errors="backslashreplace",
+                      buffering=1) as log_file:
+                def log(line: str) -> None:
+                    log_file.write(_one_line(line) + "\n")
 
-            progress = Progress(None if args.quiet else err, tty=err.isatty())
-            job = Job(source, found.root, found.files, temporary, config, args, log, progress)
-            log(f"{PROG} {__version__} started {time.strftime('%Y-%m-%d %H:%M:%S')}")
-            log(f"input: {source}")
-            log(f"mode: {mode.name}; torch_npu version: {config.version}; format: {args.format}")
-            if config.third_party_apis:
-                log(f"third-party APIs from -api files: {len(config.third_party_apis)}")
-            log(f"files: {len(found.files)} Python files")
-            for rel, reason in found.skipped:
-                job.skip(rel, reason)
-            counts = mode().run(job)
-            elapsed = time.monotonic() - started
-            log(f"skipped: {len(job.skipped)}")
-            for name, count in counts.items():
-                log(f"wrote {name}: {count} rows")
-            log(f"finished in {elapsed:.2f} s")
-        _replace_folder(temporary, target)
-    except JobError as error:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise UsageError(str(error)) from None
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
+                progress = Progress(None if args.quiet else err, tty=err.isatty())
+                job = Job(source, found.root, found.files, temporary, config, args, log, progress)
+                log(f"{PROG} {__version__} started {time.strftime('%Y-%m-%d %H:%M:%S')}")
+                log(f"input: {source}")
+                log(f"mode: {mode.name}; torch_npu version: {config.version}; format: {args.format}")
+                if config.third_party_apis:
+                    log(f"third-party APIs from -api files: {len(config.third_party_apis)}")
+                log(f"files: {len(found.files)} Python files (each read only if a regular file of at most "
+                    f"{MAX_FILE_BYTES // 2**20} MiB)")
+                for rel, reason in found.skipped:
+                    job.skip(rel, reason)
+                counts = mode().run(job)
+                elapsed = time.monotonic() - started
+                log(f"skipped: {len(job.skipped)}")
+                for name, count in counts.items():
+                    log(f"wrote {name}: {count} rows")
+                log(f"finished in {elapsed:.2f} s")
+            if received:  # a signal some library swallowed: the report may be partial
+                raise Interrupted(received[0])
+            _replace_folder(temporary, target)
+        except BaseException as error:
+            if temporary is not None:
+                shutil.rmtree(temporary, ignore_errors=True)
+            if received and not isinstance(error, Interrupted):
+                raise Interrupted(received[0]) from None  # e.g. a pool whose workers the signal ended
+            if isinstance(error, JobError):
+                raise UsageError(str(error)) from None
+            if isinstance(error, OSError):
+                where = f": {error.filename}" if error.filename else ""
+                raise OutputError(f"{error.strerror or error}{where}; no report written") from None
+            raise
 
     if not args.quiet:
         out.write(summary_table(counts) + "\n")
         shown = os.path.relpath(target)
-        out.write(f"Analysed {len(found.files)} files ({len(job.skipped)} skipped) in {elapsed:.1f} s; "
-                  f"report: {target if shown.startswith(os.pardir) else shown}\n")
+        out.write(_printable(f"Analysed {len(found.files)} files ({len(job.skipped)} skipped) in {elapsed:.1f} s; "
+                             f"report: {target if shown.startswith(os.pardir) else shown}\n"))
     if args.fail_on_findings and any(counts.values()):
         return 1
     return 0
@@ -307,11 +398,21 @@ def main(argv: Optional[Sequence[str]] = None, out: TextIO = None, err: TextIO =
             return 0
         return _run(args, modes, out, err)
     except UsageError as error:
-        err.write(f"{PROG}: error: {error}\n")
+        err.write(_printable(f"{PROG}: error: {_one_line(str(error))}\n"))
         return 2
-    except KeyboardInterrupt:
-        err.write(f"{PROG}: interrupted; no report written\n")
-        return 130
+    except OutputError as error:
+        err.write(_printable(f"{PROG}: error: {_one_line(str(error))}\n"))
+        return 3
+    except (KeyboardInterrupt, Interrupted) as error:
+        signum = getattr(error, "signum", signal.SIGINT)
+        err.write(f"{PROG}: interrupted by {signal.Signals(signum).name}; no report written "
+                  "(a previous report is kept)\n")
+        return 128 + signum
+
+
+def _printable(text: str) -> str:
+    """``text`` with undecodable file-name bytes shown as escapes, so printing it cannot fail."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 if __name__ == "__main__":  # pragma: no cover

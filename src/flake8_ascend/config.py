@@ -2,17 +2,22 @@
 
 Settings come from the command line first, then from ``[tool.flake8-ascend]``
 in the analysed project's ``pyproject.toml`` (keys ``torch-version`` and
-``api-files``), then from defaults.
+``api-files``), then from defaults.  The project's configuration is untrusted
+data (docs/security.md): ``setting_text`` and ``setting_paths`` check each
+value, and nothing read through it is ever quoted in a message.
 """
 from __future__ import annotations
 
 import csv
+import io
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import FrozenSet, Iterable, Optional, Sequence
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Union
 
 from .data import load_version, resolve_version
+from .files import SourceError, read_regular
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -20,6 +25,9 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
 THIRD_PARTY_COLUMNS = ("File", "3rd-party API", "Message")
+SECTION = "flake8-ascend"
+PYPROJECT_KEYS = ("api-files", "torch-version")
+MAX_CONFIG_BYTES = 2**20  # a pyproject.toml is a few KiB
 _CSV_FIELD_LIMIT = 2**31 - 1  # third_party cells list every affected name and chain: far beyond csv's 128 KiB
 
 
@@ -37,57 +45,120 @@ class Config:
         return load_version(self.version)
 
 
-def find_pyproject_settings(start: Path) -> dict:
-    """``[tool.flake8-ascend]`` of the nearest ``pyproject.toml`` at or above ``start``."""
+def _kind(value: object) -> str:
+    """The TOML type of a value, for messages that must not echo the value itself."""
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
+             dict: "a table"}
+    return next((text for kind, text in names.items() if isinstance(value, kind)), "a date or time")
+
+
+def setting_text(value: object, key: str, where: str) -> str:
+    """A non-empty string setting (``torch-version``); raises ConfigError naming ``key`` and ``where``."""
+    if not isinstance(value, str) or not value.strip():
+        shown = "an empty string" if isinstance(value, str) else _kind(value)
+        raise ConfigError(f"{where}: {key} must be a non-empty string, not {shown}")
+    return value.strip()
+
+
+def setting_paths(value: object, key: str, where: str, base: Path) -> List[Path]:
+    """A path or list of paths (``api-files``), resolved relative to ``base`` (the configuration's folder)."""
+    items = value if isinstance(value, list) else [value]
+    paths = []
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            shown = "an empty string" if isinstance(item, str) else _kind(item)
+            raise ConfigError(f"{where}: {key} must be a path or a list of paths, not {shown}")
+        paths.append(base / item.strip())
+    return paths
+
+
+def _check_table(document: dict, where: str) -> dict:
+    """``[tool.flake8-ascend]`` of a parsed pyproject.toml, each key checked; raises ConfigError."""
+    tool = document.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{where}: [tool] must be a table, not {_kind(tool)}")
+    table = tool.get(SECTION, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: [tool.{SECTION}] must be a table, not {_kind(table)}")
+    unknown = sorted(set(table) - set(PYPROJECT_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0][:40]!r} in [tool.{SECTION}] "
+                          f"(known: {', '.join(PYPROJECT_KEYS)})")
+    return table
+
+
+def find_pyproject_settings(start: Path) -> Dict[str, object]:
+    """The checked settings of ``[tool.flake8-ascend]`` in the nearest ``pyproject.toml`` at or above ``start``.
+
+    The file belongs to the analysed project, so it is data: paths in it are resolved
+    relative to it, every value's type is checked, and no message quotes its content.
+    """
     for folder in [start, *start.parents]:
         candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                with candidate.open("rb") as handle:
-                    document = tomllib.load(handle)
-            except (OSError, tomllib.TOMLDecodeError) as error:
-                raise ConfigError(f"cannot read {candidate}: {error}") from None
-            return document.get("tool", {}).get("flake8-ascend", {})
+        if not os.path.lexists(candidate):
+            continue
+        try:
+            document = tomllib.loads(read_regular(candidate, MAX_CONFIG_BYTES).decode("utf-8"))
+        except SourceError as error:
+            raise ConfigError(f"{candidate}: {error}") from None
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+            reason = "not UTF-8" if isinstance(error, UnicodeDecodeError) else str(error).splitlines()[0]
+            raise ConfigError(f"cannot read {candidate}: {reason}") from None
+        table = _check_table(document, str(candidate))
+        settings: Dict[str, object] = {}
+        if "torch-version" in table:
+            settings["torch-version"] = setting_text(table["torch-version"], "torch-version", str(candidate))
+        if "api-files" in table:
+            settings["api-files"] = setting_paths(table["api-files"], "api-files", str(candidate), folder)
+        return settings
     return {}
 
 
-def load_third_party_apis(paths: Iterable[str]) -> FrozenSet[str]:
-    """Qualified API names listed in ``full_unsupported_results.csv`` files (``-api``)."""
+def load_third_party_apis(paths: Iterable[Union[str, Path]]) -> FrozenSet[str]:
+    """Qualified API names listed in ``full_unsupported_results.csv`` files (``-api``).
+
+    Only regular files under the size cap are read (a FIFO or ``/dev/tty`` would
+    block), a UTF-8 BOM (Excel's "CSV UTF-8") is accepted, and messages never quote
+    the file's content.
+    """
     names = set()
     for path in paths:
         try:
-            with open(path, newline="", encoding="utf-8") as handle:
-                csv.field_size_limit(max(csv.field_size_limit(), _CSV_FIELD_LIMIT))
-                reader = csv.reader(handle)
-                header = next(reader, None)
-                if header is None or tuple(header[:3]) != THIRD_PARTY_COLUMNS:
-                    raise ConfigError(
-                        f"{path}: not a third_party result file: expected columns "
-                        f"{', '.join(THIRD_PARTY_COLUMNS)}, got {', '.join(header or ['nothing'])}"
-                    )
-                for row in reader:
-                    if len(row) >= 2:
-                        names.update(n.strip() for n in row[1].splitlines() if n.strip())
-        except (OSError, UnicodeDecodeError, csv.Error) as error:
-            raise ConfigError(f"cannot read API file {path}: {error}") from None
+            text = read_regular(Path(path)).decode("utf-8-sig")
+        except SourceError as error:
+            raise ConfigError(f"API file {path}: {error}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"cannot read API file {path}: not UTF-8") from None
+        try:
+            csv.field_size_limit(max(csv.field_size_limit(), _CSV_FIELD_LIMIT))
+            reader = csv.reader(io.StringIO(text, newline=""))
+            header = next(reader, None)
+            if header is None or tuple(header[:3]) != THIRD_PARTY_COLUMNS:
+                raise ConfigError(f"{path}: not a third_party result file: expected the columns "
+                                  f"{', '.join(THIRD_PARTY_COLUMNS)} first")
+            for row in reader:
+                if len(row) >= 2:
+                    names.update(n.strip() for n in row[1].splitlines() if n.strip())
+        except csv.Error as error:
+            raise ConfigError(f"cannot read API file {path}: malformed CSV ({str(error).splitlines()[0]})") from None
     return frozenset(names)
 
 
 def make_config(
     version: Optional[str] = None,
-    api_files: Sequence[str] = (),
+    api_files: Sequence[Union[str, Path]] = (),
     project_dir: Optional[Path] = None,
 ) -> Config:
     """Build a Config, filling unset values from pyproject.toml; raises ConfigError."""
     settings = find_pyproject_settings((project_dir or Path.cwd()).resolve())
     if version is None:
         version = settings.get("torch-version")
+    elif not version.strip():
+        raise ConfigError("the torch_npu version is empty")
     if not api_files:
         api_files = settings.get("api-files", [])
-        if isinstance(api_files, str):
-            api_files = [api_files]
     try:
-        resolved = resolve_version(None if version is None else str(version))
+        resolved = resolve_version(version)
     except ValueError as error:
         raise ConfigError(str(error)) from None
     return Config(resolved, load_third_party_apis(api_files))

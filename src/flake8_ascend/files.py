@@ -1,8 +1,13 @@
-"""Finding and reading the Python files of an input tree, without importing anything."""
+"""Finding and reading the files of an input tree, without importing anything.
+
+Input files are untrusted (docs/security.md): ``read_regular`` reads only
+regular files, up to ``MAX_FILE_BYTES``, and every reader of input files uses it.
+"""
 from __future__ import annotations
 
 import io
 import os
+import stat
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,8 +20,51 @@ SKIPPED_FOLDERS = frozenset({
 })
 
 
+# Size cap of every file the tool reads from the input (sources, C++/CUDA files, -api CSVs, pyproject.toml):
+# the largest Python file of the corpora is under 1 MiB; a bigger "source" is generated data or an attack.
+MAX_FILE_BYTES = 16 * 2**20
+
+
+NOT_REGULAR = "not a regular file (a FIFO, socket or device): not read"
+
+
 class SourceError(Exception):
     """A file that cannot be read as Python source text; the message says why."""
+
+
+def regular_file_problem(path: Path) -> str:
+    """Why ``path`` (symbolic links followed) is not a readable regular file, or ""; never raises."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        return f"cannot read ({error.strerror or error})"
+    return "" if stat.S_ISREG(mode) else NOT_REGULAR
+
+
+def read_regular(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; raises SourceError otherwise.
+
+    FIFOs, sockets and devices (``x.py -> /dev/zero``) are refused before they are
+    opened, and the opened file is checked again, so nothing can make a read block
+    or run away with the memory.
+    """
+    problem = regular_file_problem(path)
+    if problem:
+        raise SourceError(problem)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as error:
+        raise SourceError(f"cannot read ({error.strerror or error})") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SourceError(NOT_REGULAR)
+        try:
+            data = handle.read(limit + 1)
+        except OSError as error:
+            raise SourceError(f"cannot read ({error.strerror or error})") from None
+    if len(data) > limit:
+        raise SourceError(f"larger than the size cap of {limit // 2**20} MiB: not read")
+    return data
 
 
 @dataclass
@@ -53,7 +101,7 @@ def collect(input_path: Path, exclude: Iterable[Path] = ()) -> FileSet:
                 continue
             if path.is_symlink():
                 found.skipped.append((_rel(path, root), "symbolic link to a folder, not followed"))
-            elif (path / "pyvenv.cfg").is_file():
+            elif os.path.isfile(path / "pyvenv.cfg"):  # os.path: an unreadable folder answers False
                 found.skipped.append((_rel(path, root), "virtual environment"))
             else:
                 keep.append(name)
@@ -67,13 +115,23 @@ def collect(input_path: Path, exclude: Iterable[Path] = ()) -> FileSet:
 
 def read_source(path: Path) -> str:
     """The text of a Python file: UTF-8, or the encoding its BOM/coding cookie declares."""
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise SourceError(f"cannot read ({error.strerror or error})") from None
+    raw = read_regular(path)
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
         return raw.decode(encoding)
     except (SyntaxError, LookupError, UnicodeDecodeError) as error:
         reason = error.msg if isinstance(error, SyntaxError) else str(error)
         raise SourceError(f"not decodable as UTF-8 or its declared encoding ({reason})") from None
+
+
+def report_folders(out_dir: Path) -> List[Path]:
+    """Folders ``ascend-analyse`` makes in ``out_dir`` (reports, hidden temporary ones).
+
+    Every mode leaves them out when the input holds ``out_dir``: the lint modes and
+    the instrumented copies see the same files.
+    """
+    found = []
+    for path in out_dir.iterdir():
+        if (path.name.endswith("_analysis") or "_analysis." in path.name) and path.is_dir():
+            found.append(path)
+    return found

@@ -24,6 +24,7 @@ from typing import Dict, Optional, Sequence, Union
 
 from ..config import Config
 from ..data import resolve_version
+from ..runtime.msft_dynamic_analysis.cells import safe_row
 from .analysis import ThirdPartyAnalysis, analyse
 from .jedi_calls import MAX_SECONDS
 from .report import OUTPUTS, tables
@@ -43,9 +44,9 @@ def write_reports(result: ThirdPartyAnalysis, folder: Union[str, Path]) -> Dict[
     """Write the CSV files into an existing ``folder``; returns {file name: data rows}."""
     counts = {}
     for name, (header, rows) in tables(result).items():
-        with open(Path(folder) / name, "w", newline="", encoding="utf-8") as handle:
+        with open(Path(folder) / name, "w", newline="", encoding="utf-8", errors="backslashreplace") as handle:
             writer = csv.writer(handle)
             writer.writerow(header)
-            writer.writerows(rows)
+            writer.writerows(safe_row(row) for row in rows)
         counts[name] = len(rows)
     return counts

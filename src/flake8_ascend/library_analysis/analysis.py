@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import ast
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..config import Config
 from ..data import load_version
-from ..files import SourceError, collect, read_source
+from ..files import NOT_REGULAR, SourceError, collect, read_source
+from ..pools import process_pool
 from . import cpp_ops
 from .callgraph import Symbols
 from .impact import Impact, RootCause
@@ -64,7 +64,7 @@ def summarise_files(tasks: Sequence[ModuleFile], config: Config, ops: OpTable,
         return
     load_version(config.version)  # loaded before forking, shared by the workers
     chunk = max(1, min(16, len(tasks) // (workers * 8)))
-    with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(config, ops)) as pool:
+    with process_pool(workers, _init_worker, (config, ops)) as pool:
         yield from pool.map(_summarise_file, tasks, chunksize=chunk)
 
 
@@ -115,12 +115,13 @@ def _root_causes(symbols: Symbols, cpp: cpp_ops.CppOps) -> List[RootCause]:
 def analyse(root: Path, config: Config, files: Optional[Sequence[Path]] = None, env_paths: Sequence[Path] = (),
             jobs: Optional[int] = None, log: Callable[[str], None] = lambda line: None,
             advance: Callable[[], None] = lambda: None, jedi_seconds: float = MAX_SECONDS,
-            scan_cpp: bool = True) -> ThirdPartyAnalysis:
+            scan_cpp: bool = True, scratch: Optional[Path] = None) -> ThirdPartyAnalysis:
     """Analyse the library under ``root`` (its ``.py`` files, or ``files``) for torch_npu ``config.version``.
 
     ``log`` receives progress lines for pytorch_analysis.txt; ``advance`` is called once per file;
     ``jedi_seconds`` is the time jedi may spend on open calls (0: none); files that could not be
-    analysed are listed in the result's ``skipped``.
+    analysed are listed in the result's ``skipped``; jedi's cache lives in a temporary folder in ``scratch``
+    (default: the system's temporary folder) while it runs.
     """
     root = Path(root).resolve()
     if files is None:
@@ -129,6 +130,7 @@ def analyse(root: Path, config: Config, files: Optional[Sequence[Path]] = None, 
     else:
         skipped = []
     cpp = cpp_ops.scan(root) if scan_cpp else cpp_ops.CppOps()
+    skipped.extend(cpp.skipped)
     log(f"C++ sources: {cpp.files} files, {len(cpp.pybind)} pybind operators, {len(cpp.library)} TORCH_LIBRARY "
         f"operators, {sum(1 for op in cpp.all_ops() if op.npu_implementation)} with an NPU implementation")
     tasks = module_files(root, files)
@@ -149,7 +151,10 @@ def analyse(root: Path, config: Config, files: Optional[Sequence[Path]] = None, 
     log(f"call graph: {len(graph.nodes)} nodes, {graph.edges} edges, {len(symbols.classes)} classes")
     impact = Impact(graph, _root_causes(symbols, cpp))
     result = ThirdPartyAnalysis(root, config.version, symbols, impact, cpp, len(files), skipped)
-    stats = add_jedi_edges(symbols, impact, root, env_paths, max_seconds=jedi_seconds)
+    if any(why == NOT_REGULAR for _, why in skipped):  # jedi would read them when it follows an import
+        stats = JediStats(left_out="the tree holds .py files that are FIFOs, sockets or devices")
+    else:
+        stats = add_jedi_edges(symbols, impact, root, env_paths, max_seconds=jedi_seconds, scratch=scratch)
     if stats.left_out:
         log(f"jedi: left out ({stats.left_out})")
     else:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
-from ..files import SKIPPED_FOLDERS
+from ..files import SKIPPED_FOLDERS, SourceError, read_regular
 
 CPP_SUFFIXES = (".cpp", ".cc", ".cxx", ".cu", ".cuh", ".h", ".hpp")
 NPU = "NPU"
@@ -89,6 +89,7 @@ class CppOps:
     modules: Set[str] = field(default_factory=set)  # PYBIND11_MODULE names written literally
     extension_name: bool = False  # a PYBIND11_MODULE(TORCH_EXTENSION_NAME, m): its name comes from setup.py
     files: int = 0
+    skipped: List[Tuple[str, str]] = field(default_factory=list)  # (relative path, why it was not read)
 
     def all_ops(self) -> List[CppOp]:
         return sorted([*self.pybind.values(), *self.library.values()], key=lambda op: op.name)
@@ -113,7 +114,7 @@ def _blank(match: "re.Match") -> str:
 
 
 def _read(path: Path, rel: str) -> _Source:
-    raw = path.read_text(encoding="utf-8", errors="replace")
+    raw = read_regular(path).decode("utf-8", errors="replace")
     text = _COMMENT_OR_STRING.sub(_blank, raw)
     code = _STRING.sub(lambda m: '"' + " " * (len(m.group(0)) - 2) + '"', text)
     return _Source(rel, text, code, [i for i, c in enumerate(raw) if c == "\n"])
@@ -289,13 +290,17 @@ def scan(root: Path, files: Optional[Iterable[Path]] = None) -> CppOps:
     """The custom operators bound in the C++ sources under ``root``."""
     tree = _Tree()
     count = 0
+    skipped = []
     for path in cpp_files(root) if files is None else files:
+        rel = Path(os.path.relpath(path, root)).as_posix()
         try:
-            source = _read(path, Path(os.path.relpath(path, root)).as_posix())
-        except OSError:
+            source = _read(path, rel)
+        except SourceError as error:  # unreadable, not a regular file (a FIFO named k.cu) or over the size cap
+            skipped.append((rel, str(error)))
             continue
         tree.add(source)
         count += 1
     result = tree.finish()
     result.files = count
+    result.skipped = skipped
     return result

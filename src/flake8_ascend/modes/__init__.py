@@ -35,6 +35,7 @@ from typing import Callable, ClassVar, Dict, Iterable, List, Sequence, Tuple, Ty
 from ..config import Config
 from ..discovery import import_submodules
 from ..progress import Progress
+from ..runtime.msft_dynamic_analysis.cells import safe_row
 
 
 class JobError(Exception):
@@ -72,15 +73,18 @@ class Job:
         return target
 
     def write_csv(self, name: str, header: Sequence[str], rows: Iterable[Sequence[object]]) -> int:
-        """Write one report (csv defaults, UTF-8, header first); returns the number of data rows."""
+        """Write one report (csv defaults, UTF-8, header first); returns the number of data rows.
+
+        Cells a spreadsheet would run as a formula get a leading ``'`` (``safe_row``, docs/security.md).
+        """
         count = 0
         path = self.output_path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", newline="", encoding="utf-8") as handle:
+        with path.open("w", newline="", encoding="utf-8", errors="backslashreplace") as handle:
             writer = csv.writer(handle)
             writer.writerow(header)
             for row in rows:
-                writer.writerow(row)
+                writer.writerow(safe_row(row))
                 count += 1
         return count
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar, Dict, Iterator, List, Optional, Sequence, Tuple, Type
@@ -20,6 +19,7 @@ from ..config import Config
 from ..data import load_version
 from ..engine import Finding, analyze, is_suppressed
 from ..files import SourceError, read_source
+from ..pools import process_pool
 from . import Job, Mode
 from ..plugin import named_optional_codes
 from ..registry import Rule, all_rules, rule_for
@@ -104,7 +104,7 @@ def analyse_files(job: Job, rules: Sequence[Type[Rule]]) -> Iterator[Tuple[str, 
         return
     load_version(job.config.version)  # loaded before the pool starts, so forked workers share it instead of reloading
     chunk = max(1, min(32, len(tasks) // (workers * 8)))
-    with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(job.config, codes)) as pool:
+    with process_pool(workers, _init_worker, (job.config, codes)) as pool:
         yield from pool.map(_analyse_file, tasks, chunksize=chunk)
 
 
@@ -154,11 +154,12 @@ class LintMode(Mode):
         for name, table in self.tables.items():
             counts[name] = job.write_csv(name, table.columns, _rows(table, by_file[name]))
         if job.args.format == "json":
-            job.output_path(reports.JSON_NAME).write_text(reports.to_json(findings), encoding="utf-8")
+            job.output_path(reports.JSON_NAME).write_text(reports.to_json(findings), encoding="utf-8",
+                                                          errors="backslashreplace")
             counts[reports.JSON_NAME] = len(findings)
         elif job.args.format == "sarif":
             document = reports.to_sarif(findings, job.root, [_rule(f) for f in findings])
-            job.output_path(reports.SARIF_NAME).write_text(document, encoding="utf-8")
+            job.output_path(reports.SARIF_NAME).write_text(document, encoding="utf-8", errors="backslashreplace")
             counts[reports.SARIF_NAME] = len(findings)
         return counts
 

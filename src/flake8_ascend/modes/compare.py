@@ -29,6 +29,8 @@ class Compare(Mode):
             rows = compare(job.input, reference)
         except CompareError as error:
             raise JobError(str(error)) from None
+        except OSError as error:  # an unreadable dump folder: input, not output, so exit 2
+            raise JobError(f"cannot read the dump: {error.strerror or error}: {error.filename}") from None
         count = job.write_csv(RESULT_NAME, HEADER, rows)
         results = Counter(row[HEADER.index("Result")] for row in rows)
         job.log(f"compared {job.input} (A) with {reference} (B, the reference): {count} rows; "

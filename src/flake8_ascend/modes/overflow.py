@@ -1,6 +1,8 @@
 """``-m overflow``: an instrumented copy of the project that reports the operators overflowing to inf/nan."""
 from __future__ import annotations
 
+import argparse
+
 from ..runtime.inject import PACKAGE
 from ..runtime.runtime_copy import Detector, make_copy
 from . import Job, Mode
@@ -10,7 +12,7 @@ DETECTOR = Detector("overflow", "OVERFLOW", "msft_overflow_report.csv", "overflo
 
 def _count(text: str) -> int:
     if not text.isdigit():
-        raise ValueError(text)
+        raise argparse.ArgumentTypeError(f"expected a number (0 or more), got {text!r}")
     return int(text)
 
 
@@ -18,7 +20,7 @@ def _window(text: str) -> str:
     """``all``, ``N`` or ``A-B`` (0-based iterations, A <= B), as the detector reads it."""
     first, _, last = text.partition("-")
     if text != "all" and not (first.isdigit() and (last == "" or (last.isdigit() and int(last) >= int(first)))):
-        raise ValueError(text)
+        raise argparse.ArgumentTypeError(f"expected all, N or A-B (0-based iterations, A <= B), got {text!r}")
     return text
 
 

@@ -1,6 +1,8 @@
 """``-m runtime_ops``: an instrumented copy of the project that reports the ATen operators the NPU lacks."""
 from __future__ import annotations
 
+import argparse
+
 from pathlib import Path
 
 from ..runtime.inject import PACKAGE
@@ -19,7 +21,7 @@ def table_versions():
 
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
-        raise ValueError(text)
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return int(text)
 
 

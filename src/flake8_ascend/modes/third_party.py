@@ -34,7 +34,7 @@ class ThirdParty(Mode):
         job.progress.start(len(job.files))
         result = analyse(job.root, job.config, files=job.files, env_paths=[Path(p) for p in job.args.env_path],
                          jobs=job.args.jobs, log=job.log, advance=job.progress.advance,
-                         jedi_seconds=job.args.jedi_seconds, scan_cpp=job.input.is_dir())
+                         jedi_seconds=job.args.jedi_seconds, scan_cpp=job.input.is_dir(), scratch=job.out_dir)
         job.progress.finish()
         for rel, reason in result.skipped:
             job.skip(rel, reason)

@@ -21,11 +21,17 @@ from __future__ import annotations
 
 import csv
 import difflib
+import inspect
+import io
+import os
 import re
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+from ..files import SourceError, read_regular, regular_file_problem
 
 HEADER = ("Step", "Rank", "Op", "Tensor", "Index A", "Index B", "Dtype A", "Dtype B", "Shape A", "Shape B",
           "Cosine", "Max Abs Error", "Max Relative Error", "Result", "Message", "File Path", "Line Number")
@@ -69,13 +75,17 @@ def read_folder(folder: Path) -> List[Op]:
         op = ops.setdefault(int(index), Op(int(index), op_name(stem)))
         op.tensors[(role, int(k))] = path
     manifest = folder / "ops.csv"
-    if manifest.is_file():
-        with manifest.open(encoding="utf-8", newline="") as handle:
-            for row in csv.DictReader(handle):
-                index = row.get("Index") or ""
-                op = ops.get(int(index)) if index.isdigit() else None
-                if op is not None:
-                    op.site = (row.get("File Path", ""), row.get("Line Number", ""))
+    if os.path.lexists(manifest):
+        try:
+            text = read_regular(manifest).decode("utf-8", errors="replace")
+            rows = list(csv.DictReader(io.StringIO(text, newline="")))
+        except (SourceError, csv.Error) as error:
+            raise CompareError(f"cannot read {manifest}: {error}") from None
+        for row in rows:
+            index = row.get("Index") or ""
+            op = ops.get(int(index)) if index.isdigit() else None
+            if op is not None:
+                op.site = (row.get("File Path", ""), row.get("Line Number", ""))
     return [ops[i] for i in sorted(ops)]
 
 
@@ -133,8 +143,27 @@ def _import_torch():
     return torch
 
 
+@contextmanager
+def _weights_only_enforced():
+    """Drop ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` while loading: on some torch versions it overrides the call."""
+    saved = os.environ.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = saved
+
+
 def load_tensor(torch, path: Path):
-    """A dumped tensor on the CPU."""
+    """A dumped tensor on the CPU.
+
+    Dumps are untrusted: ``.pt`` files are read with torch's weights-only unpickler
+    and nothing else (a pickle that would run code is reported unreadable, never
+    retried unsafely), ``.npy`` files without pickle, and only regular files.
+    """
+    problem = regular_file_problem(path)
+    if problem:
+        raise CompareError(f"cannot read {path}: {problem}")
     try:
         if path.suffix == ".npy":
             try:
@@ -142,14 +171,15 @@ def load_tensor(torch, path: Path):
             except ImportError:
                 raise CompareError(f"reading {path.name} needs numpy (pip install numpy)") from None
             return torch.from_numpy(numpy.load(path, allow_pickle=False))
-        try:
+        if "weights_only" not in inspect.signature(torch.load).parameters:
+            raise CompareError(f"cannot read {path} safely: torch {torch.__version__} has no weights-only "
+                               "loading (torch >= 1.13 has)")
+        with _weights_only_enforced():
             value = torch.load(path, map_location="cpu", weights_only=True)
-        except TypeError:  # torch < 1.13 has no weights_only
-            value = torch.load(path, map_location="cpu")
     except CompareError:
         raise
     except Exception as error:
-        raise CompareError(f"cannot read {path}: {str(error).splitlines()[0] if str(error) else type(error).__name__}")
+        raise CompareError(f"cannot read {path}: not a plain tensor file ({type(error).__name__})") from None
     if not isinstance(value, torch.Tensor):
         raise CompareError(f"{path} does not hold a tensor")
     return value

@@ -26,7 +26,9 @@ read.
 from __future__ import annotations
 
 import ast
+import io
 import os
+import tokenize
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,13 +37,14 @@ from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from ..files import SKIPPED_FOLDERS
+from ..files import SKIPPED_FOLDERS, SourceError, read_regular, regular_file_problem
 from ..rules.dataloader_last_batch import says_eval, words
 
 PACKAGE = "msft_dynamic_analysis"
 PACKAGE_SOURCE = Path(__file__).parent / PACKAGE
 IMPORT_LINE = f"from {PACKAGE}.hook import DETECTOR"
 REPORT_NAME = "msft_dynamic_shape_analysis_report.csv"
+MAX_NESTING = 1000  # syntax-tree depth handed to libcst; it crashed at 5,000 nested lambdas, not at 2,500
 _WRAPPERS = frozenset({"enumerate", "zip", "iter", "islice", "track"})
 _EVAL_FUNCTIONS = ("eval", "evaluate", "validate", "validation", "val", "test", "predict", "inference", "infer")
 
@@ -293,13 +296,56 @@ def may_have_data_loop(source: bytes) -> bool:
     return any(mentions_loader(iterable) for iterable in loops)
 
 
+class TooDeep(ValueError):
+    """A file nested deeper than libcst parses safely: its native parser overflows the stack (a crash, not an error)."""
+
+
+def check_nesting(source: bytes, limit: int = MAX_NESTING) -> None:
+    """Raise ``TooDeep`` when ``source`` is nested deeper than ``limit``, as far as the stdlib can tell.
+
+    libcst crashes the whole process on a 20,000-term expression or 5,000 nested
+    lambdas; real code stays far below ``MAX_NESTING`` levels.  The depth is
+    measured without recursion.  A file the stdlib parser rejects (a syntax error,
+    or syntax newer than this Python) is left to libcst unless one of its
+    statements has more than ``2 * limit`` tokens: depth cannot be told then.
+    """
+    try:
+        tree = ast.parse(source)
+    except (RecursionError, MemoryError):
+        raise TooDeep(f"nested more than {limit} levels deep") from None
+    except (SyntaxError, ValueError):
+        if _longest_statement(source) > 2 * limit:
+            raise TooDeep(f"a statement of more than {2 * limit} tokens that does not parse") from None
+        return
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            raise TooDeep(f"nested more than {limit} levels deep")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+
+
+def _longest_statement(source: bytes) -> int:
+    """The most tokens in one logical line (the whole file when it cannot be tokenized)."""
+    longest = count = 0
+    try:
+        for token in tokenize.tokenize(io.BytesIO(source).readline):
+            count += 1
+            if token.type in (tokenize.NEWLINE, tokenize.ENDMARKER):
+                longest, count = max(longest, count), 0
+    except (tokenize.TokenError, SyntaxError, UnicodeDecodeError):
+        return max(longest, count, len(source))
+    return longest
+
+
 def looks_like_training(source: bytes, name: str) -> bool:
     """A training script: calls ``.backward(``, or is named ``*train*`` and has a ``__main__`` block."""
     return b".backward(" in source or ("train" in name.lower() and b"__main__" in source)
 
 
 def instrument_source(source: bytes, name: str = "train.py", depth: int = 0) -> Instrumented:
-    """Wrap the data loops of one file and add the detector import; raises ``libcst.ParserSyntaxError``.
+    """Wrap the data loops of one file and add the detector import; raises ``libcst.ParserSyntaxError``
+    or ``TooDeep``.
 
     ``name`` is the file name (for the training-script test), ``depth`` its
     folder depth below the analysis root (0: beside ``msft_dynamic_analysis``).
@@ -308,6 +354,7 @@ def instrument_source(source: bytes, name: str = "train.py", depth: int = 0) -> 
     if not training and not (b"for " in source and (b"oader" in source or b"dl" in source or b"DETECTOR" in source)
                              and may_have_data_loop(source)):
         return Instrumented(source, [], IMPORT_LINE.encode() in source, False)
+    check_nesting(source)
     module = cst.parse_module(source)
     assignments = _Assignments()
     module.visit(assignments)
@@ -323,16 +370,44 @@ def instrument_source(source: bytes, name: str = "train.py", depth: int = 0) -> 
 
 
 def _reserved(root_level: bool, name: str) -> bool:
-    """Names the analysis folder's root keeps for itself."""
-    return root_level and (name in (PACKAGE, "pytorch_analysis.txt", "dynamic_shape_hints.csv")
-                           or name.startswith(REPORT_NAME[:-4]))
+    """Names the analysis folder's root keeps for itself: every report and dump folder the running copy writes
+    there starts with ``msft_`` (an input symlink named ``msft_overflow_dump`` would lead its writes outside)."""
+    return root_level and (name in ("pytorch_analysis.txt", "dynamic_shape_hints.csv") or name.startswith("msft_"))
 
 
-def _copy_file(source: Path, target: Path) -> None:
-    if source.is_symlink():
-        os.symlink(os.readlink(source), target)
-    else:
+def _copy_link(link: Path, target: Path, source_root: Path, excluded: Set[str]) -> str:
+    """Re-create a symbolic link of the input in the copy; returns why it was left out, or ""."""
+    try:
+        points_to = Path(os.path.realpath(link))
+    except OSError as error:
+        return f"symbolic link left out ({error.strerror or error})"
+    if not points_to.exists():
+        return "dangling symbolic link left out"
+    if not (points_to.is_dir() or points_to.is_file()):
+        return "symbolic link to a FIFO, socket or device left out"
+    root = Path(os.path.realpath(source_root))
+    inside = points_to == root or root in points_to.parents
+    if inside and any(os.path.normcase(str(points_to)) == e or os.path.normcase(str(points_to)).startswith(e + os.sep)
+                      for e in excluded):
+        return "symbolic link into the analysis output left out"
+    if inside:  # the same place in the copy, relative so that it stays inside the copy
+        copy_root = target.parents[len(link.relative_to(source_root).parts) - 1]
+        os.symlink(os.path.relpath(copy_root / points_to.relative_to(root), target.parent), target)
+    else:  # outside the project (a data folder): the same target, absolute so that it does not dangle
+        os.symlink(points_to, target)
+    return ""
+
+
+def _copy_file(source: Path, target: Path) -> str:
+    """Copy one file that is not instrumented; returns why it was left out, or ""."""
+    problem = regular_file_problem(source)
+    if problem:
+        return f"left out: {problem}"
+    try:
         shutil.copy2(source, target)
+    except (OSError, shutil.Error) as error:
+        return f"left out: cannot copy ({getattr(error, 'strerror', None) or error})"
+    return ""
 
 
 def instrument_tree(source: Path, dest: Path, exclude: Iterable[Path] = ()) -> Injection:
@@ -349,7 +424,12 @@ def instrument_tree(source: Path, dest: Path, exclude: Iterable[Path] = ()) -> I
         _instrument_file(source, dest / source.name, source.name, 0, result)
     else:
         excluded = {os.path.normcase(os.path.abspath(p)) for p in exclude}
-        for folder, subfolders, names in os.walk(source, followlinks=False):
+
+        def unreadable(error: OSError) -> None:
+            rel = Path(os.path.relpath(error.filename, source)).as_posix()
+            result.skipped.append((rel, f"left out: cannot list folder ({error.strerror})"))
+
+        for folder, subfolders, names in os.walk(source, onerror=unreadable, followlinks=False):
             here = Path(folder)
             rel_folder = here.relative_to(source)
             depth = len(rel_folder.parts)
@@ -361,11 +441,13 @@ def instrument_tree(source: Path, dest: Path, exclude: Iterable[Path] = ()) -> I
                     continue
                 if _reserved(depth == 0, name):
                     result.skipped.append((rel, "name reserved for the analysis output"))
-                elif (path / "pyvenv.cfg").is_file():
-                    result.skipped.append((rel, "virtual environment"))
                 elif path.is_symlink():
                     (dest / rel_folder).mkdir(parents=True, exist_ok=True)
-                    os.symlink(os.readlink(path), dest / rel_folder / name)
+                    problem = _copy_link(path, dest / rel_folder / name, source, excluded)
+                    if problem:
+                        result.skipped.append((rel, problem))
+                elif os.path.isfile(path / "pyvenv.cfg"):  # os.path: an unreadable folder answers False
+                    result.skipped.append((rel, "virtual environment"))
                 else:
                     keep.append(name)
             subfolders[:] = keep
@@ -374,19 +456,37 @@ def instrument_tree(source: Path, dest: Path, exclude: Iterable[Path] = ()) -> I
                 rel = (rel_folder / name).as_posix()
                 if _reserved(depth == 0, name):
                     result.skipped.append((rel, "name reserved for the analysis output"))
-                elif name.endswith(".py") and not (here / name).is_symlink():
+                elif (here / name).is_symlink():
+                    problem = _copy_link(here / name, dest / rel_folder / name, source, excluded)
+                    if problem:
+                        result.skipped.append((rel, problem))
+                    else:
+                        result.copied += 1
+                elif name.endswith(".py"):
                     _instrument_file(here / name, dest / rel_folder / name, rel, depth, result)
                 else:
-                    _copy_file(here / name, dest / rel_folder / name)
-                    result.copied += 1
+                    problem = _copy_file(here / name, dest / rel_folder / name)
+                    if problem:
+                        result.skipped.append((rel, problem))
+                    else:
+                        result.copied += 1
     shutil.copytree(PACKAGE_SOURCE, dest / PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return result
 
 
 def _instrument_file(path: Path, target: Path, rel: str, depth: int, result: Injection) -> None:
-    raw = path.read_bytes()
+    try:
+        raw = read_regular(path)
+    except SourceError as error:  # a FIFO, device or unreadable file named *.py, or one over the size cap
+        result.skipped.append((rel, f"left out: {error}"))
+        return
     try:
         done = instrument_source(raw, path.name, depth)
+    except TooDeep as error:
+        result.skipped.append((rel, f"copied unchanged: {error}, more than libcst parses safely"))
+        shutil.copy2(path, target)
+        result.copied += 1
+        return
     except (cst.ParserSyntaxError, RecursionError, UnicodeDecodeError, SyntaxError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         result.skipped.append((rel, f"copied unchanged: libcst cannot parse it ({reason})"))

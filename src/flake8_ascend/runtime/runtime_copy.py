@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List
 
+from ..files import report_folders
 from ..modes import Job
 from .inject import IMPORT_LINE, PACKAGE, REPORT_NAME, Injection, instrument_tree
 
@@ -41,16 +42,9 @@ SHAPES = Detector("hook", "DETECTOR", REPORT_NAME, "dynamic_shape")  # what the 
 
 
 def excluded(job: Job) -> List[Path]:
-    """Folders of the input the copy must not enter: the output folder when it lies inside the input."""
-    out = job.out_dir.parent
-    if not job.input.is_dir():
-        return []
-    if out != job.input:
-        return [out]
-    from ..cli import report_name  # the CLI imports the modes; import it only when running
-
-    target = out / report_name(job.input)
-    return [job.out_dir, target, *out.glob(f".{target.name}.*")]
+    """Folders of the input the copy must not enter: the reports and temporary folders of ``-o`` (the same
+    ones the lint part leaves out), when ``-o`` lies inside the input or is the input."""
+    return report_folders(job.out_dir.parent) if job.input.is_dir() else []
 
 
 def point_imports(dest: Path, files: Iterable[str], detector: Detector) -> None:

@@ -34,6 +34,8 @@ import sys
 import tempfile
 import threading
 
+from .cells import safe_row
+
 PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__))
 ROOT = os.path.dirname(PACKAGE_DIR)  # the analysis folder: the instrumented project lives here
 STACK_DEPTH = 5  # project frames kept per call site
@@ -79,7 +81,7 @@ def write_csv(path, header, rows):
         with os.fdopen(handle, "w", newline="", encoding="utf-8") as stream:
             writer = csv.writer(stream)
             writer.writerow(header)
-            writer.writerows(rows)
+            writer.writerows(safe_row(row) for row in rows)
         os.chmod(temporary, 0o644)
         os.replace(temporary, path)
     except BaseException:
