@@ -236,10 +236,18 @@ def _signals_raise() -> Iterator[List[int]]:
     if threading.current_thread() is not threading.main_thread():
         yield received
         return
+    previous_hook = sys.unraisablehook
+
+    def unraisable(info):
+        if not isinstance(info.exc_value, Interrupted):  # raised inside a __del__: already in ``received``
+            previous_hook(info)
+
     previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGINT, signal.SIGTERM)}
+    sys.unraisablehook = unraisable
     try:
         yield received
     finally:
+        sys.unraisablehook = previous_hook
         for signum, old in previous.items():
             signal.signal(signum, old)
 
