@@ -182,7 +182,7 @@ def test_flags_a_mode_does_not_support_are_usage_errors(tmp_path, monkeypatch):
     code, _, err = run_main("-i", str(EXAMPLES), "-o", str(tmp_path), "-m", "copier", "--format", "sarif")
     assert code == 2 and "writes no sarif output" in err
     code, _, err = run_main("-i", str(EXAMPLES), "-o", str(tmp_path), "-m", "copier", "--select", "ASC2")
-    assert code == 2 and "--select/--ignore do not apply" in err
+    assert code == 2 and "--per-file-ignores do not apply" in err
     assert leftovers(tmp_path) == []
 
 
@@ -361,30 +361,6 @@ def test_parallel_run_equals_serial_run(tmp_path, monkeypatch):
 
 
 # -- writers and terminal output -------------------------------------------------------------------
-def test_select_and_ignore_decide_like_flake8():
-    """--select is flake8's --select; --ignore is its --extend-ignore (the default-off codes stay off)."""
-    import argparse
-
-    from flake8.style_guide import Decision, DecisionEngine
-
-    from flake8_ascend.plugin import named_optional_codes
-
-    combos = [([], []), (["ASC"], []), (["ASC1"], []), (["ASC103"], []), ([], ["ASC2"]), (["ASC"], ["ASC1"]),
-              (["ASC1"], ["ASC10"]), (["ASC10"], ["ASC1"]), (["ASC2"], ["ASC2"]), ([], ["ASC103"]),
-              ([], ["ASC1"]), (["ASC103"], ["ASC1"]), (["ASC1"], ["ASC103"]), (["ASC2", "ASC103"], ["ASC20"]),
-              (["ASC1"], ["ASC2"])]
-    for select, ignore in combos:
-        options = argparse.Namespace(
-            select=select or None, extend_select=None, ignore=None, extend_ignore=ignore or None,
-            extended_default_select=["ASC"], extended_default_ignore=[r.code for r in all_rules() if r.default_off],
-        )
-        engine = DecisionEngine(options)
-        for rule in all_rules():
-            expected = engine.decision_for(rule.code) is Decision.Selected and (
-                not rule.default_off or rule.code in named_optional_codes(select))
-            assert lintmode.rule_is_selected(rule, select, ignore) == expected, (select, ignore, rule.code)
-
-
 def test_csv_writer_quotes_and_stays_inside_the_folder(tmp_path):
     from flake8_ascend.modes import Job, JobError
     from flake8_ascend.progress import Progress

@@ -22,6 +22,7 @@ from typing import Dict, List, Optional, Sequence, TextIO, Tuple
 from . import __version__
 from .config import ConfigError, make_config
 from .files import collect
+from .flake8_settings import read_settings
 from .modes import Job, JobError, all_modes
 from .progress import Progress
 from .registry import all_rules, rule_for
@@ -110,9 +111,14 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
                        help="also write findings.json or findings.sarif (the CSVs are always written)")
     extra.add_argument("--select", type=_code_prefixes, action="extend", default=[], metavar="CODES",
                        help="only these code prefixes, comma-separated (e.g. ASC1,ASC203); selects ASC103 too")
+    extra.add_argument("--extend-select", type=_code_prefixes, action="extend", default=[], metavar="CODES",
+                       help="add these code prefixes to the selection (flake8's --extend-select)")
     extra.add_argument("--ignore", type=_code_prefixes, action="extend", default=[], metavar="CODES",
                        help="leave out these code prefixes, comma-separated (flake8's --extend-ignore: "
                        "the default-off codes stay off)")
+    extra.add_argument("--per-file-ignores", default=None, metavar="PAIRS",
+                       help="flake8's per-file-ignores, e.g. 'train_gpu.py:ASC5 tests/*:ASC2' "
+                       "(relative paths: from the current directory)")
     extra.add_argument("--fail-on-findings", action="store_true", help="exit 1 when any report has rows (for CI)")
     extra.add_argument("-j", "--jobs", type=_positive, default=None, metavar="N",
                        help="worker processes (default: all cores)")
@@ -186,8 +192,12 @@ def _check_args(args: argparse.Namespace, mode: type) -> Tuple[Path, Path]:
             raise UsageError(f"-env folder not found: {path}")
     if args.format not in mode.formats:
         raise UsageError(f"mode {mode.name} writes no {args.format} output (it supports {', '.join(mode.formats)})")
-    if (args.select or args.ignore) and not mode.uses_rules:
-        raise UsageError(f"--select/--ignore do not apply to mode {mode.name}")
+    if (args.select or args.extend_select or args.ignore or args.per_file_ignores is not None) and not mode.uses_rules:
+        raise UsageError(f"--select/--extend-select/--ignore/--per-file-ignores do not apply to mode {mode.name}")
+    codes = [rule.code for rule in all_rules()]
+    unknown = [p for p in args.select + args.extend_select if not any(code.startswith(p) for code in codes)]
+    if unknown:
+        raise UsageError(f"no ASC code starts with {', '.join(unknown)} (see {PROG} --list-codes)")
     if (args.fix or args.diff) and not mode.fixes:
         raise UsageError(f"--fix/--diff do not apply to mode {mode.name}")
     return source.resolve(), out.resolve()
@@ -231,7 +241,9 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
     source, out_dir = _check_args(args, mode)
     root = source if source.is_dir() else source.parent
     try:
-        config = make_config(args.torch_version, args.api_files, project_dir=root)
+        settings = read_settings(root, args)
+        config = make_config(settings.options.ascend_torch_version, settings.options.ascend_api_files,
+                             project_dir=root)
     except ConfigError as error:
         raise UsageError(str(error)) from None
     target = out_dir / report_name(source)
@@ -250,9 +262,11 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
                 log_file.write(line + "\n")
 
             progress = Progress(None if args.quiet else err, tty=err.isatty())
-            job = Job(source, found.root, found.files, temporary, config, args, log, progress)
+            job = Job(source, found.root, found.files, temporary, config, args, log, progress,
+                      selection=settings.selection)
             log(f"{PROG} {__version__} started {time.strftime('%Y-%m-%d %H:%M:%S')}")
             log(f"input: {source}")
+            log(f"flake8 configuration: {settings.path or 'none found'}")
             log(f"mode: {mode.name}; torch_npu version: {config.version}; format: {args.format}")
             if config.third_party_apis:
                 log(f"third-party APIs from -api files: {len(config.third_party_apis)}")

@@ -28,7 +28,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .config import Config
-from .engine import Finding, analyze, is_suppressed
+from .engine import Finding, analyze, unsuppressed
 from .files import SourceError, read_source
 from .registry import rule_for
 
@@ -61,7 +61,7 @@ def fixable_findings(source: str, path: str, config: Config, codes: Sequence[str
     tree = ast.parse(source, filename=path)
     lines = source.splitlines(keepends=True)
     rules = [rule_for(code) for code in codes]
-    return [f for f in analyze(tree, lines, path, config, rules) if f.fix and not is_suppressed(f, lines)]
+    return [f for f in unsuppressed(analyze(tree, lines, path, config, rules), lines) if f.fix]
 
 
 def _char_column(lines: Sequence[str], line: int, byte_col: int) -> int:

@@ -34,6 +34,7 @@ from typing import Callable, ClassVar, Dict, Iterable, List, Sequence, Tuple, Ty
 
 from ..config import Config
 from ..discovery import import_submodules
+from ..flake8_settings import Selection
 from ..progress import Progress
 
 
@@ -54,6 +55,8 @@ class Job:
     log: Callable[[str], None]  # append one line to pytorch_analysis.txt
     progress: Progress  # start(total) / advance() / finish() on the terminal
     skipped: List[Tuple[str, str]] = field(default_factory=list)  # (relative path, why), via skip()
+    # which codes flake8 reports in which file (select/ignore/per-file-ignores of the flake8 configuration)
+    selection: Selection = field(default_factory=Selection.defaults)
 
     def skip(self, rel: str, reason: str) -> None:
         """Record and log a file or folder left out of the analysis; the run goes on."""
