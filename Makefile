@@ -33,6 +33,7 @@ data:
 	$(PYTHON) tools/build_affinity.py
 	$(PYTHON) tools/build_aten_ops.py
 	$(PYTHON) tools/build_transfer_to_npu.py
+	$(PYTHON) tools/build_mmcv_ops.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info src/*.egg-info
