@@ -388,9 +388,17 @@ def test_summary_table_and_progress():
     progress.finish()
     assert stream.getvalue().splitlines() == [f"analysed {n}/20 files ({n * 5}%)" for n in range(2, 21, 2)]
     stream = io.StringIO()
-    progress = Progress(stream, tty=True)
+    progress = Progress(stream, tty=True, columns=80)
     progress.start(4)
     for _ in range(4):
         progress.advance()
     progress.finish()
     assert stream.getvalue().endswith(f"\r[{'#' * 30}] 4/4 files (100%)\n")
+    for columns, last in ((40, f"[{'#' * 20}] 4/4 files (100%)"), (24, "4/4 files (100%)"), (10, "4/4 files")):
+        stream = io.StringIO()
+        progress = Progress(stream, tty=True, columns=columns)
+        progress.start(4)
+        for _ in range(4):
+            progress.advance()
+        assert all(len(draw) < columns for draw in stream.getvalue().split("\r")), columns
+        assert stream.getvalue().endswith("\r" + last), columns

@@ -102,6 +102,12 @@ def _self_attribute(node) -> bool:
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
 
 
+def _init_helper(func: ast.AST) -> bool:
+    """mmengine's weight initialisers (``normal_init(module, ...)``, ``uniform_init``...): no forward, no backward."""
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name.endswith("_init")
+
+
 class EmbeddingNondeterministic(_CallAdvice):
     code = "ASC602"
     summary = "embedding whose NPU backward may not be reproducible"
@@ -137,6 +143,11 @@ class EmbeddingNondeterministic(_CallAdvice):
         "        self.query_embed = nn.Embedding(100, 768)\n        self.query_embed.requires_grad_(False)\n\n"
         "    def forward(self, x):\n        return self.query_embed(self.idx) + x\n",
         "import torch.nn as nn\nemb = nn.Embedding.from_pretrained(glove)\n",  # freeze=True by default
+        # mmdet 3.1.0 models/layers/msdeformattn_pixel_decoder.py:83: initialised by a helper, read via .weight
+        "import torch.nn as nn\nfrom mmengine.model import normal_init\n\nclass Decoder(nn.Module):\n"
+        "    def __init__(self):\n        self.level_encoding = nn.Embedding(3, 256)\n\n"
+        "    def init_weights(self):\n        normal_init(self.level_encoding, mean=0, std=1)\n\n"
+        "    def forward(self, i):\n        return self.level_encoding.weight[i]\n",
     ]
 
     def message(self, api: str) -> str:
@@ -157,8 +168,10 @@ class EmbeddingNondeterministic(_CallAdvice):
                 and n.value.attr == target.attr]  # self.<name>.<something>
         frozen = any(use.attr == "requires_grad_" for use in uses)
         mentions = sum(1 for n in ast.walk(cls) if _self_attribute(n) and n.attr == target.attr)
-        # every mention but the assignment is self.<name>.weight (or the freezing call)
-        return frozen or mentions - 1 == sum(1 for use in uses if use.attr == "weight")
+        initialised = sum(1 for n in ast.walk(cls) if isinstance(n, ast.Call) and _init_helper(n.func)
+                          for arg in n.args[:1] if _self_attribute(arg) and arg.attr == target.attr)
+        # every mention but the assignment is self.<name>.weight, or the module given to an init helper
+        return frozen or mentions - 1 == initialised + sum(1 for use in uses if use.attr == "weight")
 
 
 class MatmulNondeterministic(_CallAdvice):
