@@ -402,3 +402,21 @@ def test_summary_table_and_progress():
             progress.advance()
         assert all(len(draw) < columns for draw in stream.getvalue().split("\r")), columns
         assert stream.getvalue().endswith("\r" + last), columns
+
+
+def test_tool_version_statistics_plural_and_fix_marks(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--tool-version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out == f"ascend-analyse {cli.__version__}\n"
+    script = tmp_path / "train.py"
+    script.write_text("import torch\ntorch.cuda.synchronize()\ntorch.cuda.synchronize()\nm = m.cuda()\n")
+    code, out, _ = run_main("-i", str(script), "-o", str(tmp_path), "--statistics")
+    assert code == 0
+    assert "2     ASC201 torch.cuda API use" in out and "1     ASC202 hard-coded CUDA device" in out
+    assert "Analysed 1 file (0 skipped)" in out
+    log = (tmp_path / "train_analysis" / cli.LOG_NAME).read_text(encoding="utf-8")
+    assert log.startswith(f"ascend-analyse {cli.__version__} started") and "findings per code: ASC201 2, ASC202 1" in log
+    marked = [line.split()[0] for line in cli.list_codes().splitlines() if "--fix rewrites" in line]
+    assert marked == ["ASC303", "ASC304"]
+    code, _, err = run_main("-i", str(script), "-o", str(tmp_path), "-m", "third_party", "--statistics")
+    assert code == 2 and "--statistics does not apply" in err

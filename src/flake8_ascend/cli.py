@@ -22,6 +22,7 @@ from typing import Dict, List, Optional, Sequence, TextIO, Tuple
 from . import __version__
 from .config import ConfigError, make_config
 from .files import collect
+from .fix import FIX_CODES
 from .flake8_settings import read_settings
 from .modes import Job, JobError, all_modes
 from .progress import Progress
@@ -129,6 +130,10 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
     extra.add_argument("-q", "--quiet", action="store_true", help="no progress display and no summary table")
     extra.add_argument("--explain", metavar="CODE", help="print the documentation of an ASC code and exit")
     extra.add_argument("--list-codes", action="store_true", help="print every ASC code with its summary and exit")
+    extra.add_argument("--statistics", action="store_true",
+                       help="after the summary, print how many findings each code has (like flake8 --statistics)")
+    extra.add_argument("--tool-version", action="version", version=f"{PROG} {__version__}",
+                       help=f"print the version of {PROG} and exit (-v/--version is the torch_npu version)")
     for name, mode in modes.items():
         mode.add_arguments(parser.add_argument_group(f"{name} mode options"))
     return parser
@@ -153,6 +158,7 @@ def list_codes() -> str:
     lines = [f"{'code':<7} {'report':<{width}}  summary"]
     for rule in rules:
         note = " (off by default)" if rule.default_off else ""
+        note += " (--fix rewrites the safe ones)" if rule.code in FIX_CODES else ""
         lines.append(f"{rule.code:<7} {rule.csv:<{width}}  {rule.summary}{note}")
     return "\n".join(lines) + "\n"
 
@@ -198,6 +204,8 @@ def _check_args(args: argparse.Namespace, mode: type) -> Tuple[Path, Path]:
     unknown = [p for p in args.select + args.extend_select if not any(code.startswith(p) for code in codes)]
     if unknown:
         raise UsageError(f"no ASC code starts with {', '.join(unknown)} (see {PROG} --list-codes)")
+    if args.statistics and not mode.uses_rules:
+        raise UsageError(f"--statistics does not apply to mode {mode.name}")
     if (args.fix or args.diff) and not mode.fixes:
         raise UsageError(f"--fix/--diff do not apply to mode {mode.name}")
     return source.resolve(), out.resolve()
@@ -236,6 +244,15 @@ def summary_table(counts: Dict[str, int]) -> str:
     return "\n".join(rows)
 
 
+def statistics(per_code: Dict[str, int]) -> str:
+    """flake8's ``--statistics`` layout: count, code, summary; one line per code found."""
+    return "".join(f"{count:<5} {code} {rule_for(code).summary}\n" for code, count in sorted(per_code.items()))
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: TextIO) -> int:
     mode = _choose_mode(args.mode, modes, fixing=args.fix or args.diff)
     source, out_dir = _check_args(args, mode)
@@ -246,7 +263,7 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
                              project_dir=root)
     except ConfigError as error:
         raise UsageError(str(error)) from None
-    target = out_dir / report_name(source)
+    target = out_dir / (mode.report_name(source, args) or report_name(source))
     if target == source or target in source.parents:
         raise UsageError(f"the input lies inside the report folder it would replace: {target}")
 
@@ -278,6 +295,8 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
             log(f"skipped: {len(job.skipped)}")
             for name, count in counts.items():
                 log(f"wrote {name}: {count} rows")
+            if job.statistics:
+                log("findings per code: " + ", ".join(f"{code} {n}" for code, n in sorted(job.statistics.items())))
             log(f"finished in {elapsed:.2f} s")
         _replace_folder(temporary, target)
     except JobError as error:
@@ -289,8 +308,10 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
 
     if not args.quiet:
         out.write(summary_table(counts) + "\n")
+        if args.statistics:
+            out.write(statistics(job.statistics))
         shown = os.path.relpath(target)
-        out.write(f"Analysed {len(found.files)} files ({len(job.skipped)} skipped) in {elapsed:.1f} s; "
+        out.write(f"Analysed {_plural(len(found.files), 'file')} ({len(job.skipped)} skipped) in {elapsed:.1f} s; "
                   f"report: {target if shown.startswith(os.pardir) else shown}\n")
     if args.fail_on_findings and any(counts.values()):
         return 1

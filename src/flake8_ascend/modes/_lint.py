@@ -119,6 +119,8 @@ class LintMode(Mode):
             job.progress.advance()
         job.progress.finish()
         findings.sort(key=lambda f: (f.path, f.line, f.col, f.code))
+        for finding in findings:
+            job.statistics[finding.code] = job.statistics.get(finding.code, 0) + 1
         job.log(f"analysed {len(job.files) - skipped} of {len(job.files)} files: {len(findings)} findings")
         return self.write(job, findings)
 
