@@ -108,3 +108,14 @@ def test_api_file_with_wrong_columns(tmp_path):
     result = flake8("--select", "ASC", "--ascend-api-files", "results.csv", "train.py", cwd=tmp_path)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "not a third_party result file" in result.stderr
+
+
+def test_the_readme_pre_commit_snippet_names_the_hook_this_repository_defines():
+    hooks = (ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    snippet = readme.split("### pre-commit", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    hook_id = re.search(r"^- id: (\S+)", hooks, re.M).group(1)
+    assert re.search(rf"^\s+- id: {re.escape(hook_id)}$", snippet, re.M)
+    assert "entry: flake8 --select ASC" in hooks
+    # the repository has no release tags: the snippet must not name one (pre-commit fails on an unknown tag)
+    assert re.search(r"^\s+rev: HEAD\b", snippet, re.M)
