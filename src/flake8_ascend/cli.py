@@ -279,17 +279,20 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
                 log_file.write(line + "\n")
 
             progress = Progress(None if args.quiet else err, tty=err.isatty())
-            job = Job(source, found.root, found.files, temporary, config, args, log, progress,
-                      selection=settings.selection)
+            excluded = {path for path in found.files if mode.uses_rules and settings.selection.excluded(path, found.root)}
+            job = Job(source, found.root, [path for path in found.files if path not in excluded], temporary, config,
+                      args, log, progress, selection=settings.selection)
             log(f"{PROG} {__version__} started {time.strftime('%Y-%m-%d %H:%M:%S')}")
             log(f"input: {source}")
             log(f"flake8 configuration: {settings.path or 'none found'}")
             log(f"mode: {mode.name}; torch_npu version: {config.version}; format: {args.format}")
             if config.third_party_apis:
                 log(f"third-party APIs from -api files: {len(config.third_party_apis)}")
-            log(f"files: {len(found.files)} Python files")
+            log(f"files: {len(job.files)} Python files")
             for rel, reason in found.skipped:
                 job.skip(rel, reason)
+            for path in sorted(excluded):
+                job.skip(job.rel(path), "excluded by the flake8 configuration (exclude, extend-exclude)")
             counts = mode().run(job)
             elapsed = time.monotonic() - started
             log(f"skipped: {len(job.skipped)}")
@@ -311,7 +314,7 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
         if args.statistics:
             out.write(statistics(job.statistics))
         shown = os.path.relpath(target)
-        out.write(f"Analysed {_plural(len(found.files), 'file')} ({len(job.skipped)} skipped) in {elapsed:.1f} s; "
+        out.write(f"Analysed {_plural(len(job.files), 'file')} ({len(job.skipped)} skipped) in {elapsed:.1f} s; "
                   f"report: {target if shown.startswith(os.pardir) else shown}\n")
     if args.fail_on_findings and any(counts.values()):
         return 1

@@ -7,7 +7,7 @@ options plus this plugin's ``ascend-*`` options, but no other plugin is
 loaded, so nothing of the analysed project runs), puts its own command line on
 top, and asks flake8's ``StyleGuide`` which codes each file reports
 (``select``, ``ignore``, ``extend-select``, ``extend-ignore``,
-``per-file-ignores``).  The configuration file is untrusted input: only a
+``per-file-ignores``) and which files it skips (``exclude``, ``extend-exclude``).  The configuration file is untrusted input: only a
 regular UTF-8 file of modest size is read, and a problem is a one-line
 ``ConfigError`` that never quotes the file.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import logging
 import os
 import stat
 from dataclasses import dataclass
@@ -27,11 +28,12 @@ from flake8.main.options import register_default_options
 from flake8.options.aggregator import aggregate_options
 from flake8.options.manager import OptionManager
 from flake8.style_guide import Decision, StyleGuide
-from flake8.utils import normalize_path, parse_files_to_codes_mapping
+from flake8.utils import matches_filename, normalize_path, parse_files_to_codes_mapping
 
 from .config import ConfigError
 from .plugin import AscendChecker, named_optional_codes, optional_codes
 
+LOG = logging.getLogger(__name__)
 CONFIG_NAMES = ("setup.cfg", "tox.ini", ".flake8")  # flake8's order within one folder
 MAX_CONFIG_BYTES = 1 << 20
 
@@ -122,6 +124,7 @@ class Selection:
                                    for name, codes in mapping]
         self.suppressed = optional_codes() - named_optional_codes(
             [*(options.select or ()), *(options.extend_select or ())])
+        self.exclude = [*options.exclude, *options.extend_exclude]
 
     @classmethod
     def defaults(cls) -> "Selection":
@@ -131,6 +134,16 @@ class Selection:
 
     def _guide(self, path: str) -> StyleGuide:
         return max((g for g in self.guides if g.applies_to(path)), key=lambda g: len(g.filename or ""))
+
+    def excluded(self, path: Path, root: Path) -> bool:
+        """Whether flake8 would not even read ``path`` (``exclude``/``extend-exclude`` matching it or a folder
+        between it and the linted ``root``)."""
+        for candidate in (path, *path.parents):
+            if matches_filename(str(candidate), self.exclude, "%(path)s: %(whether)sexcluded", LOG):
+                return True
+            if candidate == root:
+                return False
+        return False
 
     def selects(self, code: str, path: Optional[str] = None) -> bool:
         """Whether flake8 reports ``code`` in the file at ``path`` (absolute; None: any file without per-file rules)."""
