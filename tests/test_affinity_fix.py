@@ -109,6 +109,8 @@ def test_cli_fix_rewrites_the_tree_and_a_second_run_changes_nothing(tree, capsys
     assert {row[3] for row in rows[1:]} <= {"class", "function", "torch", "special"}
     log = (report / "pytorch_analysis.txt").read_text(encoding="utf-8")
     assert "skipped broken.py" in log and "NpuFusedAdam already names something else" in log
+    assert "fix: optimizers.py: line 8: torch.optim.AdamW -> torch_npu.optim.NpuFusedAdamW" in log
+    assert "fix: optimizers.py: removed the unused import of optim" in log
     assert run("-i", project, "-o", out, "-q", "-m", "affinity_apis", "--fix") == 0
     assert (report / "affinity_fix.diff").read_text(encoding="utf-8") == ""
     assert capsys.readouterr().out == ""
@@ -153,3 +155,11 @@ def test_imports_the_rewrite_left_unused_are_removed_and_every_change_is_listed(
                        "line 6: torch.optim.SGD -> torch_npu.optim.NpuFusedSGD",
                        "line 11: torch.optim.Adam -> torch_npu.optim.NpuFusedAdam",
                        "removed the unused import of AdamW", "removed the unused import of SGD"]
+
+
+def test_cli_fix_lists_what_it_changed(tree, capsys):
+    project, out = tree
+    assert run("-i", project, "-o", out, "--fix") == 0
+    printed = capsys.readouterr().out
+    assert "fixed optimizers.py: line 8: torch.optim.AdamW -> torch_npu.optim.NpuFusedAdamW\n" in printed
+    assert "fixed optimizers.py: removed the unused import of optim\n" in printed
