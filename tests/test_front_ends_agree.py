@@ -144,14 +144,16 @@ def test_a_malformed_configuration_file_is_a_one_line_error(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("section", ["[flake8]\nextend-ignore = secret!\n", "[flake8]\nmax-line-length = x1\n",
-                                     "[flake8]\nper-file-ignores = secret.py\n"])
+                                     "[flake8]\nper-file-ignores = secret.py\n", "[flake8]\njobs = secret\n",
+                                     "[flake8]\ndisable-noqa = secret\n"])
 def test_a_wrong_flake8_value_is_a_one_line_error(tmp_path, capsys, section):
     root = _project(tmp_path / "proj")
     (root / ".flake8").write_text(section, encoding="utf-8")
     (tmp_path / "out").mkdir()
     assert cli.main(["-i", str(root), "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "secret" not in err and "x1" not in err
+    assert err.count("\n") == 1 and "secret" not in err and "x1" not in err and "usage" not in err
+    assert ".flake8: a flake8 setting has a wrong value" in err
 
 
 def test_a_configuration_file_that_is_not_a_regular_file_is_refused(tmp_path, capsys):

@@ -83,9 +83,14 @@ def find_flake8_config(start: Path) -> Optional[Path]:
         folder = folder.parent
 
 
+def _refuse(message: str) -> None:
+    raise ValueError(message)
+
+
 def _option_manager() -> OptionManager:
     """flake8's options and this plugin's, registered as flake8 registers them."""
     manager = OptionManager(version=flake8.__version__, plugin_versions="", parents=[], formatter_names=[])
+    manager.parser.error = _refuse  # argparse would print flake8's usage and exit
     register_default_options(manager)
     AscendChecker.add_options(manager)
     manager.extend_default_select(["ASC"])
@@ -116,10 +121,7 @@ class Selection:
     def __init__(self, options: argparse.Namespace, base: Path) -> None:
         self.disable_noqa = bool(options.disable_noqa)
         default = StyleGuide(options, None, None)  # formatter and statistics are for printing only
-        try:
-            mapping = parse_files_to_codes_mapping(options.per_file_ignores)
-        except (ValueError, ExecutionError):
-            raise ConfigError("per-file-ignores is not a list of 'files: codes' pairs") from None
+        mapping = parse_files_to_codes_mapping(options.per_file_ignores)  # ValueError / ExecutionError
         self.guides = [default] + [default.copy(filename=normalize_path(name, str(base)), extend_ignore_with=codes)
                                    for name, codes in mapping]
         self.suppressed = optional_codes() - named_optional_codes(
@@ -169,9 +171,11 @@ def read_settings(start: Path, args: argparse.Namespace) -> Settings:
     found = find_flake8_config(start)
     cfg = _read_ini(found) if found else configparser.RawConfigParser()
     cfg_dir = found.parent if found else start
+    where = found or "the command line"
     try:
         options = aggregate_options(_option_manager(), cfg, str(cfg_dir), _command_line(args))
-    except ValueError:  # flake8's message quotes the value: name the file only
-        raise ConfigError(f"{found}: a [flake8] setting has a wrong value (an invalid code or number)") from None
-    base = Path.cwd() if args.per_file_ignores is not None else cfg_dir
-    return Settings(options, Selection(options, base), found)
+        selection = Selection(options, Path.cwd() if args.per_file_ignores is not None else cfg_dir)
+    except (ValueError, ExecutionError):  # flake8's messages quote the value: name the file only
+        raise ConfigError(f"{where}: a flake8 setting has a wrong value (an invalid code, number, choice or "
+                          "per-file-ignores pair)") from None
+    return Settings(options, selection, found)
