@@ -52,7 +52,7 @@ class CudaOnlyPackage(Rule):
     fires = [
         ("import apex\n", 1),
         ("from flash_attn import flash_attn_func\n", 1),
-        ("from mmcv.ops import DeformConv2d\n", 1),  # mmdet 3.1.0 models/layers/..., no NPU kernel
+        ("from mmcv.ops import DeformConv2d\n", 1),  # mmdet 3.1.0 models/dense_heads/fovea_head.py:7: no NPU kernel
         ("from mmcv.ops import nms, DeformConv2d\n", 1),
         ("from mmcv.ops.carafe import CARAFEPack\n", 1),
         ("from mmcv import ops\n", 1),

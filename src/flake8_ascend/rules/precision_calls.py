@@ -138,6 +138,11 @@ class EmbeddingNondeterministic(_CallAdvice):
         "        self.query_embedding = nn.Embedding(self.num_queries, self.embed_dims)\n\n"
         "    def init_weights(self):\n        nn.init.xavier_uniform_(self.query_embedding.weight)\n\n"
         "    def pre_decoder(self, memory):\n        query = self.query_embedding.weight[:, None, :]\n",
+        # mmdet 3.1.0 models/dense_heads/mask2former_head.py:133 and :413
+        "import torch.nn as nn\n\nclass Mask2FormerHead(nn.Module):\n    def __init__(self, levels, channels):\n"
+        "        self.level_embed = nn.Embedding(levels,\n                                        channels)\n\n"
+        "    def forward(self, decoder_input, i):\n"
+        "        level_embed = self.level_embed.weight[i].view(1, 1, -1)\n        return decoder_input + level_embed\n",
         # timm 1.0.31 layers/ml_decoder.py:111: frozen
         "import torch.nn as nn\n\nclass MLDecoder(nn.Module):\n    def __init__(self):\n"
         "        self.query_embed = nn.Embedding(100, 768)\n        self.query_embed.requires_grad_(False)\n\n"
