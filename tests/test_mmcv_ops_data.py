@@ -39,4 +39,4 @@ def test_cuda_only(name, op):
 
 def test_an_op_with_cpu_and_cuda_kernels_but_no_npu_one_is_cuda_only():
     builder = _builder()
-    assert builder._cuda_only_ops({"a": ["CPU", "CUDA"], "b": ["CUDA", "NPU"], "c": ["CPU"], "d": []}) == ["a"]
+    assert builder._cuda_only_ops({"a": "CPU, CUDA", "b": "CUDA, NPU", "c": "CPU", "d": "none"}) == ["a"]

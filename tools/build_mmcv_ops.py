@@ -8,7 +8,8 @@ project's ``third_party`` mode on it, whose C++ scan reads the kernels of every 
 (``REGISTER_NPU_IMPL``, ``.cu`` files...) and whose call graph names the Python functions reaching each
 operator, and writes the facts to ``rules_data/sources/mmcv/mmcv-2.1.0_ops.json``: the names
 ``mmcv/ops/__init__.py`` exports, and for every top-level function and class of every ``mmcv/ops`` module the
-operators it reaches with their kernels and the sibling imports it uses.
+operators it reaches with their kernels and the sibling imports it uses. (The mode's ``cuda_op.csv`` does not
+depend on the table this tool ships: extracting twice gives the same facts.)
 
 Without ``--extract`` (offline, deterministic) the facts become ``src/flake8_ascend/data/mmcv_ops.json``:
 
@@ -41,10 +42,10 @@ GENERATOR = "tools/build_mmcv_ops.py"
 VERSION = "2.1.0"
 
 
-def _kernels(tips: str) -> List[str]:
-    """``...; kernels: CPU, CUDA, NPU`` -> ["CPU", "CUDA", "NPU"] (the third_party mode's cuda_op.csv Tips)."""
-    listed = tips.rsplit("kernels:", 1)[-1].strip()
-    return [] if listed == "none" else [k.strip() for k in listed.split(",")]
+def _kernels(tips: str) -> str:
+    """``...; kernels: CPU, CUDA, NPU`` -> "CPU, CUDA, NPU" ("none": host code only; the third_party mode's
+    cuda_op.csv Tips)."""
+    return tips.rsplit("kernels:", 1)[-1].strip()
 
 
 def _module_facts(path: Path, siblings: set) -> dict:
@@ -98,7 +99,7 @@ def extract(sdist: Path) -> dict:
             raise SystemExit(f"third_party mode failed: {err.getvalue().strip()}")
         with open(Path(out) / f"{sdist.name}_analysis" / "cuda_op.csv", newline="", encoding="utf-8") as handle:
             rows = list(csv.reader(handle))[1:]
-    reached: Dict[str, Dict[str, List[str]]] = {}
+    reached: Dict[str, Dict[str, str]] = {}
     for op, affected, tips, _chain in rows:
         for name in affected.splitlines():
             reached.setdefault(name, {})[op] = _kernels(tips)
@@ -119,8 +120,10 @@ def extract(sdist: Path) -> dict:
     }
 
 
-def _cuda_only_ops(ops: Dict[str, List[str]]) -> List[str]:
-    return sorted(op for op, kernels in ops.items() if "CUDA" in kernels and "NPU" not in kernels)
+def _cuda_only_ops(ops: Dict[str, str]) -> List[str]:
+    """The operators with a CUDA kernel and no NPU one (kernels: "CPU, CUDA, NPU")."""
+    listed = {op: {k.strip() for k in kernels.split(",")} for op, kernels in ops.items()}
+    return sorted(op for op, kernels in listed.items() if "CUDA" in kernels and "NPU" not in kernels)
 
 
 def build(facts: dict) -> dict:
@@ -138,6 +141,7 @@ def build(facts: dict) -> dict:
     for name, key in facts["exports"].items():
         if key in cuda_only:
             cuda_only[name] = cuda_only[key]
+    cuda_only = {key: ", ".join(ops) for key, ops in cuda_only.items()}
     known = set(entries) | set(facts["exports"])
     return {
         "generator": GENERATOR,

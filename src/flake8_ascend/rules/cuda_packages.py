@@ -96,7 +96,7 @@ class CudaOnlyPackage(Rule):
         cuda = [key for key in keys if key in table["cuda_only"] or key not in known]
         if not cuda:
             return
-        ops = sorted({op for key in cuda for op in table["cuda_only"].get(key, ())})
+        ops = sorted({op.strip() for key in cuda for op in table["cuda_only"].get(key, "").split(",") if op.strip()})
         names = ", ".join(f"{MMCV_OPS}.{key}" for key in cuda)
         why = (f"no NPU kernel in mmcv {table['version']}: {', '.join(ops)}" if ops
                else f"not in the mmcv {table['version']} table: check its kernels")
