@@ -32,6 +32,8 @@ data:
 	$(PYTHON) tools/build_rules_data.py
 	$(PYTHON) tools/build_affinity.py
 	$(PYTHON) tools/build_aten_ops.py
+	$(PYTHON) tools/build_transfer_to_npu.py
+	$(PYTHON) tools/build_mmcv_ops.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info src/*.egg-info

@@ -28,16 +28,17 @@ def fixed(source: str, path: str = "case.py"):
 @pytest.mark.parametrize("name", CASES)
 def test_fix_gives_exactly_the_expected_file_and_is_idempotent(name):
     source = (FIXTURES / f"{name}.in.py").read_text(encoding="utf-8")
-    new, _, _ = fixed(source)
+    new, _, _, _ = fixed(source)
     assert new == expected(name)
     ast.parse(new)
     assert fixed(new)[:2] == (new, 0)
 
 
 def test_fix_counts_and_reasons():
-    _, applied, left = fixed((FIXTURES / "optimizers.in.py").read_text(encoding="utf-8"))
+    _, applied, left, changes = fixed((FIXTURES / "optimizers.in.py").read_text(encoding="utf-8"))
     assert applied == 3 and left == []
-    _, applied, left = fixed((FIXTURES / "clash.in.py").read_text(encoding="utf-8"))
+    assert changes[0].startswith("line ") and " -> torch_npu.optim.NpuFused" in changes[0]
+    _, applied, left, _ = fixed((FIXTURES / "clash.in.py").read_text(encoding="utf-8"))
     assert applied == 0 and left == ["line 8: NpuFusedAdam already names something else in this file"]
 
 
@@ -72,8 +73,8 @@ def test_crlf_and_bom_survive(tmp_path):
     path = tmp_path / "w.py"
     path.write_bytes(b"\xef\xbb\xbfimport torch\r\nopt = torch.optim.AdamW(p, lr=1e-3)\r\n")
     fix.fix_paths([path], tmp_path, CONFIG, write=True)
-    assert path.read_bytes() == (b"\xef\xbb\xbfimport torch\r\nfrom torch_npu.optim import NpuFusedAdamW\r\n"
-                                 b"opt = NpuFusedAdamW(p, lr=1e-3)\r\n")
+    # import torch is left unused by the rewrite: removed
+    assert path.read_bytes() == b"\xef\xbb\xbffrom torch_npu.optim import NpuFusedAdamW\r\nopt = NpuFusedAdamW(p, lr=1e-3)\r\n"
 
 
 # -- through ascend-analyse ----------------------------------------------------------------------
@@ -108,6 +109,8 @@ def test_cli_fix_rewrites_the_tree_and_a_second_run_changes_nothing(tree, capsys
     assert {row[3] for row in rows[1:]} <= {"class", "function", "torch", "special"}
     log = (report / "pytorch_analysis.txt").read_text(encoding="utf-8")
     assert "skipped broken.py" in log and "NpuFusedAdam already names something else" in log
+    assert "fix: optimizers.py: line 8: torch.optim.AdamW -> torch_npu.optim.NpuFusedAdamW" in log
+    assert "fix: optimizers.py: removed the unused import of optim" in log
     assert run("-i", project, "-o", out, "-q", "-m", "affinity_apis", "--fix") == 0
     assert (report / "affinity_fix.diff").read_text(encoding="utf-8") == ""
     assert capsys.readouterr().out == ""
@@ -137,3 +140,26 @@ def test_ignore_leaves_that_code_unfixed(tree):
     assert (project / "index_put.py").read_text(encoding="utf-8") == (FIXTURES / "index_put.in.py").read_text(
         encoding="utf-8")
     assert (project / "optimizers.py").read_text(encoding="utf-8") == expected("optimizers")
+
+
+def test_imports_the_rewrite_left_unused_are_removed_and_every_change_is_listed():
+    source = ("import torch\nfrom torch.optim import AdamW, SGD\n\n\ndef build(p):\n"
+              "    return AdamW(p, lr=1e-3), SGD(p, lr=0.1), torch.zeros(1)\n\n\ndef other(p):\n"
+              "    from torch.optim import Adam\n    return Adam(p, lr=1e-3)\n")
+    new, applied, _, changes = fixed(source)
+    assert applied == 3
+    assert "from torch.optim import" not in new.split("def build")[0]  # both names now unused: the line goes
+    assert "import torch\n" in new  # still used by torch.zeros
+    assert "    from torch.optim import Adam\n" in new  # a nested import is left alone
+    assert changes == ["line 6: torch.optim.AdamW -> torch_npu.optim.NpuFusedAdamW",
+                       "line 6: torch.optim.SGD -> torch_npu.optim.NpuFusedSGD",
+                       "line 11: torch.optim.Adam -> torch_npu.optim.NpuFusedAdam",
+                       "removed the unused import of AdamW", "removed the unused import of SGD"]
+
+
+def test_cli_fix_lists_what_it_changed(tree, capsys):
+    project, out = tree
+    assert run("-i", project, "-o", out, "--fix") == 0
+    printed = capsys.readouterr().out
+    assert "fixed optimizers.py: line 8: torch.optim.AdamW -> torch_npu.optim.NpuFusedAdamW\n" in printed
+    assert "fixed optimizers.py: removed the unused import of optim\n" in printed

@@ -106,11 +106,11 @@ def test_examples_rows_equal_flake8_findings(examples_report, flake8_findings):
             assert sorted((r[0], int(r[2])) for r in rows) == wanted
             tips = sorted(text for p, _, _, text in expected if rule_for(text.split()[0]).csv == name)
             assert sorted(r[4] for r in rows) == tips
-        else:  # configuration advice (Rule.no_line): one NA row per distinct advice, after the located rows
-            unlocated = [r for r in rows if r[0] == "NA"]
+        else:  # launch advice (Rule.no_line): one row per script and advice, lines NA, after the located rows
+            unlocated = [r for r in rows if r[1] == "NA"]
             rows = rows[: len(rows) - len(unlocated)]
-            assert all(r[:3] == ["NA", "NA", "NA"] for r in unlocated)
-            assert len(unlocated) == len({rule.code for *_, rule in mine if rule.no_line})
+            assert all(r[2] == "NA" for r in unlocated)
+            assert sorted(r[0] for r in unlocated) == sorted(p for p, _, rule in mine if rule.no_line)
             assert sorted((r[0], int(r[1])) for r in rows) == wanted
         assert rows == sorted(rows, key=lambda r: (r[0], int(r[2] if name == "cuda_op_list.csv" else r[1])))
     items = json.loads((folder / "findings.json").read_text(encoding="utf-8"))
@@ -182,7 +182,7 @@ def test_flags_a_mode_does_not_support_are_usage_errors(tmp_path, monkeypatch):
     code, _, err = run_main("-i", str(EXAMPLES), "-o", str(tmp_path), "-m", "copier", "--format", "sarif")
     assert code == 2 and "writes no sarif output" in err
     code, _, err = run_main("-i", str(EXAMPLES), "-o", str(tmp_path), "-m", "copier", "--select", "ASC2")
-    assert code == 2 and "--select/--ignore do not apply" in err
+    assert code == 2 and "--per-file-ignores do not apply" in err
     assert leftovers(tmp_path) == []
 
 
@@ -361,30 +361,6 @@ def test_parallel_run_equals_serial_run(tmp_path, monkeypatch):
 
 
 # -- writers and terminal output -------------------------------------------------------------------
-def test_select_and_ignore_decide_like_flake8():
-    """--select is flake8's --select; --ignore is its --extend-ignore (the default-off codes stay off)."""
-    import argparse
-
-    from flake8.style_guide import Decision, DecisionEngine
-
-    from flake8_ascend.plugin import named_optional_codes
-
-    combos = [([], []), (["ASC"], []), (["ASC1"], []), (["ASC103"], []), ([], ["ASC2"]), (["ASC"], ["ASC1"]),
-              (["ASC1"], ["ASC10"]), (["ASC10"], ["ASC1"]), (["ASC2"], ["ASC2"]), ([], ["ASC103"]),
-              ([], ["ASC1"]), (["ASC103"], ["ASC1"]), (["ASC1"], ["ASC103"]), (["ASC2", "ASC103"], ["ASC20"]),
-              (["ASC1"], ["ASC2"])]
-    for select, ignore in combos:
-        options = argparse.Namespace(
-            select=select or None, extend_select=None, ignore=None, extend_ignore=ignore or None,
-            extended_default_select=["ASC"], extended_default_ignore=[r.code for r in all_rules() if r.default_off],
-        )
-        engine = DecisionEngine(options)
-        for rule in all_rules():
-            expected = engine.decision_for(rule.code) is Decision.Selected and (
-                not rule.default_off or rule.code in named_optional_codes(select))
-            assert lintmode.rule_is_selected(rule, select, ignore) == expected, (select, ignore, rule.code)
-
-
 def test_csv_writer_quotes_and_stays_inside_the_folder(tmp_path):
     from flake8_ascend.modes import Job, JobError
     from flake8_ascend.progress import Progress
@@ -412,9 +388,35 @@ def test_summary_table_and_progress():
     progress.finish()
     assert stream.getvalue().splitlines() == [f"analysed {n}/20 files ({n * 5}%)" for n in range(2, 21, 2)]
     stream = io.StringIO()
-    progress = Progress(stream, tty=True)
+    progress = Progress(stream, tty=True, columns=80)
     progress.start(4)
     for _ in range(4):
         progress.advance()
     progress.finish()
     assert stream.getvalue().endswith(f"\r[{'#' * 30}] 4/4 files (100%)\n")
+    for columns, last in ((40, f"[{'#' * 20}] 4/4 files (100%)"), (24, "4/4 files (100%)"), (10, "4/4 files")):
+        stream = io.StringIO()
+        progress = Progress(stream, tty=True, columns=columns)
+        progress.start(4)
+        for _ in range(4):
+            progress.advance()
+        assert all(len(draw) < columns for draw in stream.getvalue().split("\r")), columns
+        assert stream.getvalue().endswith("\r" + last), columns
+
+
+def test_tool_version_statistics_plural_and_fix_marks(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--tool-version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out == f"ascend-analyse {cli.__version__}\n"
+    script = tmp_path / "train.py"
+    script.write_text("import torch\ntorch.cuda.synchronize()\ntorch.cuda.synchronize()\nm = m.cuda()\n")
+    code, out, _ = run_main("-i", str(script), "-o", str(tmp_path), "--statistics")
+    assert code == 0
+    assert "2     ASC201 torch.cuda API use" in out and "1     ASC202 hard-coded CUDA device" in out
+    assert "Analysed 1 file (0 skipped)" in out
+    log = (tmp_path / "train_analysis" / cli.LOG_NAME).read_text(encoding="utf-8")
+    assert log.startswith(f"ascend-analyse {cli.__version__} started") and "findings per code: ASC201 2, ASC202 1" in log
+    marked = [line.split()[0] for line in cli.list_codes().splitlines() if "--fix rewrites" in line]
+    assert marked == ["ASC303", "ASC304"]
+    code, _, err = run_main("-i", str(script), "-o", str(tmp_path), "-m", "third_party", "--statistics")
+    assert code == 2 and "--statistics does not apply" in err

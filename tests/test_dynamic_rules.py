@@ -128,7 +128,7 @@ def test_hints_share_one_report_file():
 
 
 def test_noqa_silences_a_hint():
-    from flake8_ascend.engine import is_suppressed
+    from flake8_ascend.engine import unsuppressed
     source = "import torch\nidx = torch.nonzero(x)  # noqa: ASC401\n"
     findings = run_rules(source, codes=["ASC401"])
-    assert findings and all(is_suppressed(f, source.splitlines(keepends=True)) for f in findings)
+    assert findings and unsuppressed(findings, source.splitlines(keepends=True)) == []

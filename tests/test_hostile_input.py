@@ -518,7 +518,7 @@ def test_dump_names_starting_with_a_formula_are_neutralised_in_compare_result(tm
     out = tmp_path / "out"
     out.mkdir()
     assert run_main("compare", tmp_path / "a", tmp_path / "b", "-o", out, "-q") == (0, "")
-    with (out / "a_analysis" / "compare_result.csv").open(newline="", encoding="utf-8") as handle:
+    with (out / "compare_a_vs_b_analysis" / "compare_result.csv").open(newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     assert [row["Op"] for row in rows] == ["'=HYPERLINK(1)::"]
 

@@ -214,7 +214,7 @@ def three_dumps(tmp_path_factory):
 def compare_rows(tmp_path, a: Path, b: Path):
     (tmp_path / "out").mkdir(exist_ok=True)
     assert cli.main(["compare", str(a), str(b), "-o", str(tmp_path / "out"), "-q"]) == 0
-    return read_rows(tmp_path / "out" / f"{a.name}_analysis" / "compare_result.csv")
+    return read_rows(tmp_path / "out" / f"compare_{a.name}_vs_{b.name}_analysis" / "compare_result.csv")
 
 
 def test_a_run_compared_with_itself_is_identical(three_dumps, tmp_path):
@@ -313,3 +313,12 @@ def test_compare_without_torch_says_so(tmp_path, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "torch", None)
     with pytest.raises(dumps.CompareError, match="comparing dumps needs torch"):
         dumps.compare(tmp_path / "a", tmp_path / "a")
+
+
+def test_compare_names_its_folder_after_both_dumps_and_their_rank_folders(tmp_path):
+    from flake8_ascend.modes.compare import Compare
+
+    (tmp_path / "gpu_dump" / "0").mkdir(parents=True)
+    (tmp_path / "npu_dump" / "0").mkdir(parents=True)
+    args = type("Args", (), {"against": str(tmp_path / "gpu_dump" / "0")})()
+    assert Compare.report_name(tmp_path / "npu_dump" / "0", args) == "compare_npu_dump-0_vs_gpu_dump-0_analysis"

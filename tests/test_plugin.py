@@ -39,7 +39,7 @@ def test_output_is_sorted_and_stable():
 
 def test_unknown_version_is_a_one_line_error():
     result = flake8("--select", "ASC", "--ascend-torch-version", "9.9", EXAMPLES)
-    assert result.returncode != 0
+    assert result.returncode == 2  # a configuration error, not "findings" (1)
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "unknown torch_npu version '9.9'" in lines[0] and "2.6.0" in lines[0]
@@ -108,3 +108,14 @@ def test_api_file_with_wrong_columns(tmp_path):
     result = flake8("--select", "ASC", "--ascend-api-files", "results.csv", "train.py", cwd=tmp_path)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "not a third_party result file" in result.stderr
+
+
+def test_the_readme_pre_commit_snippet_names_the_hook_this_repository_defines():
+    hooks = (ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    snippet = readme.split("### pre-commit", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    hook_id = re.search(r"^- id: (\S+)", hooks, re.M).group(1)
+    assert re.search(rf"^\s+- id: {re.escape(hook_id)}$", snippet, re.M)
+    assert "entry: flake8 --select ASC" in hooks
+    # the repository has no release tags: the snippet must not name one (pre-commit fails on an unknown tag)
+    assert re.search(r"^\s+rev: HEAD\b", snippet, re.M)

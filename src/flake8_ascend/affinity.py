@@ -92,6 +92,20 @@ def same_signature(function: Optional[ast.AST], expected: Sequence[str]) -> bool
     return normalised(parameters(function)) == normalised(expected)
 
 
+def extends_signature(function: ast.AST, expected: Sequence[str]) -> bool:
+    """The expected parameters first, then only ones with a default (mmdet 3.x's ``multiclass_nms`` added
+    ``box_dim=4``): every call written for the expected list still fits."""
+    args = function.args
+    positional = args.posonlyargs + args.args
+    required = [a.arg for a in positional[:len(positional) - len(args.defaults)]]
+    required += [a.arg for a, default in zip(args.kwonlyargs, args.kw_defaults) if default is None]
+    names = parameters(function)
+    want = normalised(expected)
+    ours = normalised(names)
+    extra = names[len(names) - len(ours) + len(want):]
+    return ours[:len(want)] == want and not set(extra) & set(required)
+
+
 def is_stub(function: ast.AST) -> bool:
     """An abstract or placeholder def: ``@abstractmethod``, or only docstring/pass/.../raise NotImplementedError."""
     for decorator in function.decorator_list:
@@ -113,7 +127,7 @@ def function_matches(function: ast.AST, entry: dict, owner: Optional[str]) -> bo
     """Name already equal; ``owner`` is the enclosing class's name (None for a plain function)."""
     if entry.get("owner") and owner not in entry["owner"]:
         return False
-    return same_signature(function, entry["params"]) and not is_stub(function)
+    return extends_signature(function, entry["params"]) and not is_stub(function)
 
 
 def method(cls: ast.ClassDef, name: str) -> Optional[ast.AST]:

@@ -31,6 +31,8 @@ except ImportError:  # pragma: no cover - Windows
 from . import __version__
 from .config import ConfigError, make_config
 from .files import MAX_FILE_BYTES, collect, report_folders
+from .fix import FIX_CODES
+from .flake8_settings import read_settings
 from .modes import Job, JobError, all_modes
 from .progress import Progress
 from .registry import all_rules, rule_for
@@ -121,9 +123,14 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
                        help="also write findings.json or findings.sarif (the CSVs are always written)")
     extra.add_argument("--select", type=_code_prefixes, action="extend", default=[], metavar="CODES",
                        help="only these code prefixes, comma-separated (e.g. ASC1,ASC203); selects ASC103 too")
+    extra.add_argument("--extend-select", type=_code_prefixes, action="extend", default=[], metavar="CODES",
+                       help="add these code prefixes to the selection (flake8's --extend-select)")
     extra.add_argument("--ignore", type=_code_prefixes, action="extend", default=[], metavar="CODES",
                        help="leave out these code prefixes, comma-separated (flake8's --extend-ignore: "
                        "the default-off codes stay off)")
+    extra.add_argument("--per-file-ignores", default=None, metavar="PAIRS",
+                       help="flake8's per-file-ignores, e.g. 'train_gpu.py:ASC5 tests/*:ASC2' "
+                       "(relative paths: from the current directory)")
     extra.add_argument("--fail-on-findings", action="store_true", help="exit 1 when any report has rows (for CI)")
     extra.add_argument("-j", "--jobs", type=_positive, default=None, metavar="N",
                        help="worker processes (default: all cores)")
@@ -134,6 +141,10 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
     extra.add_argument("-q", "--quiet", action="store_true", help="no progress display and no summary table")
     extra.add_argument("--explain", metavar="CODE", help="print the documentation of an ASC code and exit")
     extra.add_argument("--list-codes", action="store_true", help="print every ASC code with its summary and exit")
+    extra.add_argument("--statistics", action="store_true",
+                       help="after the summary, print how many findings each code has (like flake8 --statistics)")
+    extra.add_argument("--tool-version", action="version", version=f"{PROG} {__version__}",
+                       help=f"print the version of {PROG} and exit (-v/--version is the torch_npu version)")
     for name, mode in modes.items():
         mode.add_arguments(parser.add_argument_group(f"{name} mode options"))
     return parser
@@ -158,6 +169,7 @@ def list_codes() -> str:
     lines = [f"{'code':<7} {'report':<{width}}  summary"]
     for rule in rules:
         note = " (off by default)" if rule.default_off else ""
+        note += " (--fix rewrites the safe ones)" if rule.code in FIX_CODES else ""
         lines.append(f"{rule.code:<7} {rule.csv:<{width}}  {rule.summary}{note}")
     return "\n".join(lines) + "\n"
 
@@ -197,8 +209,14 @@ def _check_args(args: argparse.Namespace, mode: type) -> Tuple[Path, Path]:
             raise UsageError(f"-env folder not found: {path}")
     if args.format not in mode.formats:
         raise UsageError(f"mode {mode.name} writes no {args.format} output (it supports {', '.join(mode.formats)})")
-    if (args.select or args.ignore) and not mode.uses_rules:
-        raise UsageError(f"--select/--ignore do not apply to mode {mode.name}")
+    if (args.select or args.extend_select or args.ignore or args.per_file_ignores is not None) and not mode.uses_rules:
+        raise UsageError(f"--select/--extend-select/--ignore/--per-file-ignores do not apply to mode {mode.name}")
+    codes = [rule.code for rule in all_rules()]
+    unknown = [p for p in args.select + args.extend_select if not any(code.startswith(p) for code in codes)]
+    if unknown:
+        raise UsageError(f"no ASC code starts with {', '.join(unknown)} (see {PROG} --list-codes)")
+    if args.statistics and not mode.uses_rules:
+        raise UsageError(f"--statistics does not apply to mode {mode.name}")
     if (args.fix or args.diff) and not mode.fixes:
         raise UsageError(f"--fix/--diff do not apply to mode {mode.name}")
     return source.resolve(), out.resolve()
@@ -313,15 +331,26 @@ def summary_table(counts: Dict[str, int]) -> str:
     return "\n".join(rows)
 
 
+def statistics(per_code: Dict[str, int]) -> str:
+    """flake8's ``--statistics`` layout: count, code, summary; one line per code found."""
+    return "".join(f"{count:<5} {code} {rule_for(code).summary}\n" for code, count in sorted(per_code.items()))
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: TextIO) -> int:
     mode = _choose_mode(args.mode, modes, fixing=args.fix or args.diff)
     source, out_dir = _check_args(args, mode)
     root = source if source.is_dir() else source.parent
     try:
-        config = make_config(args.torch_version, args.api_files, project_dir=root)
+        settings = read_settings(root, args)
+        config = make_config(settings.options.ascend_torch_version, settings.options.ascend_api_files,
+                             project_dir=root)
     except ConfigError as error:
         raise UsageError(str(error)) from None
-    target = out_dir / report_name(source)
+    target = out_dir / (mode.report_name(source, args) or report_name(source))
     if target == source or target in source.parents:
         raise UsageError(f"the input lies inside the report folder it would replace: {target}")
     _check_replaceable(target)
@@ -341,21 +370,29 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
                     log_file.write(_one_line(line) + "\n")
 
                 progress = Progress(None if args.quiet else err, tty=err.isatty())
-                job = Job(source, found.root, found.files, temporary, config, args, log, progress)
+                excluded = {path for path in found.files
+                            if mode.uses_rules and settings.selection.excluded(path, found.root)}
+                job = Job(source, found.root, [path for path in found.files if path not in excluded], temporary,
+                          config, args, log, progress, selection=settings.selection)
                 log(f"{PROG} {__version__} started {time.strftime('%Y-%m-%d %H:%M:%S')}")
                 log(f"input: {source}")
+                log(f"flake8 configuration: {settings.path or 'none found'}")
                 log(f"mode: {mode.name}; torch_npu version: {config.version}; format: {args.format}")
                 if config.third_party_apis:
                     log(f"third-party APIs from -api files: {len(config.third_party_apis)}")
-                log(f"files: {len(found.files)} Python files (each read only if a regular file of at most "
+                log(f"files: {len(job.files)} Python files (each read only if a regular file of at most "
                     f"{MAX_FILE_BYTES // 2**20} MiB)")
                 for rel, reason in found.skipped:
                     job.skip(rel, reason)
+                for path in sorted(excluded):
+                    job.skip(job.rel(path), "excluded by the flake8 configuration (exclude, extend-exclude)")
                 counts = mode().run(job)
                 elapsed = time.monotonic() - started
                 log(f"skipped: {len(job.skipped)}")
                 for name, count in counts.items():
                     log(f"wrote {name}: {count} rows")
+                if job.statistics:
+                    log("findings per code: " + ", ".join(f"{code} {n}" for code, n in sorted(job.statistics.items())))
                 log(f"finished in {elapsed:.2f} s")
             if received:  # a signal some library swallowed: the report may be partial
                 raise Interrupted(received[0])
@@ -374,9 +411,11 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
 
     if not args.quiet:
         out.write(summary_table(counts) + "\n")
+        if args.statistics:
+            out.write(statistics(job.statistics))
         shown = os.path.relpath(target)
-        out.write(_printable(f"Analysed {len(found.files)} files ({len(job.skipped)} skipped) in {elapsed:.1f} s; "
-                             f"report: {target if shown.startswith(os.pardir) else shown}\n"))
+        out.write(_printable(f"Analysed {_plural(len(job.files), 'file')} ({len(job.skipped)} skipped) in "
+                             f"{elapsed:.1f} s; report: {target if shown.startswith(os.pardir) else shown}\n"))
     if args.fail_on_findings and any(counts.values()):
         return 1
     return 0

@@ -71,3 +71,15 @@ def load_version(version: str) -> VersionData:
     """Load the data of an exact version (see ``resolve_version``)."""
     path = DATA_DIR / f"torch_npu-{version}.json"
     return VersionData(json.loads(path.read_text(encoding="utf-8")))
+
+
+@lru_cache(maxsize=None)
+def load_transfer_to_npu() -> dict:
+    """What ``torch_npu.contrib.transfer_to_npu`` maps (built by tools/build_transfer_to_npu.py)."""
+    return json.loads((DATA_DIR / "transfer_to_npu.json").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=None)
+def load_mmcv_ops() -> dict:
+    """Which names of ``mmcv.ops`` are CUDA-only in mmcv 2.1.0 (built by tools/build_mmcv_ops.py)."""
+    return json.loads((DATA_DIR / "mmcv_ops.json").read_text(encoding="utf-8"))

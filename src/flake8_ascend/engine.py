@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import ast
 from ast import AST
-import re
+import tokenize
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type, TypeVar
+
+from flake8.defaults import NOQA_FILE, NOQA_INLINE_REGEXP
+from flake8.utils import parse_comma_separated_list
 
 from .config import Config
 from .semantic.names import Resolver, ScopeBuilder
@@ -183,17 +186,48 @@ def parse_source(source: str, path: str = "<string>") -> Tuple[ast.AST, List[str
     return ast.parse(source, filename=path), source.splitlines(keepends=True)
 
 
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z][0-9]+(?:[,\s]+[A-Z][0-9]+)*))?", re.IGNORECASE)
+def _statement_lines(lines: Sequence[str]) -> Dict[int, str]:
+    """Line number -> the text flake8 searches for ``# noqa`` (the whole multi-line statement or string).
+
+    Mirrors flake8's ``FileProcessor._noqa_line_mapping``: a comment after the
+    closing bracket of a call spread over several lines covers every line of it.
+    """
+    mapping: Dict[int, str] = {}
+    first, last = len(lines) + 2, -1
+    try:
+        for token in tokenize.generate_tokens(iter(lines).__next__):
+            if token.type in (tokenize.ENDMARKER, tokenize.DEDENT):
+                continue
+            first, last = min(first, token.start[0]), max(last, token.end[0])
+            if token.type in (tokenize.NL, tokenize.NEWLINE):
+                text = "".join(lines[first - 1:last])
+                mapping.update(dict.fromkeys(range(first, last + 1), text))
+                first, last = len(lines) + 2, -1
+    except (tokenize.TokenError, SyntaxError):
+        return {}
+    return mapping
 
 
-def is_suppressed(finding: Finding, lines: Sequence[str]) -> bool:
-    """flake8's ``# noqa`` semantics: bare noqa silences all, ``noqa: ASC1`` a code prefix."""
-    if not 0 < finding.line <= len(lines):
-        return False
-    match = _NOQA.search(lines[finding.line - 1])
-    if match is None:
-        return False
-    codes = match.group("codes")
-    if not codes:
-        return True
-    return any(finding.code.startswith(c.strip().upper()) for c in re.split(r"[,\s]+", codes) if c.strip())
+def unsuppressed(findings: Iterable[Finding], lines: Sequence[str], disable_noqa: bool = False) -> List[Finding]:
+    """The findings flake8 would still report after ``# noqa`` comments (flake8's own pattern and matching).
+
+    A bare ``# noqa`` silences its statement, ``# noqa: ASC2,ASC301`` the codes
+    starting with one of the listed prefixes, and ``# flake8: noqa`` on a line
+    of its own the whole file.
+    """
+    findings = list(findings)
+    if disable_noqa or not findings or not any("noqa" in line.lower() for line in lines):
+        return findings
+    if any(NOQA_FILE.match(line) for line in lines):
+        return []
+    statements = _statement_lines(lines)
+    kept = []
+    for finding in findings:
+        text = statements.get(finding.line) or (lines[finding.line - 1] if 0 < finding.line <= len(lines) else "")
+        match = NOQA_INLINE_REGEXP.search(text)
+        if match is not None:
+            codes = match.group("codes")
+            if codes is None or finding.code.startswith(tuple(parse_comma_separated_list(codes))):
+                continue
+        kept.append(finding)
+    return kept

@@ -8,7 +8,9 @@ A finding is rewritten only when its rule marked it safe in ``Finding.fix``:
 
 Each file gets one ``from <module> import <Name>, ...`` line per module after its leading imports, unless
 the names are already imported from there; a file where such a name already means something else is
-left alone.  Everything else (comments, spacing, quotes) is kept as it was.  The stdlib ``ast`` finds
+left alone.  A module-level import the rewrite left unused (``from torch.optim import AdamW`` once every
+``AdamW(...)`` became ``NpuFusedAdamW(...)``) is removed, and every rewrite is listed ("line 12:
+torch.optim.AdamW -> torch_npu.optim.NpuFusedAdamW").  Everything else (comments, spacing, quotes) is kept as it was.  The stdlib ``ast`` finds
 the fixable findings; libcst parses only the files that have some.  A fixed file has no fixable finding
 left, so a second run changes nothing.
 """
@@ -25,10 +27,11 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Sequence, Set, Tuple
 
 import libcst as cst
+import libcst.helpers
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .config import Config
-from .engine import Finding, analyze, is_suppressed
+from .engine import Finding, analyze, unsuppressed
 from .files import SourceError, read_source
 from .registry import rule_for
 
@@ -46,6 +49,7 @@ class FileFix:
     new: str
     applied: int = 0
     left: List[str] = field(default_factory=list)  # "line N: why" for fixable findings not applied
+    changes: List[str] = field(default_factory=list)  # "line N: old -> new" for each rewrite, and removed imports
 
     @property
     def changed(self) -> bool:
@@ -61,7 +65,7 @@ def fixable_findings(source: str, path: str, config: Config, codes: Sequence[str
     tree = ast.parse(source, filename=path)
     lines = source.splitlines(keepends=True)
     rules = [rule_for(code) for code in codes]
-    return [f for f in analyze(tree, lines, path, config, rules) if f.fix and not is_suppressed(f, lines)]
+    return [f for f in unsuppressed(analyze(tree, lines, path, config, rules), lines) if f.fix]
 
 
 def _char_column(lines: Sequence[str], line: int, byte_col: int) -> int:
@@ -98,6 +102,7 @@ class _Rewriter(cst.CSTTransformer):
         self.calls = calls
         self.puts = puts
         self.done: Set[Position] = set()
+        self.replaced: Set[str] = set()  # the first name of every callee rewritten away (AdamW, torch)
 
     def _at(self, node: cst.CSTNode) -> Position:
         start = self.get_metadata(PositionProvider, node).start
@@ -108,6 +113,11 @@ class _Rewriter(cst.CSTTransformer):
         if where not in self.calls:
             return updated
         self.done.add(where)
+        root = original.func
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if isinstance(root, cst.Name):
+            self.replaced.add(root.value)
         return updated.with_changes(func=cst.Name(self.calls[where]))
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
@@ -125,6 +135,48 @@ class _Rewriter(cst.CSTTransformer):
         return updated.with_changes(targets=[updated.targets[0].with_changes(target=target.value)], value=call)
 
 
+class _UnusedImports(cst.CSTTransformer):
+    """Drop ``names`` from the module-level import statements (a statement left empty goes too)."""
+
+    def __init__(self, names: Set[str]) -> None:
+        super().__init__()
+        self.names = names
+        self.removed: List[str] = []
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
+        return False  # only module-level imports: removing a nested one could leave its block empty
+
+    def _keep(self, alias: cst.ImportAlias) -> bool:
+        bound = alias.asname.name.value if alias.asname else cst.helpers.get_full_name_for_node(alias.name)
+        if bound.split(".")[0] in self.names:
+            self.removed.append(cst.helpers.get_full_name_for_node(alias.name))
+            return False
+        return True
+
+    def leave_SimpleStatementLine(self, original, updated):
+        body = []
+        for small in updated.body:
+            if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                kept = [alias for alias in small.names if self._keep(alias)]
+                if not kept:
+                    continue
+                if len(kept) != len(small.names):
+                    kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                    small = small.with_changes(names=kept)
+            body.append(small)
+        if not body:
+            return cst.RemoveFromParent()
+        return updated.with_changes(body=body)
+
+
+def _unused(code: str, candidates: Set[str]) -> Set[str]:
+    """The ``candidates`` no longer read anywhere in ``code`` (nor listed in ``__all__``)."""
+    tree = ast.parse(code)
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    read |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    return candidates - read
+
+
 def _import_index(module: cst.Module) -> int:
     """Where new imports go: after the docstring and the leading import lines."""
     index = 0
@@ -140,13 +192,14 @@ def _import_index(module: cst.Module) -> int:
     return index
 
 
-def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List[str]]:
-    """(new source, number of rewrites, why the other fixable findings were left) for one file."""
+def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List[str], List[str]]:
+    """(new source, number of rewrites, why the other fixable findings were left, what changed) for one file."""
     lines = source.splitlines(keepends=True)
     bound = _bound_names(ast.parse(source))
     calls: Dict[Position, str] = {}
     puts: Dict[Position, str] = {}
     wanted: Dict[Position, Tuple[str, str]] = {}
+    apis: Dict[Position, str] = {}
     left: List[str] = []
     for finding in findings:
         kind, _, target = finding.fix.partition(" ")
@@ -160,8 +213,9 @@ def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List
         where = (finding.line, _char_column(lines, finding.line, finding.col))
         (calls if kind == "call" else puts)[where] = name
         wanted[where] = (module, name)
+        apis[where] = finding.api
     if not wanted:
-        return source, 0, left
+        return source, 0, left, []
     rewriter = _Rewriter(calls, puts)
     module_node = MetadataWrapper(cst.parse_module(source)).visit(rewriter)
     left += [f"line {line}: the code there could not be rewritten" for line, _ in sorted(set(wanted) - rewriter.done)]
@@ -175,7 +229,14 @@ def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List
     if new_lines:
         index = _import_index(module_node)
         module_node = module_node.with_changes(body=[*module_node.body[:index], *new_lines, *module_node.body[index:]])
-    return module_node.code, len(rewriter.done), left
+    changes = [f"line {line}: {apis[(line, column)]} -> {'.'.join(wanted[(line, column)])}"
+               for line, column in sorted(rewriter.done)]
+    unused = _unused(module_node.code, rewriter.replaced)
+    if unused:
+        remover = _UnusedImports(unused)
+        module_node = module_node.visit(remover)
+        changes += [f"removed the unused import of {name}" for name in remover.removed]
+    return module_node.code, len(rewriter.done), left, changes
 
 
 def fix_file(path: Path, findings: Iterable[Finding]) -> str:
@@ -215,8 +276,8 @@ def fix_paths(paths: Sequence[Path], root: Path, config: Config, write: bool,
             continue
         if not findings:
             continue
-        new, applied, left = fix_source(source, findings)
-        result = FileFix(path, rel, source, new, applied, left)
+        new, applied, left, changes = fix_source(source, findings)
+        result = FileFix(path, rel, source, new, applied, left, changes)
         if write and result.changed:
             try:
                 _write(path, new)

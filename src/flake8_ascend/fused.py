@@ -11,7 +11,7 @@ pattern, or None.
 from __future__ import annotations
 
 import ast
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from .semantic.flow import MAX_DEPTH, Flow
 
@@ -263,3 +263,45 @@ def _minus_one(node: ast.AST) -> bool:
 def _last_dim(call: ast.Call) -> bool:
     dims = [k.value for k in call.keywords if k.arg in ("dim", "axis")] + list(call.args[1:2])
     return bool(dims) and _minus_one(dims[0])
+
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def function_patterns(ctx) -> Optional[Patterns]:
+    """The detectors of the function around the node being checked, shared by the rules of a file (None at
+    module level, where nothing fuses); a method's ``self.<attr>`` modules come from its class's ``__init__``."""
+    owner = ctx.enclosing(*_FUNCTIONS)
+    if owner is None:
+        return None
+
+    def build(ctx) -> Patterns:
+        index = next(i for i, n in enumerate(ctx.stack) if n is owner)
+        cls = ctx.stack[index - 1] if index else None
+        attrs = ctx.memo(f"fused.modules.{id(cls)}", lambda c: module_ops(cls, c)) \
+            if isinstance(cls, ast.ClassDef) else {}
+        return Patterns(ctx, owner, attrs)
+
+    return ctx.memo(f"fused.patterns.{id(owner)}", build)
+
+
+def attention_scores(ctx) -> FrozenSet[int]:
+    """ids of the ``q @ k`` nodes of the hand-written attentions in the function around the checked node.
+
+    ASC303 leaves these to ASC304: the fused attention replaces the whole
+    matmul-softmax-matmul, ``matmul_transpose`` only its first product.
+    """
+    patterns = function_patterns(ctx)
+    if patterns is None:
+        return frozenset()
+
+    def build(ctx) -> FrozenSet[int]:
+        found = set()
+        for node in ast.walk(patterns.owner):
+            if isinstance(node, (ast.Call, ast.BinOp)):
+                span = patterns.attention(node)
+                if span is not None:
+                    found.add(id(span[0]))
+        return frozenset(found)
+
+    return ctx.memo(f"fused.attention.{id(patterns.owner)}", build)

@@ -50,6 +50,7 @@ class AscendChecker:
             default=[],
             parse_from_config=True,
             comma_separated_list=True,
+            normalize_paths=True,
             help="third_party result CSVs (full_unsupported_results.csv) whose APIs ASC104 reports",
         )
         parser.extend_default_ignore(sorted(optional_codes()))
@@ -59,7 +60,8 @@ class AscendChecker:
         try:
             cls.config = make_config(options.ascend_torch_version, options.ascend_api_files)
         except ConfigError as error:
-            sys.exit(f"flake8-ascend: error: {error}")
+            print(f"flake8-ascend: error: {error}", file=sys.stderr)
+            sys.exit(2)  # a configuration error, not "findings" (1)
         selections = [*(getattr(options, "select", None) or ()), *(getattr(options, "extend_select", None) or ())]
         cls.suppressed = optional_codes() - named_optional_codes(selections)
 

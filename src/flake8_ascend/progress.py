@@ -1,6 +1,11 @@
-"""Terminal progress: a redrawn bar on a TTY, a line every 10% otherwise."""
+"""Terminal progress: a redrawn bar on a TTY, a line every 10% otherwise.
+
+The bar shrinks to the terminal's width (and is left out below a few
+columns), so a redraw never wraps onto a new line.
+"""
 from __future__ import annotations
 
+import shutil
 import time
 from typing import Optional, TextIO
 
@@ -9,10 +14,12 @@ class Progress:
     """Counts work done; ``stream=None`` keeps it silent (``--quiet``)."""
 
     BAR = 30
+    MIN_BAR = 5
 
-    def __init__(self, stream: Optional[TextIO], tty: bool = False) -> None:
+    def __init__(self, stream: Optional[TextIO], tty: bool = False, columns: Optional[int] = None) -> None:
         self.stream = stream
         self.tty = tty
+        self.columns = columns  # None: the terminal's width when drawing
         self.total = 0
         self.done = 0
         self.unit = "files"
@@ -41,9 +48,13 @@ class Progress:
             if not force and now - self._last_draw < 0.1:
                 return
             self._last_draw = now
-            filled = self.BAR * self.done // self.total
-            bar = "#" * filled + "." * (self.BAR - filled)
-            self.stream.write(f"\r[{bar}] {self.done}/{self.total} {self.unit} ({100 * self.done // self.total}%)")
+            text = f"{self.done}/{self.total} {self.unit} ({100 * self.done // self.total}%)"
+            columns = self.columns or shutil.get_terminal_size().columns
+            width = min(self.BAR, columns - len(text) - 4)  # "[", "] " and a spare column for the cursor
+            if width >= self.MIN_BAR:
+                filled = width * self.done // self.total
+                text = f"[{'#' * filled}{'.' * (width - filled)}] {text}"
+            self.stream.write(f"\r{text[:max(columns - 1, 1)]}")
         else:
             tenth = 10 * self.done // self.total
             if tenth == self._last_tenth:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
 from ..config import Config
-from ..engine import analyze, is_suppressed
+from ..engine import analyze, unsuppressed
 from ..registry import rule_for
 from .extensions import CUDA_OP, LOADER_NAMES, ExtensionCalls
 from .layout import absolute
@@ -368,8 +368,8 @@ def summarise(tree: ast.AST, lines: List[str], summary: FileSummary, config: Con
     owner = _owner_by_line(summary.spans)
     data = config.data
     mentions = collector.mentions
-    for finding in findings:
-        if is_suppressed(finding, lines) or any(
+    for finding in unsuppressed(findings, lines):
+        if any(
                 (first, start) <= (finding.line, finding.col) < (last, end) for first, start, last, end in mentions):
             continue
         category = _category(finding, data, ops.tops)

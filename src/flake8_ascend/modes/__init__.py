@@ -30,10 +30,11 @@ import csv
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ClassVar, Dict, Iterable, List, Sequence, Tuple, Type
+from typing import Callable, ClassVar, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
 from ..config import Config
 from ..discovery import import_submodules
+from ..flake8_settings import Selection
 from ..progress import Progress
 from ..runtime.msft_dynamic_analysis.cells import safe_row
 
@@ -55,6 +56,9 @@ class Job:
     log: Callable[[str], None]  # append one line to pytorch_analysis.txt
     progress: Progress  # start(total) / advance() / finish() on the terminal
     skipped: List[Tuple[str, str]] = field(default_factory=list)  # (relative path, why), via skip()
+    statistics: Dict[str, int] = field(default_factory=dict)  # findings per code, filled by rule-based modes
+    # which codes flake8 reports in which file (select/ignore/per-file-ignores of the flake8 configuration)
+    selection: Selection = field(default_factory=Selection.defaults)
 
     def skip(self, rel: str, reason: str) -> None:
         """Record and log a file or folder left out of the analysis; the run goes on."""
@@ -111,6 +115,11 @@ class Mode:
     @classmethod
     def add_arguments(cls, group: argparse._ArgumentGroup) -> None:
         """Add this mode's own flags (optional); they are shown under the mode's heading in -h."""
+
+    @classmethod
+    def report_name(cls, source: Path, args: argparse.Namespace) -> Optional[str]:
+        """The report folder's name when ``<input name>_analysis`` says too little (it must end in ``_analysis``)."""
+        return None
 
     def run(self, job: Job) -> Dict[str, int]:  # pragma: no cover - abstract
         """Write the reports into ``job.out_dir``; return {file name: data row count} for the summary."""

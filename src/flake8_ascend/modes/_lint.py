@@ -1,7 +1,7 @@
 """Lint-style modes: run the rule engine on every file and route findings into CSVs.
 
 Each file is read and parsed once (``ast.parse``), analysed by ``engine.analyze``
-and filtered with ``engine.is_suppressed`` so ``# noqa`` means the same as in
+and filtered with ``engine.unsuppressed`` so ``# noqa`` means the same as in
 flake8.  Inputs of ``PARALLEL_MIN_FILES`` files or more are spread over a
 process pool.  A finding goes to the report named by its rule's ``csv``
 attribute, so new rules need no edit here or in the CLI.
@@ -17,11 +17,10 @@ from typing import Callable, ClassVar, Dict, Iterator, List, Optional, Sequence,
 from .. import reports
 from ..config import Config
 from ..data import load_version
-from ..engine import Finding, analyze, is_suppressed
+from ..engine import Finding, analyze, unsuppressed
 from ..files import SourceError, read_source
 from ..pools import process_pool
 from . import Job, Mode
-from ..plugin import named_optional_codes
 from ..registry import Rule, all_rules, rule_for
 
 PARALLEL_MIN_FILES = 50
@@ -35,38 +34,16 @@ class Table:
     row: Callable[[Finding, Type[Rule]], Sequence[object]]
 
 
-def rule_is_selected(rule: Type[Rule], select: Sequence[str], ignore: Sequence[str]) -> bool:
-    """What the flake8 plugin reports under ``--select`` and ``--extend-ignore`` prefixes.
-
-    flake8's decision: an explicit choice beats an implicit one, and when both
-    sides are explicit (or both implicit) the longer matching prefix wins; a
-    default-off rule (ASC103) is implicitly ignored under its full code.  On top
-    of that, as in the plugin, a default-off rule needs a selection more specific
-    than ``ASC`` (``ASC1``, ``ASC103``).
-    """
-    code = rule.code
-    if rule.default_off and code not in named_optional_codes(select):
-        return False
-    picked = [p for p in select if code.startswith(p)]
-    if select and not picked:
-        return False
-    dropped = [p for p in ignore if code.startswith(p)]
-    implicit = [code] if rule.default_off else []
-    if not dropped and not implicit:
-        return True
-    if bool(picked) != bool(dropped):
-        return bool(picked)
-    return max(map(len, picked or ["ASC"])) > max(map(len, dropped + implicit))
-
-
 # -- the per-file work, run in worker processes ---------------------------------------------
 _worker_config: Optional[Config] = None
 _worker_rules: List[Type[Rule]] = []
+_worker_disable_noqa = False
 
 
-def _init_worker(config: Config, codes: Tuple[str, ...]) -> None:
-    global _worker_config, _worker_rules
+def _init_worker(config: Config, codes: Tuple[str, ...], disable_noqa: bool) -> None:
+    global _worker_config, _worker_rules, _worker_disable_noqa
     _worker_config = config
+    _worker_disable_noqa = disable_noqa
     wanted = set(codes)
     _worker_rules = [rule for rule in all_rules() if rule.code in wanted]
 
@@ -90,21 +67,22 @@ def _analyse_file(task: Tuple[str, str]) -> Tuple[str, List[Finding], str]:
         return rel, [], "nested too deeply to analyse"
     except Exception as error:  # a rule bug must not cost the whole report; the log names it
         return rel, [], f"internal error in the rule engine, please report it ({type(error).__name__}: {error})"
-    return rel, [f for f in findings if not is_suppressed(f, lines)], ""
+    return rel, unsuppressed(findings, lines, _worker_disable_noqa), ""
 
 
 def analyse_files(job: Job, rules: Sequence[Type[Rule]]) -> Iterator[Tuple[str, List[Finding], str]]:
     """Results of every file of the job, in file order, in parallel for large inputs."""
     tasks = [(str(path), job.rel(path)) for path in job.files]
     codes = tuple(rule.code for rule in rules)
+    setup = (job.config, codes, job.selection.disable_noqa)
     workers = job.args.jobs or os.cpu_count() or 1
     if len(tasks) < PARALLEL_MIN_FILES or workers == 1:
-        _init_worker(job.config, codes)
+        _init_worker(*setup)
         yield from map(_analyse_file, tasks)
         return
     load_version(job.config.version)  # loaded before the pool starts, so forked workers share it instead of reloading
     chunk = max(1, min(32, len(tasks) // (workers * 8)))
-    with process_pool(workers, _init_worker, (job.config, codes)) as pool:
+    with process_pool(workers, _init_worker, setup) as pool:
         yield from pool.map(_analyse_file, tasks, chunksize=chunk)
 
 
@@ -120,11 +98,8 @@ class LintMode(Mode):
         super().__init_subclass__(**kwargs)
 
     def rules(self, job: Job) -> List[Type[Rule]]:
-        """The rules feeding this mode's tables that --select/--ignore leave on."""
-        return [
-            rule for rule in all_rules()
-            if rule.csv in self.tables and rule_is_selected(rule, job.args.select, job.args.ignore)
-        ]
+        """The rules feeding this mode's tables that the flake8 selection leaves on (in some file at least)."""
+        return [rule for rule in all_rules() if rule.csv in self.tables and job.selection.selects(rule.code)]
 
     def run(self, job: Job) -> Dict[str, int]:
         rules = self.rules(job)
@@ -137,11 +112,15 @@ class LintMode(Mode):
                 skipped += 1
                 job.skip(rel, problem)
             else:
+                path = str(job.root / rel)
+                found = [f for f in found if job.selection.selects(f.code, path)]
                 job.log(f"[{index}/{len(job.files)}] {rel}: {len(found)} findings")
                 findings.extend(found)
             job.progress.advance()
         job.progress.finish()
         findings.sort(key=lambda f: (f.path, f.line, f.col, f.code))
+        for finding in findings:
+            job.statistics[finding.code] = job.statistics.get(finding.code, 0) + 1
         job.log(f"analysed {len(job.files) - skipped} of {len(job.files)} files: {len(findings)} findings")
         return self.write(job, findings)
 

@@ -38,6 +38,10 @@ class AffinityApis(LintMode):
             job.log(f"fix: skipped {problem}")
         for result in results:
             job.log(f"fix: {result.rel}: {result.applied} rewrites{' written' if write and result.changed else ''}")
+            for change in result.changes:
+                job.log(f"fix: {result.rel}: {change}")
+                if write and not job.args.quiet:
+                    sys.stdout.write(f"fixed {result.rel}: {change}\n")
             for reason in result.left:
                 job.log(f"fix: {result.rel}: left {reason}")
         diff = "".join(result.diff() for result in results)

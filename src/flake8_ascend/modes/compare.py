@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Optional
 
 from ..runtime.compare import HEADER, RESULTS, CompareError, compare
 from . import Job, JobError, Mode
@@ -21,6 +22,13 @@ class Compare(Mode):
         group.add_argument("--against", metavar="DUMP_B",
                            help="the reference dump that -i is compared with (the second folder of `compare`)")
 
+    @classmethod
+    def report_name(cls, source: Path, args) -> Optional[str]:
+        """``compare_<A>_vs_<B>_analysis``: a rank folder (``dump/0``) is named with its parent (``dump-0``)."""
+        if not args.against:
+            return None
+        return f"compare_{_label(source)}_vs_{_label(Path(args.against))}_analysis"
+
     def run(self, job: Job):
         if not job.args.against:
             raise JobError(f"-m {self.name} needs the reference dump: ascend-analyse compare DUMP_A DUMP_B -o OUT")
@@ -36,3 +44,8 @@ class Compare(Mode):
         job.log(f"compared {job.input} (A) with {reference} (B, the reference): {count} rows; "
                 + ", ".join(f"{name} {results[name]}" for name in RESULTS))
         return {RESULT_NAME: count}
+
+
+def _label(folder: Path) -> str:
+    folder = folder.resolve()
+    return f"{folder.parent.name}-{folder.name}" if folder.name.isdigit() else folder.name

@@ -8,8 +8,8 @@ CUDA_COLUMNS = ("File", "Api", "Start Line", "End Line", "Tips")
 
 
 def _api_row(finding, rule):
-    if rule.no_line:  # configuration advice: the official layout writes NA for File, Start Line and End Line
-        return ("NA", "NA", "NA", finding.api, finding.tips or "-")
+    if rule.no_line:  # configuration advice for a whole entry script: no line to name
+        return (finding.path, "NA", "NA", finding.api, finding.tips or "-")
     return (finding.path, finding.line, finding.end_line, finding.api, finding.tips or "-")
 
 

@@ -5,6 +5,7 @@ import ast
 from typing import Optional, Tuple
 
 from .. import affinity
+from ..fused import attention_scores
 from ..semantic.masks import foreign_arrays
 from ..registry import Rule
 
@@ -76,6 +77,13 @@ def _unfit(call: ast.Call, entry: dict) -> str:
     return ""
 
 
+_CAIT_ATTENTION = (  # timm 1.0.31 models/cait.py:63-73 (ClassAttn.forward, the non-fused branch)
+    "import torch\nfrom torch import nn\n\nclass ClassAttn(nn.Module):\n    def __init__(self, dim):\n"
+    "        super().__init__()\n        self.attn_drop = nn.Dropout(0.0)\n\n    def forward(self, q, k, v):\n"
+    "        q = q * self.scale\n        attn = q @ k.transpose(-2, -1)\n        attn = attn.softmax(dim=-1)\n"
+    "        attn = self.attn_drop(attn)\n        x_cls = attn @ v\n        return x_cls\n"
+)
+
 class AffinityTorchCall(Rule):
     """A call of a torch API the affinity table maps to an NPU affinity or fused API.
 
@@ -121,12 +129,16 @@ class AffinityTorchCall(Rule):
         "import torch.nn as nn\nact = nn.SiLU()\n",
         "import numpy as np\nimport torch\ndef scores(q, k):\n    return q @ k.transpose(-2, -1)\n",
         "import keras\nopt = keras.optimizers.AdamW(1e-3)\n",
+        # the first product of a hand-written attention: ASC304 reports the whole fused pattern instead
+        _CAIT_ATTENTION,
+        _CAIT_ATTENTION.replace("q @ k.transpose(-2, -1)", "torch.matmul(q, k.transpose(-2, -1))"),
     ]
 
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.MatMult) and transposed_last_two(node.right, ctx) and (
-                    ctx.is_tensor(node.left) or ctx.is_tensor(node.right) or not self._foreign(ctx)):
+                    ctx.is_tensor(node.left) or ctx.is_tensor(node.right) or not self._foreign(ctx)) and (
+                    id(node) not in attention_scores(ctx)):
                 self._emit(node, ctx, "torch.matmul", "the operands must be rewritten (q, k)")
             return
         qualname = ctx.qualname(node.func)
@@ -136,7 +148,7 @@ class AffinityTorchCall(Rule):
         why_not = _unfit(node, entry)
         when = entry.get("when")
         if when == "transposed_rhs":
-            if len(node.args) < 2 or not transposed_last_two(node.args[1], ctx):
+            if len(node.args) < 2 or not transposed_last_two(node.args[1], ctx) or id(node) in attention_scores(ctx):
                 return
             why_not = "the operands must be rewritten (q, k) and it does not broadcast in dynamic shapes"
         elif when == "hw_roll":

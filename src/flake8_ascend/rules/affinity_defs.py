@@ -73,8 +73,8 @@ class AffinityClass(Rule):
 class AffinityFunction(Rule):
     """A def with the name and parameter list of an affinity entry (methods and functions alike).
 
-    Matching rule: the function name equals the entry's and the parameter lists match by
-    ``affinity.same_signature`` (see ASC301); an entry may also name the class the method must be in
+    Matching rule: the function name equals the entry's and its parameter list is the entry's (matched by
+    ``affinity.same_signature``, see ASC301) followed only by parameters with defaults; an entry may also name the class the method must be in
     (mmdet's ``DeltaXYWHBBoxCoder.encode``, whose signature other coders share). Several entries may
     share a name (mmdet's YOLO and delta-XYWH ``encode``): the parameter list picks the one. Abstract
     and placeholder defs (``@abstractmethod``, a body of only ``pass``/``...``/docstring/``raise
@@ -99,9 +99,16 @@ class AffinityFunction(Rule):
         ("class YOLOBBoxCoder:\n    def encode(self, bboxes, gt_bboxes, stride):\n        return bboxes\n", 2),
         ("def multiclass_nms(multi_bboxes, multi_scores, score_thr, nms_cfg, max_num=-1, score_factors=None,\n"
          "                   return_inds=False):\n    return multi_bboxes\n", 1),
+        # mmdet 3.1.0 models/layers/bbox_nms.py:12: one more optional parameter (box_dim=4)
+        ("def multiclass_nms(\n    multi_bboxes: Tensor,\n    multi_scores: Tensor,\n    score_thr: float,\n"
+         "    nms_cfg: ConfigType,\n    max_num: int = -1,\n    score_factors: Optional[Tensor] = None,\n"
+         "    return_inds: bool = False,\n    box_dim: int = 4\n) -> Tuple[Tensor, Tensor]:\n"
+         "    return multi_bboxes\n", 1),
     ]
     passes = [
-        "def channel_shuffle(x, groups, dim):\n    return x\n",
+        "def channel_shuffle(x, groups, dim):\n    return x\n",  # an extra parameter without a default
+        "def multiclass_nms(multi_bboxes, multi_scores, score_thr, nms_cfg, max_num=-1, score_factors=None,\n"
+        "                   return_inds=False, *, box_dim):\n    return multi_bboxes\n",
         "def channel_shuffle(x, num_channels):\n    return x\n",
         # the official table's YOLO decode maps to a function no torch_npu wheel has
         "class YOLOBBoxCoder:\n    def decode(self, bboxes, pred_bboxes, stride):\n        return bboxes\n",

@@ -7,10 +7,11 @@ from typing import Dict, Optional
 
 from .. import affinity
 from ..semantic.flow import Flow
-from ..fused import STARTS, Patterns, module_ops
+from ..fused import STARTS, function_patterns
 from ..semantic.masks import (aliased, foreign_arrays, fresh_tensor, is_mask, is_scalar, known_non_tensor, known_tensor,
                      source_line)
 from ..registry import Rule
+from .affinity_calls import _CAIT_ATTENTION
 
 _LABELS = {
     "rms_norm": "RMSNorm (pow-mean-add-rsqrt-mul)",
@@ -60,7 +61,7 @@ class AffinityPattern(Rule):
         "Ascend-mstt profiler advisor timeline_fusion_ops.yaml; targets checked against the torch_npu wheels"
     )
     fires = [
-        ("import torch\nx = torch.randn(4)\nx[x > 0] = 0\n", 3),
+        (_CAIT_ATTENTION, 11),  # the matmul-softmax-matmul, reported alone (ASC303 keeps quiet about q @ k.T)
         ("import torch\ndef f(boxes):\n    boxes[boxes < 0] = 0\n    return boxes\n", 3),
         ("import torch\ndef norm(x, eps):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n", 3),
         ("import torch\ndef rotate_half(x):\n    x1, x2 = x.chunk(2, dim=-1)\n"
@@ -79,8 +80,6 @@ class AffinityPattern(Rule):
 
     def __init__(self) -> None:  # one instance per analysed file: the caches are per file
         self._flows: Dict[int, Flow] = {}
-        self._patterns: Dict[int, Patterns] = {}
-        self._modules: Dict[int, Dict[str, str]] = {}
         self._foreign: Optional[bool] = None
 
     def _owner(self, ctx) -> ast.AST:
@@ -99,7 +98,7 @@ class AffinityPattern(Rule):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
             if name in STARTS or (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
-                                  and func.value.id == "self" and name in self._patterns_for(ctx).attrs):
+                                  and func.value.id == "self" and name in getattr(function_patterns(ctx), "attrs", ())):
                 self._fused(node, ctx)
         elif isinstance(node.op, ast.MatMult) or (isinstance(node.op, ast.Mult) and any(
                 isinstance(side, (ast.Call, ast.BinOp)) for side in (node.left, node.right))):
@@ -151,27 +150,10 @@ class AffinityPattern(Rule):
         return ""
 
     # -- fused blocks --------------------------------------------------------------------------
-    def _patterns_for(self, ctx) -> Patterns:
-        """The detectors of the enclosing function (module level: an empty body, nothing fuses there)."""
-        owner = ctx.enclosing(*_FUNCTIONS)
-        key = id(owner)
-        patterns = self._patterns.get(key)
-        if patterns is None:
-            attrs: Dict[str, str] = {}
-            if owner is not None:
-                index = next(i for i, n in enumerate(ctx.stack) if n is owner)
-                cls = ctx.stack[index - 1] if index else None  # a method: self.<attr> modules come from __init__
-                if isinstance(cls, ast.ClassDef):
-                    attrs = self._modules.get(id(cls))
-                    if attrs is None:
-                        attrs = self._modules[id(cls)] = module_ops(cls, ctx)
-            patterns = self._patterns[key] = Patterns(ctx, owner or ast.Module(body=[], type_ignores=[]), attrs)
-        return patterns
-
     def _fused(self, node, ctx) -> None:
-        if ctx.enclosing(*_FUNCTIONS) is None:
+        patterns = function_patterns(ctx)
+        if patterns is None:
             return
-        patterns = self._patterns_for(ctx)
         if isinstance(node, ast.Call):
             found = [("rms_norm", patterns.rms_norm(node)), ("rotate_half", patterns.rotate_half(node)),
                      ("add_layer_norm", patterns.add_layer_norm(node)), ("attention", patterns.attention(node))]

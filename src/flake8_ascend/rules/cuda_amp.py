@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
+from ._transfer_to_npu import quiet
 
 
 class CudaAmp(Rule):
@@ -20,11 +21,13 @@ class CudaAmp(Rule):
         ("import torch\nscaler = torch.cuda.amp.GradScaler()\n", 2),
         ("from torch.cuda.amp import autocast\nwith autocast():\n    pass\n", 2),
     ]
-    passes = ["import torch\nwith torch.autocast('cpu'):\n    pass\n", "from apex import amp\nm = amp.initialize(m)\n"]
+    passes = ["import torch\nwith torch.autocast('cpu'):\n    pass\n", "from apex import amp\nm = amp.initialize(m)\n",
+              # transfer_to_npu patches torch.cuda.amp with torch_npu.npu.amp
+              "import torch\nfrom torch_npu.contrib import transfer_to_npu\nscaler = torch.cuda.amp.GradScaler()\n"]
 
     def check(self, node, ctx) -> None:
         qualname = ctx.chain(node)
-        if qualname and qualname.startswith("torch.cuda.amp."):
+        if qualname and qualname.startswith("torch.cuda.amp.") and not quiet(ctx, qualname):
             name = qualname[len("torch.cuda.amp."):]
             ctx.report(node, self.code, f"{qualname} is CUDA AMP (use torch_npu.npu.amp.{name} or torch.amp with 'npu')",
                        api=qualname, tips=f"torch_npu.npu.amp.{name}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
+from ._transfer_to_npu import quiet
 
 
 class CudaApi(Rule):
@@ -14,7 +15,8 @@ class CudaApi(Rule):
     csv = "cuda_op_list.csv"
     why = (
         "`torch.cuda` drives NVIDIA devices. `torch_npu.contrib.transfer_to_npu` redirects the names that "
-        "`torch_npu.npu` also provides; every other name must be rewritten by hand."
+        "`torch_npu.npu` also provides; every other name must be rewritten by hand. A file that imports "
+        "transfer_to_npu is only told about the names it does not map."
     )
     example = "torch.cuda.set_device(local_rank)"
     fix = "Call `torch_npu.npu.<name>` (or `torch.npu.<name>`), or import `torch_npu.contrib.transfer_to_npu` first."
@@ -23,16 +25,24 @@ class CudaApi(Rule):
         ("import torch\ntorch.cuda.synchronize()\n", 2),
         ("from torch import cuda as c\nc.synchronize()\n", 2),
         ("import torch\ng = torch.cuda.CUDAGraph()\n", 2),
+        # transfer_to_npu maps no torch.cuda.nvtx (torch_npu.npu has none)
+        ("import torch\nimport torch_npu.contrib.transfer_to_npu\ntorch.cuda.nvtx.range_push('step')\n", 3),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
         "from numba import cuda\n@cuda.jit\ndef k(a):\n    pass\n",
         "import torch\nx = torch.zeros(1)\n",
+        # migrated: transfer_to_npu maps these (any import form)
+        "import torch\nfrom torch_npu.contrib import transfer_to_npu\ntorch.cuda.synchronize()\n",
+        "import torch\nimport torch_npu.contrib.transfer_to_npu  # noqa: F401\ng = torch.cuda.CUDAGraph()\n",
+        "from torch_npu.contrib.transfer_to_npu import *\nimport torch\ntorch.cuda.random.manual_seed(0)\n",
     ]
 
     def check(self, node, ctx) -> None:
         qualname = ctx.chain(node)
         if not qualname or not qualname.startswith("torch.cuda.") or qualname.startswith("torch.cuda.amp"):
+            return
+        if quiet(ctx, qualname):
             return
         name = qualname.split(".")[2]
         data = ctx.data

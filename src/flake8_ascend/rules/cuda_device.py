@@ -5,6 +5,7 @@ import ast
 import re
 
 from ..registry import Rule
+from ._transfer_to_npu import migrated
 
 _CUDA_STRING = re.compile(r"cuda(:\d+)?")
 _DEVICE_FUNCTIONS = frozenset({"torch.device", "torch.autocast", "torch.amp.autocast", "torch.Generator",
@@ -25,7 +26,11 @@ class HardCodedCudaDevice(Rule):
     node_types = (ast.Call, ast.Constant)
     trigger_words = ("cuda",)
     csv = "cuda_op_list.csv"
-    why = "An NPU is device type `npu`: `.cuda()` and `'cuda'` device strings fail on a machine without CUDA."
+    why = (
+        "An NPU is device type `npu`: `.cuda()` and `'cuda'` device strings fail on a machine without CUDA. "
+        "In a file that imports transfer_to_npu only comparisons are reported: it rewrites `.cuda()` and the "
+        "devices passed to torch, but `x.device.type == 'cuda'` is then False."
+    )
     example = "model = model.cuda()\nx = x.to('cuda:0')"
     fix = "Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`)."
     source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu); codes.md"
@@ -36,6 +41,8 @@ class HardCodedCudaDevice(Rule):
         ("device = 'cuda' if ok else 'cpu'\n", 1),
         ("x = x.to('cuda')\n", 1),
         ("if x.device.type == 'cuda':\n    pass\n", 1),
+        # transfer_to_npu rewrites no comparison
+        ("import torch_npu.contrib.transfer_to_npu\nif x.device.type == 'cuda':\n    pass\n", 2),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
@@ -43,18 +50,27 @@ class HardCodedCudaDevice(Rule):
         "open('cuda')\n",
         "msg = 'cuda'\n",
         "x = x.to('cpu')\n",
+        # migrated with transfer_to_npu: .cuda() and device arguments are rewritten
+        "import torch\nfrom torch_npu.contrib import transfer_to_npu\nm = Net().cuda()\nx = x.to('cuda:0')\n",
+        "import torch_npu.contrib.transfer_to_npu\ndevice = 'cuda' if ok else 'cpu'\n",
     ]
 
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.Call):
             func = node.func
-            if isinstance(func, ast.Attribute) and func.attr == "cuda" and ctx.qualname(func) is None:
+            if (isinstance(func, ast.Attribute) and func.attr == "cuda" and ctx.qualname(func) is None
+                    and not migrated(ctx)):
                 ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or .to(device))",
                            api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu")
             return
-        if isinstance(node.value, str) and _CUDA_STRING.fullmatch(node.value) and self._device_context(ctx):
+        if (isinstance(node.value, str) and _CUDA_STRING.fullmatch(node.value) and self._device_context(ctx)
+                and (not migrated(ctx) or self._compared(ctx))):
             ctx.report(node, self.code, f"hard-coded CUDA device string {node.value!r} (use 'npu' or a configured device)",
                        api=repr(node.value), tips="cuda device string -> npu")
+
+    @staticmethod
+    def _compared(ctx) -> bool:
+        return isinstance(ctx.parent, ast.Compare)
 
     @staticmethod
     def _device_context(ctx) -> bool:

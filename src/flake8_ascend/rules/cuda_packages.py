@@ -1,9 +1,21 @@
-"""ASC206: imports of CUDA-only third-party packages."""
+"""ASC206: imports of CUDA-only third-party packages.
+
+``mmcv.ops`` is decided per imported name from mmcv 2.1.0's own sources
+(``data/mmcv_ops.json``, built by tools/build_mmcv_ops.py): a name is reported
+only when it reaches an operator with a CUDA kernel and no NPU kernel, so
+pure-Python helpers (``point_sample``) and ops mmcv implements for NPU
+(``PSAMask``, ``nms``) stay quiet.  Names the table does not know are
+reported as before.
+"""
 from __future__ import annotations
 
 import ast
+from typing import List
 
+from ..data import load_mmcv_ops
 from ..registry import Rule
+
+MMCV_OPS = "mmcv.ops"
 
 # package (or dotted prefix) -> what to use on NPU; facts from rules_data/sources/cuda/cuda_api_catalog.tsv
 CUDA_ONLY_PACKAGES = {
@@ -40,13 +52,29 @@ class CudaOnlyPackage(Rule):
     fires = [
         ("import apex\n", 1),
         ("from flash_attn import flash_attn_func\n", 1),
-        ("from mmcv.ops import nms\n", 1),
+        ("from mmcv.ops import DeformConv2d\n", 1),  # mmdet 3.1.0 models/dense_heads/fovea_head.py:7: no NPU kernel
+        ("from mmcv.ops import nms, DeformConv2d\n", 1),
+        ("from mmcv.ops.carafe import CARAFEPack\n", 1),
         ("from mmcv import ops\n", 1),
         ("import triton.language as tl\n", 1),
     ]
-    passes = ["import mmcv\n", "from mmcv.cnn import ConvModule\n", "import apexlib\n", "from . import triton\n"]
+    passes = ["import mmcv\n", "from mmcv.cnn import ConvModule\n", "import apexlib\n", "from . import triton\n",
+              # mmdet 3.1.0 models/utils/point_sample.py:3 (pure Python) and mmseg 1.2.2
+              # models/decode_heads/psa_head.py:12 (mmcv has NPU kernels for PSAMask)
+              "from mmcv.ops import point_sample\n",
+              "from mmcv.ops import point_sample, rel_roi_point_to_rel_img_point\n",
+              "try:\n    from mmcv.ops import PSAMask\nexcept ModuleNotFoundError:\n    PSAMask = None\n",
+              "from mmcv.ops import batched_nms, nms\n",
+              "from mmcv.ops.merge_cells import GlobalPoolingCell, SumCell\n"]
 
     def check(self, node, ctx) -> None:
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith(MMCV_OPS + "."):
+            node_module = node.module[len(MMCV_OPS) + 1:]
+            self._mmcv_names(node, [f"{node_module}.{alias.name}" for alias in node.names], ctx)
+            return
+        if isinstance(node, ast.ImportFrom) and node.module == MMCV_OPS and all(a.name != "*" for a in node.names):
+            self._mmcv_names(node, [alias.name for alias in node.names], ctx)
+            return
         if isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]
         elif node.level:
@@ -60,3 +88,17 @@ class CudaOnlyPackage(Rule):
                 ctx.report(node, self.code, f"{package} is a CUDA-only package (on NPU use {instead})",
                            api=package, tips=instead)
                 return
+
+    def _mmcv_names(self, node, keys: List[str], ctx) -> None:
+        """Report the imported ``mmcv.ops`` names that are CUDA-only (or unknown to the mmcv table)."""
+        table = load_mmcv_ops()
+        known = table["cuda_only"].keys() | set(table["not_cuda_only"])
+        cuda = [key for key in keys if key in table["cuda_only"] or key not in known]
+        if not cuda:
+            return
+        ops = sorted({op.strip() for key in cuda for op in table["cuda_only"].get(key, "").split(",") if op.strip()})
+        names = ", ".join(f"{MMCV_OPS}.{key}" for key in cuda)
+        why = (f"no NPU kernel in mmcv {table['version']}: {', '.join(ops)}" if ops
+               else f"not in the mmcv {table['version']} table: check its kernels")
+        ctx.report(node, self.code, f"{names}: CUDA-only ({why}; port the kernel or use torch / torch_npu ops)",
+                   api=names, tips=why)

@@ -6,12 +6,16 @@ it shuffles (``shuffle=`` anything but ``False``/``None``), is given a
 assigned to, its dataset argument, the dict key or keyword it is stored
 under, or the enclosing function).  Names that say val/valid/test/eval/dev/
 predict/infer win over all of that: evaluation loaders keep their last batch.
+An explicit ``drop_last=False`` counts as a decision unless the loader
+shuffles (timm's validation loader passes it with an ordered sampler).  A loader is torch's ``DataLoader``, a class of the same file that
+subclasses it, or a local name bound to one of those (yolov5's
+``loader = DataLoader if image_weights else InfiniteDataLoader``).
 """
 from __future__ import annotations
 
 import ast
 import re
-from typing import List, Optional
+from typing import Dict, FrozenSet, List, Optional
 
 from ..registry import Rule
 from .value_dependent_ops import DYNAMIC_SOURCE, HINTS_CSV
@@ -21,6 +25,7 @@ _POSITIONS = {"dataset": 0, "batch_size": 1, "shuffle": 2, "sampler": 3, "batch_
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _EVAL_PREFIXES = ("val", "test", "eval")
 _EVAL_WORDS = frozenset({"dev", "predict", "prediction", "infer", "inference", "valid", "validation"})
+_DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 
 
 def words(text: str) -> List[str]:
@@ -44,6 +49,37 @@ def _argument(call: ast.Call, name: str) -> Optional[ast.AST]:
     return call.args[position] if position < len(call.args) else None
 
 
+def _loader_classes(ctx) -> FrozenSet[str]:
+    """Module-level classes of the file that subclass torch's DataLoader (yolov5's ``InfiniteDataLoader``)."""
+    return ctx.memo("dataloader.classes", lambda c: frozenset(
+        node.name for node in c.tree.body
+        if isinstance(node, ast.ClassDef) and any(c.qualname(base) in _DATALOADERS for base in node.bases)))
+
+
+def _loader_names(ctx) -> Dict[str, ast.AST]:
+    """Local names of the enclosing function and the expressions assigned to them (last one wins)."""
+    owner = ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
+    if owner is None:
+        return {}
+    return ctx.memo(f"dataloader.names.{id(owner)}", lambda c: {
+        node.targets[0].id: node.value for node in ast.walk(owner)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)})
+
+
+def _is_loader(expr: ast.AST, ctx, depth: int = 0) -> bool:
+    """torch's DataLoader, a subclass of it in this file, or a local name / ``a if c else b`` of those."""
+    if ctx.qualname(expr) in _DATALOADERS:
+        return True
+    if isinstance(expr, ast.IfExp):
+        return depth < 3 and _is_loader(expr.body, ctx, depth + 1) and _is_loader(expr.orelse, ctx, depth + 1)
+    if not isinstance(expr, ast.Name):
+        return False
+    if expr.id in _loader_classes(ctx):
+        return True
+    value = _loader_names(ctx).get(expr.id) if depth < 3 else None
+    return value is not None and _is_loader(value, ctx, depth + 1)
+
+
 def _is_off(node: Optional[ast.AST]) -> bool:
     """Absent, or a literal ``False``/``None``/``0``."""
     return node is None or (isinstance(node, ast.Constant) and not node.value)
@@ -60,7 +96,8 @@ class DataLoaderLastBatch(Rule):
         "every op of the forward and backward pass sees a new shape and the NPU compiles it again."
     )
     example = "train_loader = DataLoader(train_set, batch_size=32, shuffle=True)"
-    fix = "Pass `drop_last=True` to training loaders (or pad the last batch to the full batch size)."
+    fix = ("Pass `drop_last=True` to training loaders (or pad the last batch to the full batch size); "
+           "an explicit `drop_last=False` on a loader that does not shuffle is taken as intended.")
     source = (
         "PyTorch DataLoader docs (drop_last: 'the last batch will be smaller' when the size is not divisible); "
         + DYNAMIC_SOURCE
@@ -70,7 +107,14 @@ class DataLoaderLastBatch(Rule):
         ("import torch\ntrain_loader = torch.utils.data.DataLoader(ds, 16, sampler=s)\n", 2),
         ("from torch.utils.data import DataLoader\nfor x in DataLoader(train_set, batch_size=8):\n    pass\n", 2),
         ("from torch.utils.data import DataLoader\ndef build_train_loader(ds):\n"
-         "    return DataLoader(ds, batch_size=8, drop_last=False)\n", 3),
+         "    return DataLoader(ds, batch_size=8)\n", 3),
+        ("from torch.utils.data import DataLoader\nloader = DataLoader(ds, 8, shuffle=True, drop_last=False)\n", 2),
+        # yolov5 7.0.14 utils/dataloaders.py:143-146: a subclass of DataLoader chosen through a local name
+        ("from torch.utils.data import DataLoader, dataloader\n\nclass InfiniteDataLoader(dataloader.DataLoader):\n"
+         "    pass\n\ndef create_dataloader(dataset, batch_size, shuffle, sampler, image_weights):\n"
+         "    loader = DataLoader if image_weights else InfiniteDataLoader\n"
+         "    return loader(dataset, batch_size=batch_size, shuffle=shuffle and sampler is None, sampler=sampler)\n",
+         8),
         ("from torch.utils.data import DataLoader\nloaders = {'train': DataLoader(ds, batch_size=4)}\n", 2),
     ]
     passes = [
@@ -83,16 +127,24 @@ class DataLoaderLastBatch(Rule):
         "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=8, shuffle=1, drop_last=a.drop)\n",
         "from torch.utils.data import DataLoader\ntest_loader = DataLoader(train_set, batch_size=8, shuffle=True)\n",
         "class DataLoader:\n    pass\nloader = DataLoader(ds, batch_size=8, shuffle=True)\n",
+        # timm 1.0.31 data/naflex_loader.py:457: drop_last=False chosen explicitly (its validation branch)
+        "import torch\ndef create_naflex_loader(dataset, batch_size, sampler):\n"
+        "    loader = torch.utils.data.DataLoader(\n        dataset,\n        batch_size=batch_size,\n"
+        "        shuffle=False,\n        sampler=sampler,\n        drop_last=False,\n    )\n",
+        "import torch\nclass Loader(list):\n    pass\ndef make(ds):\n    loader = Loader if ds else list\n"
+        "    return loader(ds, batch_size=8, shuffle=True)\n",
     ]
 
     def check(self, node, ctx) -> None:
-        if ctx.qualname(node.func) != "torch.utils.data.DataLoader":
+        if not _is_loader(node.func, ctx):
             return
         if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
             return  # **options / *args may carry drop_last
         drop_last = _argument(node, "drop_last")
         if not _is_off(drop_last) or not _is_off(_argument(node, "batch_sampler")):
             return  # drop_last=True (or not literal), or a batch sampler decides the batches
+        if drop_last is not None and _is_off(_argument(node, "shuffle")):
+            return  # drop_last=False chosen explicitly for a loader that does not shuffle
         batch_size = _argument(node, "batch_size")
         if batch_size is None or (isinstance(batch_size, ast.Constant) and batch_size.value in (None, 1)):
             return  # unbatched, or batches of one: no smaller last batch

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import ast
 
+from ..data import load_transfer_to_npu
 from ..registry import Rule
+from ._transfer_to_npu import migrated, quiet
 
 _GROUP_FUNCTIONS = ("init_process_group", "new_group", "init_device_mesh")
 
@@ -27,20 +29,36 @@ class NcclBackend(Rule):
         ("init_process_group(backend='nccl', rank=0)\n", 1),
         ("if args.backend == 'nccl':\n    pass\n", 1),
         ("import torch.distributed as dist\nok = dist.is_nccl_available()\n", 2),
+        # transfer_to_npu rewrites no comparison: the backend is then 'hccl'
+        ("import torch.distributed as dist\nimport torch_npu.contrib.transfer_to_npu\n"
+         "if dist.get_backend() == 'nccl':\n    pass\n", 3),
     ]
-    passes = ["print('nccl')\n", "name = 'nccl_tests.log'\n", "dist.init_process_group('gloo')\n"]
+    passes = ["print('nccl')\n", "name = 'nccl_tests.log'\n", "dist.init_process_group('gloo')\n",
+              # transfer_to_npu rewrites init_process_group's backend and maps is_nccl_available
+              "import torch.distributed as dist\nfrom torch_npu.contrib import transfer_to_npu\n"
+              "dist.init_process_group(backend='nccl')\nok = dist.is_nccl_available()\n"]
 
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.Constant):
-            if isinstance(node.value, str) and node.value.lower() == "nccl" and self._backend_context(ctx):
+            if (isinstance(node.value, str) and node.value.lower() == "nccl" and self._backend_context(ctx)
+                    and not (migrated(ctx) and self._rewritten(ctx))):
                 ctx.report(node, self.code, "NCCL backend 'nccl' does not exist on NPU (use 'hccl')",
                            api="nccl", tips="nccl -> hccl")
             return
         qualname = ctx.chain(node)
+        if qualname and quiet(ctx, qualname):
+            return
         if qualname in ("torch.distributed.Backend.NCCL", "torch.distributed.is_nccl_available",
                         "torch.distributed.ProcessGroupNCCL"):
             ctx.report(node, self.code, f"{qualname} is NCCL-specific (the NPU backend is HCCL)",
                        api=qualname, tips="NCCL -> HCCL")
+
+    @staticmethod
+    def _rewritten(ctx) -> bool:
+        """The string is an argument of a call whose backend transfer_to_npu rewrites (init_process_group)."""
+        stack = ctx.stack
+        call = stack[-2] if isinstance(ctx.parent, ast.keyword) and len(stack) > 1 else ctx.parent
+        return isinstance(call, ast.Call) and ctx.qualname(call.func) in load_transfer_to_npu()["backend_functions"]
 
     @staticmethod
     def _backend_context(ctx) -> bool:

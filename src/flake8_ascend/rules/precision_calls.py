@@ -4,7 +4,7 @@ from __future__ import annotations
 import ast
 from typing import ClassVar, FrozenSet
 
-from ..calls import argument, callee, is_constant, last_names
+from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
 from ..training import source_text
 from ._sources import ADVICE_TABLE, ASCEND_API_DOCS, OFFICIAL_ADVICE
@@ -32,15 +32,15 @@ class _CallAdvice(Rule):
             api = f"torch.Tensor.{func.attr}"
         elif api not in self.apis:
             return
-        if not self.owned_elsewhere(node, ctx):
+        if not self.stays_quiet(node, ctx):
             ctx.report(node, self.code, self.message(api), api=api, tips=self.tips)
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
         cls.lasts = last_names(*cls.apis)
 
-    def owned_elsewhere(self, node: ast.Call, ctx) -> bool:
-        """Is this call another code's finding already (an affinity replacement), so no advice is added?"""
+    def stays_quiet(self, node: ast.Call, ctx) -> bool:
+        """Does the advice not apply here (another code's finding already, a backward that never runs)?"""
         return False
 
     def message(self, api: str) -> str:
@@ -90,6 +90,24 @@ class BaddbmmOverflow(_CallAdvice):
         return f"{api} can overflow on NPU during the computation (use torch.bmm and add separately) [overflow risk]"
 
 
+_CLIP_TOKENS = (
+    "import torch.nn as nn\n\nclass CLIPTextEncoder(nn.Module):\n    def __init__(self, total_vocab_size, embed_dims):\n"
+    "        self.token_embedding = nn.Embedding(total_vocab_size, embed_dims)\n\n    def forward(self, text):\n"
+    "        device = self.token_embedding.weight.device\n        return self.token_embedding(text.to(device))\n"
+)
+
+
+def _self_attribute(node) -> bool:
+    """``self.<name>``."""
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+def _init_helper(func: ast.AST) -> bool:
+    """mmengine's weight initialisers (``normal_init(module, ...)``, ``uniform_init``...): no forward, no backward."""
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name.endswith("_init")
+
+
 class EmbeddingNondeterministic(_CallAdvice):
     code = "ASC602"
     summary = "embedding whose NPU backward may not be reproducible"
@@ -108,14 +126,57 @@ class EmbeddingNondeterministic(_CallAdvice):
     fires = [
         ("import torch.nn as nn\nemb = nn.Embedding(100, 16)\n", 2),
         ("import torch.nn.functional as F\ny = F.embedding(idx, w)\n", 2),
+        # mmseg 1.2.2 models/text_encoder/clip_text_encoder.py:78: looked up by calling it
+        (_CLIP_TOKENS, 5),
+        ("import torch.nn as nn\nemb = nn.Embedding.from_pretrained(w, freeze=False)\n", 2),
     ]
     passes = [
         "from mylib import Embedding\nemb = Embedding(100, 16)\n",
         "import torch.nn as nn\nbag = nn.EmbeddingBag(10, 3)\n",
+        # mmdet 3.1.0 models/detectors/dino.py:53: a learned table read only through .weight
+        "import torch.nn as nn\n\nclass Dino(nn.Module):\n    def _init_layers(self):\n"
+        "        self.query_embedding = nn.Embedding(self.num_queries, self.embed_dims)\n\n"
+        "    def init_weights(self):\n        nn.init.xavier_uniform_(self.query_embedding.weight)\n\n"
+        "    def pre_decoder(self, memory):\n        query = self.query_embedding.weight[:, None, :]\n",
+        # mmdet 3.1.0 models/dense_heads/mask2former_head.py:133 and :413
+        "import torch.nn as nn\n\nclass Mask2FormerHead(nn.Module):\n    def __init__(self, levels, channels):\n"
+        "        self.level_embed = nn.Embedding(levels,\n                                        channels)\n\n"
+        "    def forward(self, decoder_input, i):\n"
+        "        level_embed = self.level_embed.weight[i].view(1, 1, -1)\n        return decoder_input + level_embed\n",
+        # timm 1.0.31 layers/ml_decoder.py:111: frozen
+        "import torch.nn as nn\n\nclass MLDecoder(nn.Module):\n    def __init__(self):\n"
+        "        self.query_embed = nn.Embedding(100, 768)\n        self.query_embed.requires_grad_(False)\n\n"
+        "    def forward(self, x):\n        return self.query_embed(self.idx) + x\n",
+        "import torch.nn as nn\nemb = nn.Embedding.from_pretrained(glove)\n",  # freeze=True by default
+        # mmdet 3.1.0 models/layers/msdeformattn_pixel_decoder.py:83: initialised by a helper, read via .weight
+        "import torch.nn as nn\nfrom mmengine.model import normal_init\n\nclass Decoder(nn.Module):\n"
+        "    def __init__(self):\n        self.level_encoding = nn.Embedding(3, 256)\n\n"
+        "    def init_weights(self):\n        normal_init(self.level_encoding, mean=0, std=1)\n\n"
+        "    def forward(self, i):\n        return self.level_encoding.weight[i]\n",
     ]
 
     def message(self, api: str) -> str:
         return f"{api} backward may give slightly different gradients from run to run on NPU [nondeterministic]"
+
+    def stays_quiet(self, node: ast.Call, ctx) -> bool:
+        """No embedding backward runs: frozen (``from_pretrained`` freezes by default), or a ``self.<name>``
+        table its class never calls, only reads through ``.weight`` (mmdet's DETR queries)."""
+        if ctx.chain(node.func) == "torch.nn.Embedding.from_pretrained":
+            freeze = argument(node, "freeze", 1)
+            return freeze is MISSING or is_constant(freeze, True)
+        target = ctx.parent.targets[0] if isinstance(ctx.parent, ast.Assign) and len(ctx.parent.targets) == 1 \
+            else None
+        cls = ctx.enclosing(ast.ClassDef)
+        if not (_self_attribute(target) and cls is not None):
+            return False
+        uses = [n for n in ast.walk(cls) if isinstance(n, ast.Attribute) and _self_attribute(n.value)
+                and n.value.attr == target.attr]  # self.<name>.<something>
+        frozen = any(use.attr == "requires_grad_" for use in uses)
+        mentions = sum(1 for n in ast.walk(cls) if _self_attribute(n) and n.attr == target.attr)
+        initialised = sum(1 for n in ast.walk(cls) if isinstance(n, ast.Call) and _init_helper(n.func)
+                          for arg in n.args[:1] if _self_attribute(arg) and arg.attr == target.attr)
+        # every mention but the assignment is self.<name>.weight, or the module given to an init helper
+        return frozen or mentions - 1 == initialised + sum(1 for use in uses if use.attr == "weight")
 
 
 class MatmulNondeterministic(_CallAdvice):
@@ -147,7 +208,7 @@ class MatmulNondeterministic(_CallAdvice):
         "import torch\nq = torch.ones(2, 2)\ns = q.matmul(k.mT)\n",
     ]
 
-    def owned_elsewhere(self, node: ast.Call, ctx) -> bool:
+    def stays_quiet(self, node: ast.Call, ctx) -> bool:
         """``matmul(q, k.transpose(-2, -1))`` is ASC303's (``torch_npu.contrib.function.matmul_transpose``)."""
         args = node.args if isinstance(node.func, ast.Attribute) and ctx.chain(node.func) is None else node.args[1:]
         return bool(args) and _transposed_last_two(args[0], ctx)

@@ -1,0 +1,181 @@
+"""``ascend-analyse`` reads the configuration flake8 reads and decides with flake8's own code.
+
+Both front ends must report the same findings for a project, so the CLI does
+not re-implement flake8's rules: it finds the project's flake8 configuration
+file the way flake8 does, parses it with flake8's option manager (flake8's own
+options plus this plugin's ``ascend-*`` options, but no other plugin is
+loaded, so nothing of the analysed project runs), puts its own command line on
+top, and asks flake8's ``StyleGuide`` which codes each file reports
+(``select``, ``ignore``, ``extend-select``, ``extend-ignore``,
+``per-file-ignores``) and which files it skips (``exclude``, ``extend-exclude``).  The configuration file is untrusted input: only a
+regular UTF-8 file of modest size is read, and a problem is a one-line
+``ConfigError`` that never quotes the file.
+"""
+from __future__ import annotations
+
+import argparse
+import configparser
+import logging
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+import flake8
+from flake8.exceptions import ExecutionError
+from flake8.main.options import register_default_options
+from flake8.options.aggregator import aggregate_options
+from flake8.options.manager import OptionManager
+from flake8.style_guide import Decision, StyleGuide
+from flake8.utils import matches_filename, normalize_path, parse_files_to_codes_mapping
+
+from .config import ConfigError
+from .plugin import AscendChecker, named_optional_codes, optional_codes
+
+LOG = logging.getLogger(__name__)
+CONFIG_NAMES = ("setup.cfg", "tox.ini", ".flake8")  # flake8's order within one folder
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _read_ini(path: Path) -> Optional[configparser.RawConfigParser]:
+    """The parsed file, None when there is none; raises ConfigError for anything else."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"cannot read {path}: not a regular file")
+    if info.st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"cannot read {path}: larger than {MAX_CONFIG_BYTES} bytes")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"cannot read {path}: not UTF-8 text") from None
+    parser = configparser.RawConfigParser()
+    try:
+        parser.read_string(text, source=str(path))
+    except configparser.Error as error:  # its message quotes the file: name the line only
+        line = getattr(error, "lineno", None) or next(iter(getattr(error, "errors", [])), (None,))[0]
+        raise ConfigError(f"cannot read {path}: not a valid INI file (line {line})") from None
+    return parser
+
+
+def find_flake8_config(start: Path) -> Optional[Path]:
+    """The first ``setup.cfg``, ``tox.ini`` or ``.flake8`` with a flake8 section, at or above ``start``.
+
+    flake8's search, except that it starts at the analysed folder rather than
+    the current directory: it stops below the home folder and at the root.
+    """
+    home = Path.home().resolve()
+    folder = start.resolve()
+    while True:
+        for name in CONFIG_NAMES:
+            parser = _read_ini(folder / name)
+            if parser is not None and ("flake8" in parser or "flake8:local-plugins" in parser):
+                return folder / name
+        if folder.parent == folder or folder.parent == home:
+            return None
+        folder = folder.parent
+
+
+def _refuse(message: str) -> None:
+    raise ValueError(message)
+
+
+def _option_manager() -> OptionManager:
+    """flake8's options and this plugin's, registered as flake8 registers them."""
+    manager = OptionManager(version=flake8.__version__, plugin_versions="", parents=[], formatter_names=[])
+    manager.parser.error = _refuse  # argparse would print flake8's usage and exit
+    register_default_options(manager)
+    AscendChecker.add_options(manager)
+    manager.extend_default_select(["ASC"])
+    return manager
+
+
+def _command_line(args: argparse.Namespace) -> List[str]:
+    """ascend-analyse's flags in flake8's spelling (``--ignore`` is flake8's ``--extend-ignore``)."""
+    argv = []
+    for flag, values in (("--select", args.select), ("--extend-select", args.extend_select),
+                         ("--extend-ignore", args.ignore), ("--ascend-api-files", args.api_files)):
+        if values:
+            argv.append(f"{flag}={','.join(values)}")
+    if args.torch_version is not None:  # an empty -v is an error, not the default
+        argv.append(f"--ascend-torch-version={args.torch_version}")
+    if args.per_file_ignores is not None:
+        argv.append(f"--per-file-ignores={args.per_file_ignores}")
+    return argv
+
+
+class Selection:
+    """Which codes flake8 reports in which file: flake8's StyleGuide per ``per-file-ignores`` entry.
+
+    On top of flake8's decision, as in the plugin, a default-off code (ASC103)
+    needs a selection more specific than ``ASC``.
+    """
+
+    def __init__(self, options: argparse.Namespace, base: Path) -> None:
+        self.disable_noqa = bool(options.disable_noqa)
+        default = StyleGuide(options, None, None)  # formatter and statistics are for printing only
+        mapping = parse_files_to_codes_mapping(options.per_file_ignores)  # ValueError / ExecutionError
+        self.guides = [default] + [default.copy(filename=normalize_path(name, str(base)), extend_ignore_with=codes)
+                                   for name, codes in mapping]
+        self.suppressed = optional_codes() - named_optional_codes(
+            [*(options.select or ()), *(options.extend_select or ())])
+        self.exclude = [*options.exclude, *options.extend_exclude]
+
+    @classmethod
+    def defaults(cls) -> "Selection":
+        """flake8's defaults, no configuration file."""
+        options = aggregate_options(_option_manager(), configparser.RawConfigParser(), os.curdir, [])
+        return cls(options, Path.cwd())
+
+    def _guide(self, path: str) -> StyleGuide:
+        return max((g for g in self.guides if g.applies_to(path)), key=lambda g: len(g.filename or ""))
+
+    def excluded(self, path: Path, root: Path) -> bool:
+        """Whether flake8 would not even read ``path`` (``exclude``/``extend-exclude`` matching it or a folder
+        between it and the linted ``root``)."""
+        for candidate in (path, *path.parents):
+            if matches_filename(str(candidate), self.exclude, "%(path)s: %(whether)sexcluded", LOG):
+                return True
+            if candidate == root:
+                return False
+        return False
+
+    def selects(self, code: str, path: Optional[str] = None) -> bool:
+        """Whether flake8 reports ``code`` in the file at ``path`` (absolute; None: any file without per-file rules)."""
+        guide = self.guides[0] if path is None else self._guide(path)
+        return code not in self.suppressed and guide.should_report_error(code) is Decision.Selected
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The merged options of one run, the codes they select, and the configuration file they came from."""
+
+    options: argparse.Namespace
+    selection: Selection
+    path: Optional[Path]
+
+
+def read_settings(start: Path, args: argparse.Namespace) -> Settings:
+    """flake8's options for a run: defaults, then the config file found from ``start``, then ``args``.
+
+    Relative ``per-file-ignores`` paths are relative to the configuration
+    file's folder (on the command line: to the current directory).
+    """
+    found = find_flake8_config(start)
+    cfg = _read_ini(found) if found else configparser.RawConfigParser()
+    cfg_dir = found.parent if found else start
+    where = found or "the command line"
+    try:
+        options = aggregate_options(_option_manager(), cfg, str(cfg_dir), _command_line(args))
+        selection = Selection(options, Path.cwd() if args.per_file_ignores is not None else cfg_dir)
+    except (ValueError, ExecutionError):  # flake8's messages quote the value: name the file only
+        raise ConfigError(f"{where}: a flake8 setting has a wrong value (an invalid code, number, choice or "
+                          "per-file-ignores pair)") from None
+    return Settings(options, selection, found)
