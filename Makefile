@@ -27,11 +27,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-## data: rebuild the packaged rule data from rules_data/sources (no network)
+## data: rebuild the packaged rule data from rules_data/sources and torch's stubs (no network)
 data:
 	$(PYTHON) tools/build_rules_data.py
 	$(PYTHON) tools/build_affinity.py
 	$(PYTHON) tools/build_aten_ops.py
+	$(BIN)/python tools/build_torch_types.py  # reads the stubs of the torch installed in .venv
 
 clean:
 	rm -rf $(VENV) out build *.egg-info src/*.egg-info

@@ -22,12 +22,14 @@ _BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")  # statement list
 class Binding:
     """One assignment of a name: ``value`` is None when unknown (loop target, ``with ... as``)."""
 
-    __slots__ = ("end", "value", "index")
+    __slots__ = ("end", "value", "index", "each")
 
-    def __init__(self, end: Tuple[int, int], value: Optional[ast.AST], index: Optional[int]) -> None:
+    def __init__(self, end: Tuple[int, int], value: Optional[ast.AST], index: Optional[int],
+                 each: Optional[ast.AST] = None) -> None:
         self.end = end
         self.value = value
         self.index = index  # position in a tuple unpack (``a, b = ...``), else None
+        self.each = each  # a plain ``for`` target: the iterable it takes its elements from
 
 
 class Flow:
@@ -64,7 +66,11 @@ class Flow:
             value = ast.copy_location(ast.BinOp(left=left, op=node.op, right=node.value), node)
             self._bind(node.target, value, end)
         elif isinstance(node, (ast.For, ast.AsyncFor)):
-            self._bind(node.target, None, (node.target.end_lineno, node.target.end_col_offset))
+            where = (node.target.end_lineno, node.target.end_col_offset)
+            if isinstance(node.target, ast.Name):
+                self.bindings.setdefault(node.target.id, []).append(Binding(where, None, None, node.iter))
+            else:
+                self._bind(node.target, None, where)
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             for item in node.items:
                 if item.optional_vars is not None:
