@@ -507,7 +507,10 @@ class Values:
         if isinstance(func, ast.Name):
             if resolver.binding(func.id, func.lineno) is None:
                 return self._builtin(func.id, call, scope, depth)
-            return self._helper(func.id, scope, depth)
+            found = self._helper(func.id, scope, depth)
+            if found.kind == UNKNOWN and call.args and all(self._value(a, scope, depth).const for a in call.args):
+                return Value(UNKNOWN, const=True)  # a function of constant tables (``ndgrid(h, w)``)
+            return found
         if not isinstance(func, ast.Attribute):
             return UNKNOWN_VALUE
         if isinstance(func.value, ast.Name) and func.value.id == "self":
@@ -536,7 +539,8 @@ class Values:
         if root in _FOREIGN:
             return Value(ARRAY, HOST)
         if root == "math":
-            return Value(NUMBER)
+            return self._builtin("int", call, scope, depth) if qualname in (
+                "math.ceil", "math.floor", "math.trunc") else Value(NUMBER)
         if root != "torch":
             return UNKNOWN_VALUE
         name = qualname.rsplit(".", 1)[1]
@@ -627,7 +631,7 @@ class Values:
             return first.device if other.kind == OTHER and isinstance(target, ast.Attribute) \
                 and target.attr.startswith(("float", "int", "bool", "long", "half")) else None
         if receiver_args == 0 and name in _FACTORIES and name not in _LIKE:
-            return HOST  # a factory given no device builds on the CPU
+            return None  # on the CPU until moved; the model only says HOST when the code says "cpu"
         return first.device if first is not None and first.tensor else None
 
     def _constant(self, name: str, call: ast.Call, first: Optional[Value], receiver_args: int, scope: Scope,
@@ -640,9 +644,9 @@ class Values:
         for arg in call.args:
             if isinstance(arg, (ast.List, ast.Tuple)):
                 inputs += [self._value(e, scope, depth) for e in arg.elts]
-        tensors = [v for v in inputs if v.tensor]
+        tensors = [v for v in inputs if v.tensor or v.const]
         return bool(tensors) and all(v.const for v in tensors) and not any(
-            v.kind == UNKNOWN for v in inputs if v is not first)
+            v.kind == UNKNOWN and not v.const for v in inputs if v is not first)
 
     # same-file helpers --------------------------------------------------------------------------
     def _helper(self, name: str, scope: Scope, depth: int) -> Value:
@@ -727,8 +731,8 @@ def _takes_tensor(qualname: str) -> bool:
     if not qualname.startswith("torch.") or name in _FACTORIES or name in (
             "tensor", "as_tensor", "from_numpy", "asarray", "is_tensor", "numel", "save", "load", "device"):
         return False
-    return bool(returns(qualname)) and returns(qualname) <= {"tensor", "tuple:values,indices"} and qualname.count(
-        ".") == 1 or qualname.startswith("torch.nn.functional.") and returns(qualname) == {"tensor"}
+    kinds = returns(qualname)
+    return bool(kinds) and all(k in ("tensor", "tensors", "none") or k.startswith("tuple:") for k in kinds)
 
 
 def _annotation_is_tensor(annotation: Optional[ast.AST], resolver: Resolver) -> bool:
