@@ -64,7 +64,9 @@ class BooleanMaskRead(Rule):
         for part in parts:
             if isinstance(part, (ast.Constant, ast.Slice)):
                 continue
-            if (values.is_mask(part) or self._masks_itself(node.value, part, ctx)) and not values.on_host(node.value):
+            if (values.is_mask(part) or self._masks_itself(node.value, part, ctx) or (
+                    values.of(part).kind == COMPARE and values.is_tensor(node.value))) \
+                    and not values.on_host(node.value):
                 ctx.report(node, self.code, f"boolean-mask read {ast.unparse(node)[:60]} has a data-dependent "
                            "length (each new length compiles new NPU kernels)",
                            api="tensor[bool mask]", tips="torch.where(mask, x, 0) / masked_fill keep the shape")

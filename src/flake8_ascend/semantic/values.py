@@ -136,11 +136,31 @@ ARRAY_ONLY = frozenset("astype copy iloc loc values to_numpy tobytes reset_index
 class _Evidence:
     """What the uses of each name in one function say it holds."""
 
-    __slots__ = ("tensor", "array")
+    __slots__ = ("tensor", "array", "indexes_tensor")
 
     def __init__(self) -> None:
         self.tensor: Set[str] = set()
         self.array: Set[str] = set()
+        self.indexes_tensor: Set[str] = set()  # used as the index of a known tensor (``boxes[keep]``)
+
+
+def _argument_names(arg: ast.AST):
+    """The names an argument of a tensor-only parameter shows to be tensors: ``x``, ``x[i]``, ``x.float()``."""
+    while True:
+        if isinstance(arg, ast.Name):
+            yield arg.id
+            return
+        if isinstance(arg, ast.Subscript):
+            arg = arg.value
+        elif isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and returns_tensor_method(
+                arg.func.attr):
+            arg = arg.func.value
+        elif isinstance(arg, (ast.List, ast.Tuple)):
+            for element in arg.elts:
+                yield from _argument_names(element)
+            return
+        else:
+            return
 
 
 class Values:
@@ -213,7 +233,19 @@ class Values:
         found = self._evidence.get(id(owner))
         if found is None:
             found = self._evidence[id(owner)] = self._collect(owner, scope)
+            self._collect_indexes(owner, scope, found)
         return found
+
+    def _collect_indexes(self, owner: ast.AST, scope: Scope, evidence: _Evidence) -> None:
+        """Names used as an index of a value known to be a tensor (a second pass: it needs values)."""
+        for node in ast.walk(owner):
+            if isinstance(node, ast.Subscript):
+                parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+                names = [p.id for p in parts if isinstance(p, ast.Name) and p.id not in evidence.indexes_tensor]
+                if names and self._value(node.value, scope, 0).tensor:
+                    evidence.indexes_tensor.update(names)
+        if evidence.indexes_tensor:
+            self._memo.clear()  # answers given while this pass ran may have missed its evidence
 
     def _collect(self, owner: ast.AST, scope: Scope) -> _Evidence:
         """One walk of a function body: which names are used as tensors, which as arrays."""
@@ -246,10 +278,9 @@ class Values:
                     for arg in node.args:
                         if isinstance(arg, ast.Name):
                             evidence.array.add(arg.id)
-                elif isinstance(first, ast.Name) and _takes_tensor(qualname):
-                    evidence.tensor.add(first.id)
-                elif isinstance(first, (ast.List, ast.Tuple)) and qualname in ("torch.cat", "torch.stack"):
-                    evidence.tensor.update(e.id for e in first.elts if isinstance(e, ast.Name))
+                elif _takes_tensor(qualname) and not isinstance(first, (ast.List, ast.Tuple)) or (
+                        qualname in ("torch.cat", "torch.stack")):
+                    evidence.tensor.update(_argument_names(first))
         return evidence
 
     def _from_use(self, name: str, owner: ast.AST, scope: Scope) -> Optional[str]:
@@ -352,6 +383,9 @@ class Values:
             return Value(MASK) if value.kind == COMPARE else Value(TENSOR)
         if use == ARRAY:
             return Value(ARRAY, HOST)
+        if value.kind == COMPARE and isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)) \
+                and name in self._evidence_of(owner, scope).indexes_tensor:
+            return Value(MASK)  # a comparison that selects from a tensor is a boolean tensor
         return value
 
     def _parameter(self, name: str, owner: ast.AST, scope: Scope) -> Value:
@@ -368,6 +402,8 @@ class Values:
         return self._refine(UNKNOWN_VALUE, name, owner, scope)
 
     def _element(self, iterable: Value, name: str, owner: ast.AST, scope: Scope) -> Value:
+        if iterable.tensor:  # iterating a tensor yields its rows
+            return Value(iterable.kind, iterable.device, iterable.const)
         if iterable.readout:
             return Value(NUMBER, readout=True)
         if iterable.kind == CONTAINER and iterable.items is not None and len(iterable.items) == 1 \
@@ -480,6 +516,8 @@ class Values:
         if isinstance(expr.op, _LOGICAL) and {left.kind, right.kind} <= {COMPARE, UNKNOWN} and COMPARE in (
                 left.kind, right.kind):
             return Value(COMPARE)
+        if isinstance(expr.op, ast.Mult) and left.kind == MASK and right.kind in (MASK, COMPARE):
+            return _combine(MASK, left, right)  # ``keep *= scores > thr`` stays boolean
         if isinstance(expr.op, _LOGICAL) and MASK in (left.kind, right.kind) \
                 and left.kind not in (ARRAY, CONTAINER) and right.kind not in (ARRAY, CONTAINER):
             return _combine(MASK, left, right)
@@ -702,6 +740,8 @@ class Values:
 
 # -- small helpers ------------------------------------------------------------------------------------
 def _item(value: Value, index: int) -> Value:
+    if value.tensor:  # ``a, b = mask.T``: unpacking a tensor gives tensors of its dtype
+        return Value(value.kind, value.device, value.const)
     items = value.items
     if value.kind != CONTAINER or not items:
         return Value(NUMBER, readout=True) if value.readout else UNKNOWN_VALUE
