@@ -5,7 +5,6 @@ import ast
 from typing import Optional, Tuple
 
 from .. import affinity
-from ..semantic.masks import foreign_arrays
 from ..registry import Rule
 
 _TRANSPOSE_LAST_TWO = ({-2, -1},)
@@ -119,14 +118,14 @@ class AffinityTorchCall(Rule):
         "import torch\ns = torch.matmul(q, k)\n",
         # deprecated target: torch_npu.contrib.module.SiLU warns to use torch.nn.SiLU
         "import torch.nn as nn\nact = nn.SiLU()\n",
-        "import numpy as np\nimport torch\ndef scores(q, k):\n    return q @ k.transpose(-2, -1)\n",
+        "import numpy as np\nimport torch\ndef scores(q, k):\n    q = np.asarray(q)\n    return q @ k.transpose(-2, -1)\n",
         "import keras\nopt = keras.optimizers.AdamW(1e-3)\n",
     ]
 
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.MatMult) and transposed_last_two(node.right, ctx) and (
-                    ctx.is_tensor(node.left) or ctx.is_tensor(node.right) or not self._foreign(ctx)):
+                    ctx.values.maybe_tensor(node.left) and ctx.values.maybe_tensor(node.right)):
                 self._emit(node, ctx, "torch.matmul", "the operands must be rewritten (q, k)")
             return
         qualname = ctx.qualname(node.func)
@@ -145,12 +144,6 @@ class AffinityTorchCall(Rule):
                 return
             why_not = why_not or reason
         self._emit(node, ctx, qualname, why_not)
-
-    def _foreign(self, ctx) -> bool:
-        """``masks.foreign_arrays`` of the file (a rule instance lives for one file)."""
-        if not hasattr(self, "_foreign_arrays"):
-            self._foreign_arrays = foreign_arrays(ctx.lines)
-        return self._foreign_arrays
 
     def _emit(self, node, ctx, api: str, why_not: str) -> None:
         entry = affinity.entries("torch")[api]

@@ -121,12 +121,13 @@ _READOUT = frozenset(("item", "tolist"))
 _REDUCTIONS = frozenset("sum max min amax amin argmax argmin count_nonzero prod ceil floor round long int".split())
 
 # Evidence from use.  Tensor-only: Tensor methods / attributes that numpy arrays, pandas objects and
-# nn.Module do not have (tests/test_values.py checks each against the stubs).
+# nn.Module do not have (``device`` and ``requires_grad_`` are left out: modules have them too;
+# tests/test_values.py checks each is in torch's stubs).
 TENSOR_ONLY = frozenset(
     """new_zeros new_ones new_full new_empty new_tensor masked_fill masked_fill_ masked_scatter unsqueeze
-    unsqueeze_ permute sigmoid sigmoid_ softmax log_softmax device detach detach_ numel contiguous type_as
+    unsqueeze_ permute sigmoid sigmoid_ softmax log_softmax detach detach_ numel contiguous type_as
     view_as expand expand_as clamp clamp_ clamp_min clamp_max index_select scatter scatter_ scatter_add_
-    index_fill_ index_put_ nonzero_static is_cuda requires_grad_ grad_fn new bool float_ dim
+    index_fill_ index_put_ nonzero_static is_cuda grad_fn new bool dim
     logical_not logical_and logical_or isnan isinf isfinite exp_ log_ mul_ add_ sub_ div_ fill_ zero_
     topk gather chunk split_with_sizes flip narrow unbind masked_select""".split())
 # Numpy / pandas only.
@@ -175,6 +176,7 @@ class Values:
         self._attributes: Dict[int, Dict[str, Value]] = {}
         self._helpers: Optional[Dict[str, ast.AST]] = None
         self._returning: Dict[int, Value] = {}
+        self._foreign: Dict[int, bool] = {}
         self._busy: Set[int] = set()
 
     # -- the query API ---------------------------------------------------------------------------
@@ -200,6 +202,40 @@ class Values:
         """A tensor known to live on the CPU (``device='cpu'``, ``.cpu()``, a factory given no device)."""
         value = self.of(expr)
         return value.tensor and value.device == HOST
+
+    def maybe_tensor(self, expr: ast.AST) -> bool:
+        """For pattern rules: a tensor, or unknown in a function that uses no numpy / pandas / cupy.
+
+        Per function, not per file: a file that imports numpy keeps this for the functions that never
+        call it, and a name that evidence shows to be an array is never a maybe.
+        """
+        value = self.of(expr)
+        if value.tensor:
+            return True
+        if value.kind not in (UNKNOWN, COMPARE):
+            return False
+        owner = self.ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef) or self.ctx.tree
+        return not self._uses_foreign(owner)
+
+    def _uses_foreign(self, owner: ast.AST) -> bool:
+        found = self._foreign.get(id(owner))
+        if found is None:
+            scope = self.ctx._scopes.get(id(owner)) or self.ctx.resolver.scope
+            resolver = self._resolver(scope)
+            stack = list(owner.body)
+            found = False
+            while stack and not found:
+                node = stack.pop()
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                if isinstance(node, ast.Name):
+                    qualname = resolver.qualname(node)
+                    found = qualname is not None and qualname.split(".")[0] in _FOREIGN
+                else:
+                    stack.extend(c for c in ast.iter_child_nodes(node) if not isinstance(
+                        c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or owner is not self.ctx.tree)
+            self._foreign[id(owner)] = found
+        return found
 
     def readout(self, expr: ast.AST) -> bool:
         """A Python number or list read out of a tensor's values (``n.item()``, ``int(t.sum())``)."""
@@ -422,6 +458,8 @@ class Values:
         value = expr.value
         if isinstance(value, ast.Name) and value.id == "self":
             return self._self_attribute(expr.attr, scope, depth)
+        if isinstance(value, ast.Call) and self._resolver(scope).qualname(value.func) in ("torch.finfo", "torch.iinfo"):
+            return Value(NUMBER)  # torch.finfo(t.dtype).min
         if expr.attr == "shape":
             return SIZES  # of a tensor, an array or a frame alike
         if expr.attr == "ndim":
@@ -612,6 +650,8 @@ class Values:
             if name in ("item",):
                 return Value(NUMBER)
             return Value(CONTAINER) if name == "tolist" else Value(ARRAY, HOST)
+        if receiver.kind in (UNKNOWN, COMPARE) and name in TENSOR_ONLY:
+            receiver = Value(MASK if receiver.kind == COMPARE else TENSOR)  # only a tensor has this method
         if not receiver.tensor:
             if name in ("size", "dim", "numel") and receiver.kind == UNKNOWN:
                 return SIZES if name == "size" and not call.args else Value(NUMBER)
