@@ -247,7 +247,6 @@ def test_index_put_fires(body):
     "import torch\nlst = [1, 2]\nlst[i == 0] = 3\n",                                    # list
     "import torch\ndef f(df):\n    df.loc[df['a'] > 0] = 0\n",                          # pandas .loc
     "import torch\nsd = {}\nfor k, v in model.state_dict().items():\n    sd[k] = v\n",  # the official tool's FP
-    "import torch\nx = torch.randn(8)\nx[x > 0] = y[x > 0]\n",                          # tensor value
     "import torch\nx = torch.randn(8)\nx[idx] = 0\n",                                   # integer index
     "import torch\nx = torch.randn(8)\nx[0 < x < 1] = 0\n",                              # chained comparison
 ])
@@ -483,6 +482,7 @@ def test_yolo_mini_sample_fires_every_affinity_code():
     ("import torch\nx = torch.randn(8, 2)\nx[x[:, 0] > 0, 1] = 0\n", "masked_fill_"),  # mask in a tuple index
     ("import torch\ndef f(x):\n    keep = x.new_ones(8) > 0\n    x[:, keep] = 0\n", "masked_fill_"),
     ("import torch\ndef f(b, s):\n    keep = s > 0.5\n    b[keep] = b.new_zeros(4)\n", "masked_scatter_"),
+    ("import torch\nx = torch.randn(8)\nx[x > 0] = y[x > 0]\n", "masked_scatter_"),  # a tensor value
 ])
 def test_index_put_beyond_the_affinity_api_names_the_right_replacement(source, advice):
     findings = only(source, "ASC304")

@@ -105,6 +105,9 @@ _SAME_DTYPE = frozenset(
 _FACTORIES = frozenset(
     """zeros ones empty full arange linspace logspace eye tensor as_tensor rand randn randint randperm
     zeros_like ones_like empty_like full_like rand_like randn_like tril_indices triu_indices""".split())
+# Factories whose values are fixed by their arguments (not random, not uninitialised memory).
+_CONSTANT_FACTORIES = frozenset("zeros ones full arange linspace logspace eye tensor as_tensor tril_indices "
+                                "triu_indices".split())
 _LIKE = frozenset(("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like"))
 _TO_HOST = frozenset(("cpu", "numpy", "tolist", "item"))
 _TO_DEVICE = frozenset(("cuda", "npu"))
@@ -177,7 +180,9 @@ class Values:
         self._helpers: Optional[Dict[str, ast.AST]] = None
         self._returning: Dict[int, Value] = {}
         self._foreign: Dict[int, bool] = {}
+        self._placing: Dict[int, bool] = {}
         self._busy: Set[int] = set()
+        self._cut = False
 
     # -- the query API ---------------------------------------------------------------------------
     def of(self, expr: ast.AST) -> Value:
@@ -235,6 +240,34 @@ class Values:
                     stack.extend(c for c in ast.iter_child_nodes(node) if not isinstance(
                         c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or owner is not self.ctx.tree)
             self._foreign[id(owner)] = found
+        return found
+
+    def host_only(self, call: ast.Call) -> bool:
+        """A torch factory that builds on the CPU and stays there: ``device='cpu'``, or no device at all
+        inside a function that places nothing on a device (no ``.cuda()``/``.npu()``, ``.to(device)``,
+        ``device=...``).  Module-level code is never host-only: scripts move tensors implicitly."""
+        qualname = self.ctx.qualname(call.func)
+        if qualname is None or not qualname.startswith("torch.") or qualname[len("torch."):] not in _FACTORIES:
+            return False
+        device = next((k.value for k in call.keywords if k.arg == "device"), None)
+        if device is not None:
+            return _device_literal(device) == HOST
+        owner = self.ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
+        return owner is not None and not self._places_on_device(owner)
+
+    def _places_on_device(self, owner: ast.AST) -> bool:
+        found = self._placing.get(id(owner))
+        if found is None:
+            found = False
+            for node in ast.walk(owner):
+                if isinstance(node, ast.keyword) and node.arg == "device":
+                    found = _device_literal(node.value) != HOST
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    name = node.func.attr
+                    found = name in _TO_DEVICE or (name == "to" and bool(node.args) and not _is_dtype(node.args[0]))
+                if found:
+                    break
+            self._placing[id(owner)] = found
         return found
 
     def readout(self, expr: ast.AST) -> bool:
@@ -338,13 +371,17 @@ class Values:
         if found is not None:
             return found
         if depth > _DEPTH or key in self._busy:
+            self._cut = True  # a cycle or a long chain: this answer is partial
             return UNKNOWN_VALUE
         self._busy.add(key)
+        outer, self._cut = self._cut, False
         try:
             value = self._infer(expr, scope, depth + 1)
         finally:
             self._busy.discard(key)
-        self._memo[key] = value
+        if not self._cut:  # answers that depended on a cut-off question are not kept
+            self._memo[key] = value
+        self._cut = self._cut or outer
         return value
 
     def _infer(self, expr: ast.AST, scope: Scope, depth: int) -> Value:
@@ -525,6 +562,8 @@ class Values:
             return Value(ARRAY, HOST)
         if value.readout:
             return Value(NUMBER, readout=True)
+        if value.kind == UNKNOWN and self._value(expr.slice, scope, depth).kind == MASK:
+            return Value(TENSOR)  # what a boolean tensor selects from is a tensor
         if value.kind == CONTAINER and value.items:
             index = expr.slice
             if isinstance(index, ast.Constant) and isinstance(index.value, int):
@@ -716,7 +755,7 @@ class Values:
                   depth: int) -> bool:
         """Built from literals and sizes only: factories, or ops whose tensor inputs are all constant."""
         if receiver_args == 0 and name in _FACTORIES and name not in _LIKE:
-            return not any(self._value(a, scope, depth).tensor for a in call.args)
+            return name in _CONSTANT_FACTORIES and not any(self._value(a, scope, depth).tensor for a in call.args)
         inputs = ([first] if receiver_args and first is not None else []) + [
             self._value(a, scope, depth) for a in call.args]
         for arg in call.args:
@@ -877,6 +916,15 @@ def _device_literal(node: ast.AST) -> Optional[str]:
             getattr(node.func, "attr", getattr(node.func, "id", "")) == "device"):
         return _device_literal(node.args[0])
     return None
+
+
+def _is_dtype(node: ast.AST) -> bool:
+    """``torch.float64`` / ``x.dtype`` / ``dtype``: a ``.to(...)`` argument that converts, not moves."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "dtype" or (isinstance(node.value, ast.Name) and node.value.id == "torch"
+                                        and node.attr.startswith(("float", "int", "bool", "half", "double",
+                                                                  "long", "bfloat", "uint", "complex")))
+    return isinstance(node, ast.Name) and "dtype" in node.id
 
 
 def _reduction_of_unknown(arg: ast.AST, values: Values, scope: Scope, depth: int) -> bool:
