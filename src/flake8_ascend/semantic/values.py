@@ -30,6 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
+from ..walk import iter_children
 from .flow import Flow
 from .names import Resolver, Scope
 
@@ -140,12 +141,12 @@ ARRAY_ONLY = frozenset("astype copy iloc loc values to_numpy tobytes reset_index
 class _Evidence:
     """What the uses of each name in one function say it holds."""
 
-    __slots__ = ("tensor", "array", "indexes_tensor")
+    __slots__ = ("tensor", "array", "indexes")
 
     def __init__(self) -> None:
         self.tensor: Set[str] = set()
         self.array: Set[str] = set()
-        self.indexes_tensor: Set[str] = set()  # used as the index of a known tensor (``boxes[keep]``)
+        self.indexes: Dict[str, List[ast.AST]] = {}  # name -> what it indexes (``boxes`` in ``boxes[keep]``)
 
 
 def _argument_names(arg: ast.AST):
@@ -181,6 +182,7 @@ class Values:
         self._returning: Dict[int, Value] = {}
         self._foreign: Dict[int, bool] = {}
         self._placing: Dict[int, bool] = {}
+        self._registers: Optional[bool] = None
         self._busy: Set[int] = set()
         self._cut = False
 
@@ -259,7 +261,7 @@ class Values:
         found = self._placing.get(id(owner))
         if found is None:
             found = False
-            for node in ast.walk(owner):
+            for node in _walk(owner):
                 if isinstance(node, ast.keyword) and node.arg == "device":
                     found = _device_literal(node.value) != HOST
                 elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -302,26 +304,24 @@ class Values:
         found = self._evidence.get(id(owner))
         if found is None:
             found = self._evidence[id(owner)] = self._collect(owner, scope)
-            self._collect_indexes(owner, scope, found)
         return found
 
-    def _collect_indexes(self, owner: ast.AST, scope: Scope, evidence: _Evidence) -> None:
-        """Names used as an index of a value known to be a tensor (a second pass: it needs values)."""
-        for node in ast.walk(owner):
-            if isinstance(node, ast.Subscript):
-                parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-                names = [p.id for p in parts if isinstance(p, ast.Name) and p.id not in evidence.indexes_tensor]
-                if names and self._value(node.value, scope, 0).tensor:
-                    evidence.indexes_tensor.update(names)
-        if evidence.indexes_tensor:
-            self._memo.clear()  # answers given while this pass ran may have missed its evidence
+    def _indexes_tensor(self, name: str, owner: ast.AST, scope: Scope, depth: int) -> bool:
+        """Is ``name`` used as an index of a value known to be a tensor (``boxes[keep]``)?"""
+        return any(self._value(value, scope, depth).tensor
+                   for value in self._evidence_of(owner, scope).indexes.get(name, ()))
 
     def _collect(self, owner: ast.AST, scope: Scope) -> _Evidence:
         """One walk of a function body: which names are used as tensors, which as arrays."""
         evidence = _Evidence()
         resolver = self._resolver(scope)
-        for node in ast.walk(owner):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        for node in _walk(owner):
+            if isinstance(node, ast.Subscript):
+                parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+                for part in parts:
+                    if isinstance(part, ast.Name):
+                        evidence.indexes.setdefault(part.id, []).append(node.value)
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
                 if node.attr in TENSOR_ONLY:
                     evidence.tensor.add(node.value.id)
                 elif node.attr in ARRAY_ONLY:
@@ -445,9 +445,9 @@ class Values:
         value = self._value(binding.value, home, depth)
         if binding.index is not None:
             value = _item(value, binding.index)
-        return self._refine(value, name.id, owner, home)
+        return self._refine(value, name.id, owner, home, depth)
 
-    def _refine(self, value: Value, name: str, owner: ast.AST, scope: Scope) -> Value:
+    def _refine(self, value: Value, name: str, owner: ast.AST, scope: Scope, depth: int = 0) -> Value:
         """Evidence from use settles what the assignment left open (``m = a > b``, ``x = f(y)``)."""
         if value.kind not in (UNKNOWN, COMPARE):
             return value
@@ -457,7 +457,7 @@ class Values:
         if use == ARRAY:
             return Value(ARRAY, HOST)
         if value.kind == COMPARE and isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)) \
-                and name in self._evidence_of(owner, scope).indexes_tensor:
+                and self._indexes_tensor(name, owner, scope, depth):
             return Value(MASK)  # a comparison that selects from a tensor is a boolean tensor
         return value
 
@@ -530,6 +530,11 @@ class Values:
             self._attributes[id(cls)] = table = self._class_attributes(cls, depth)
         return table.get(attr, UNKNOWN_VALUE)
 
+    def _buffers(self) -> bool:
+        if self._registers is None:
+            self._registers = any("register_buffer" in line for line in self.ctx.lines)
+        return self._registers
+
     def _class_attributes(self, cls: Scope, depth: int) -> Dict[str, Value]:
         found: Dict[str, List[Value]] = {}
         for node in cls.node.body:
@@ -542,7 +547,7 @@ class Values:
                     if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                             and target.value.id == "self" and stmt.value is not None:
                         found.setdefault(target.attr, []).append(self._value(stmt.value, scope, depth))
-            for call in ast.walk(node):  # self.register_buffer('name', tensor)
+            for call in _walk(node) if self._buffers() else ():  # self.register_buffer('name', tensor)
                 if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
                         and call.func.attr == "register_buffer" and len(call.args) >= 2 \
                         and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
@@ -618,11 +623,14 @@ class Values:
         resolver = self._resolver(scope)
         qualname = resolver.qualname(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
         if qualname is not None:
-            return self._function(qualname, call, scope, depth)
-        if isinstance(func, ast.Name):
+            found = self._function(qualname, call, scope, depth)
+        elif isinstance(func, ast.Name):
             if resolver.binding(func.id, func.lineno) is None:
                 return self._builtin(func.id, call, scope, depth)
             found = self._helper(func.id, scope, depth)
+        else:
+            found = None
+        if found is not None:
             if found.kind == UNKNOWN and call.args and all(self._value(a, scope, depth).const for a in call.args):
                 return Value(UNKNOWN, const=True)  # a function of constant tables (``ndgrid(h, w)``)
             return found
@@ -818,6 +826,15 @@ class Values:
 
 
 # -- small helpers ------------------------------------------------------------------------------------
+def _walk(node: ast.AST):
+    """Every node under ``node`` (``ast.walk`` without contexts and operators, which is much faster)."""
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(iter_children(node))
+
+
 def _item(value: Value, index: int) -> Value:
     if value.tensor:  # ``a, b = mask.T``: unpacking a tensor gives tensors of its dtype
         return Value(value.kind, value.device, value.const)
