@@ -51,6 +51,9 @@ class BooleanMaskRead(Rule):
         "import numpy as np\ndef f(p):\n    p = p[p > -1]\n    return np.mean(p) if p.size else 0\n",
         "import torch\nt = torch.arange(10, device='cpu')\ny = t[t > 3]\n",
         "import torch\ndef f(x):\n    return x[x.shape[0] > 2]\n",
+        # mmseg dice_loss.py:71: a mask from a constant table always keeps the same number of classes
+        "import torch\ndef f(pred, ignore_index=255):\n    n = pred.size(1)\n"
+        "    return pred[:, torch.arange(n) != ignore_index]\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -62,8 +65,8 @@ class BooleanMaskRead(Rule):
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
         values = ctx.values
         for part in parts:
-            if isinstance(part, (ast.Constant, ast.Slice)):
-                continue
+            if isinstance(part, (ast.Constant, ast.Slice)) or (not isinstance(part, ast.Name) and values.of(part).const):
+                continue  # a constant mask written in place (``torch.arange(n) != k``; a name may be filled later)
             if (values.is_mask(part) or self._masks_itself(node.value, part, ctx) or (
                     values.of(part).kind == COMPARE and values.is_tensor(node.value))) \
                     and not values.on_host(node.value):

@@ -472,7 +472,10 @@ class Values:
                 break
         else:
             return UNKNOWN_VALUE
-        return self._refine(UNKNOWN_VALUE, name, owner, scope)
+        value = self._refine(UNKNOWN_VALUE, name, owner, scope)
+        if value.kind == UNKNOWN and _numeric_default(args, name):
+            return Value(NUMBER)  # ``ignore_index=255``: a number unless its uses say otherwise
+        return value
 
     def _element(self, iterable: Value, name: str, owner: ast.AST, scope: Scope) -> Value:
         if iterable.tensor:  # iterating a tensor yields its rows
@@ -811,21 +814,49 @@ class Values:
             elif not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
                 stack.extend(c for c in ast.iter_child_nodes(stmt) if isinstance(c, ast.stmt) or isinstance(
                     c, ast.excepthandler))
-        result = UNKNOWN_VALUE
-        if values and all(v.tensor for v in values):
-            result = Value(MASK if all(v.kind == MASK for v in values) else TENSOR)
-        elif values and all(v.kind == CONTAINER and v.items for v in values):
-            arities = {len(v.items) for v in values}
-            if len(arities) == 1:
-                arity = arities.pop()
-                result = Value(CONTAINER, items=tuple(
-                    Value(TENSOR) if all(v.items[i].tensor for v in values) else UNKNOWN_VALUE
-                    for i in range(arity)))
+        result = self._annotated(node.returns, scope.parent or scope) if node.returns is not None else UNKNOWN_VALUE
+        if result.kind == UNKNOWN:
+            result = _agree(values)
         self._returning[id(node)] = result
         return result
 
+    def _annotated(self, annotation: ast.AST, scope: Scope) -> Value:
+        """A return annotation: ``Tensor``, ``np.ndarray``, ``Tuple[np.ndarray, np.ndarray]``."""
+        if isinstance(annotation, ast.Subscript):
+            base = self._resolver(scope).qualname(annotation.value) or getattr(annotation.value, "id", "")
+            if base.rsplit(".", 1)[-1] in ("Tuple", "tuple") and isinstance(annotation.slice, ast.Tuple):
+                return Value(CONTAINER, items=tuple(self._annotated(e, scope) for e in annotation.slice.elts))
+            return UNKNOWN_VALUE
+        if _annotation_is_tensor(annotation, self._resolver(scope)):
+            return Value(TENSOR)
+        qualname = self._resolver(scope).qualname(annotation) if isinstance(
+            annotation, (ast.Name, ast.Attribute)) else None
+        return Value(ARRAY, HOST) if qualname in ("numpy.ndarray", "pandas.DataFrame") else UNKNOWN_VALUE
+
 
 # -- small helpers ------------------------------------------------------------------------------------
+def _numeric_default(args: ast.arguments, name: str) -> bool:
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + list(
+        zip(args.kwonlyargs, args.kw_defaults))
+    return any(arg.arg == name and isinstance(value, ast.Constant) and type(value.value) in (int, float)
+               for arg, value in pairs)
+
+
+def _agree(values: List[Value]) -> Value:
+    """What several ``return`` values have in common (item by item for tuples of one length)."""
+    if not values:
+        return UNKNOWN_VALUE
+    if all(v.tensor for v in values):
+        return Value(MASK if all(v.kind == MASK for v in values) else TENSOR)
+    if all(v.kind == CONTAINER and v.items for v in values) and len({len(v.items) for v in values}) == 1:
+        return Value(CONTAINER, items=tuple(_agree([v.items[i] for v in values]) for i in range(len(values[0].items))))
+    kinds = {v.kind for v in values}
+    if len(kinds) == 1 and kinds <= {ARRAY, NUMBER, OTHER}:
+        return Value(kinds.pop(), HOST if ARRAY in kinds else None)
+    return UNKNOWN_VALUE
+
+
 def _walk(node: ast.AST):
     """Every node under ``node`` (``ast.walk`` without contexts and operators, which is much faster)."""
     stack = [node]
