@@ -4,7 +4,7 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ..semantic.values import ARRAY, COMPARE, CONTAINER, OTHER
+from ..semantic.values import ARRAY, COMPARE, CONTAINER, MASK, OTHER
 from .value_dependent_ops import DYNAMIC_SOURCE, HINTS_CSV
 
 _MASK_METHOD_NAMES = frozenset("isnan isinf isfinite bool logical_not eq ne gt ge lt le".split())
@@ -39,6 +39,9 @@ class BooleanMaskRead(Rule):
         ("import torch\ndef f(scores, thr):\n    keep = scores > thr\n    return scores[keep], torch.nonzero(keep)\n", 4),
         ("import torch\ndef f(o):\n    m, i = o.max(dim=0)\n    return i[m > 0.5]\n", 4),
         ("import torch\nx = torch.randn(4, 4)\ny = x[x[:, 0] > 0, 1:]\n", 3),
+        # a numpy mask still selects a data-dependent number of rows of a tensor (mmdet byte_tracker.py:252)
+        ("import numpy as np\nimport torch\ndef f(inds: np.ndarray, boxes: torch.Tensor):\n"
+         "    valid = inds > -1\n    return boxes[valid]\n", 5),
     ]
     passes = [
         "import numpy as np\na = np.arange(5)\nb = a[a > 2]\n",
@@ -49,6 +52,7 @@ class BooleanMaskRead(Rule):
         "import torch\nkeep = torch.rand(3) > 0.5\nkeep = [1, 2]\ny = b[keep]\n",
         "import numpy as np\nimport torch\ndef f(sem):\n    ids = np.unique(sem)\n    return ids[ids != 255]\n",
         "import numpy as np\ndef f(p):\n    p = p[p > -1]\n    return np.mean(p) if p.size else 0\n",
+        "import numpy as np\nimport torch\ndef f(inds: np.ndarray):\n    valid = inds > -1\n    return inds[valid]\n",
         "import torch\nt = torch.arange(10, device='cpu')\ny = t[t > 3]\n",
         "import torch\ndef f(x):\n    return x[x.shape[0] > 2]\n",
         # mmseg dice_loss.py:71: a mask from a constant table always keeps the same number of classes
@@ -67,8 +71,9 @@ class BooleanMaskRead(Rule):
         for part in parts:
             if isinstance(part, (ast.Constant, ast.Slice)) or (not isinstance(part, ast.Name) and values.of(part).const):
                 continue  # a constant mask written in place (``torch.arange(n) != k``; a name may be filled later)
-            if (values.is_mask(part) or self._masks_itself(node.value, part, ctx) or (
-                    values.of(part).kind == COMPARE and values.is_tensor(node.value))) \
+            index = values.of(part)
+            if (index.kind == MASK or self._masks_itself(node.value, part, ctx) or (
+                    (index.kind == COMPARE or index.boolean) and values.is_tensor(node.value))) \
                     and not values.on_host(node.value):
                 ctx.report(node, self.code, f"boolean-mask read {ast.unparse(node)[:60]} has a data-dependent "
                            "length (each new length compiles new NPU kernels)",

@@ -45,11 +45,12 @@ _DATA = Path(__file__).resolve().parent.parent / "data" / "torch_types.json"
 class Value:
     """What an expression evaluates to, as far as the model can tell."""
 
-    __slots__ = ("kind", "device", "const", "readout", "items")
+    __slots__ = ("kind", "device", "const", "readout", "items", "boolean")
 
     def __init__(self, kind: str, device: Optional[str] = None, const: bool = False, readout: bool = False,
-                 items: Optional[Tuple["Value", ...]] = None) -> None:
+                 items: Optional[Tuple["Value", ...]] = None, boolean: bool = False) -> None:
         self.kind = kind
+        self.boolean = boolean  # a boolean numpy array (``a > 0``): it still selects rows from a tensor
         self.device = device
         self.const = const  # a tensor built only from literals and sizes (no data flows into it)
         self.readout = readout  # a host number / list read out of a tensor's values
@@ -467,8 +468,10 @@ class Values:
             return UNKNOWN_VALUE
         for arg in args.posonlyargs + args.args + args.kwonlyargs:
             if arg.arg == name:
-                if _annotation_is_tensor(arg.annotation, self._resolver(scope.parent or scope)):
-                    return Value(TENSOR)
+                if arg.annotation is not None:
+                    annotated = self._annotated(arg.annotation, scope.parent or scope)
+                    if annotated.kind in (TENSOR, ARRAY):
+                        return annotated  # ``x: torch.Tensor``, ``x: Optional[Tensor]``, ``a: np.ndarray``
                 break
         else:
             return UNKNOWN_VALUE
@@ -591,7 +594,7 @@ class Values:
             return Value(MASK, tensor.device, left.const and right.const if left.tensor and right.tensor
                          else tensor.const)
         if ARRAY in (left.kind, right.kind):
-            return Value(ARRAY, HOST)
+            return Value(ARRAY, HOST, boolean=True)
         if left.kind == UNKNOWN and right.kind in (UNKNOWN, NUMBER) or right.kind == UNKNOWN and left.kind == NUMBER:
             return Value(COMPARE)  # a mask if the unknown side is a tensor: decided by evidence
         return Value(OTHER)
@@ -611,7 +614,7 @@ class Values:
                 return UNKNOWN_VALUE
             return _combine(TENSOR, left, right)
         if ARRAY in (left.kind, right.kind):
-            return Value(ARRAY, HOST)
+            return Value(ARRAY, HOST, boolean=isinstance(expr.op, _LOGICAL) and (left.boolean or right.boolean))
         if left.kind == NUMBER and right.kind == NUMBER:
             return Value(NUMBER, readout=left.readout or right.readout)
         if CONTAINER in (left.kind, right.kind) and isinstance(expr.op, (ast.Add, ast.Mult)):
@@ -826,7 +829,7 @@ class Values:
             base = self._resolver(scope).qualname(annotation.value) or getattr(annotation.value, "id", "")
             if base.rsplit(".", 1)[-1] in ("Tuple", "tuple") and isinstance(annotation.slice, ast.Tuple):
                 return Value(CONTAINER, items=tuple(self._annotated(e, scope) for e in annotation.slice.elts))
-            return UNKNOWN_VALUE
+            return Value(TENSOR) if _annotation_is_tensor(annotation, self._resolver(scope)) else UNKNOWN_VALUE
         if _annotation_is_tensor(annotation, self._resolver(scope)):
             return Value(TENSOR)
         qualname = self._resolver(scope).qualname(annotation) if isinstance(
