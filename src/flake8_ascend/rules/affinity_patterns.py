@@ -26,13 +26,14 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 class AffinityPattern(Rule):
     """A statement or expression pattern with an NPU affinity or fused replacement.
 
-    *Index put*: ``x[mask] = value`` where ``mask`` is a boolean tensor expression (a comparison, ``&``/``|``/
-    ``^`` of masks, ``~mask``, ``torch.isnan``-like calls, ``.bool()``, a bool-dtype factory, or a local name
-    bound to one of these), ``value`` a Python number, and ``x`` a tensor: known by inference, or not known
-    to be anything else in a file that mentions no numpy/pandas/cupy. Lists, dicts, numpy arrays, pandas
-    ``.loc`` and ``state_dict[k] = v`` never fire. The rewrite ``x = npu_fast_condition_index_put(x, mask,
-    value)`` rebinds ``x``, so it is offered only when ``x`` is a local name bound in the same body to a newly
-    allocated tensor and not stored anywhere else afterwards.
+    *Index put*: ``x[mask] = value`` where ``mask`` (in any index position) is a boolean mask by the value
+    model (docs/value_model.md), ``value`` a Python number or a tensor, and ``x`` a tensor: known, or
+    unknown inside a function that never uses numpy/pandas/cupy. Lists, dicts, numpy arrays, pandas
+    ``.loc`` and ``state_dict[k] = v`` never fire. ``x[mask] = number`` gets the affinity API; the rewrite
+    ``x = npu_fast_condition_index_put(x, mask, value)`` rebinds ``x``, so it is offered only when ``x`` is a
+    local name bound in the same body to a newly allocated tensor and not stored anywhere else afterwards.
+    ``x[mask] = tensor`` and masks beside other indices (``x[:, mask] = 0``) name ``torch.where`` /
+    ``masked_scatter_`` / ``masked_fill_`` instead, never rewritten.
     *Fused blocks* (detected through the local names of one function, see ``fused.py``): hand-written
     RMSNorm, rotate_half RoPE, SwiGLU/GeGLU, attention matmul-softmax-matmul and add + layer_norm; these
     are reported, never rewritten.
