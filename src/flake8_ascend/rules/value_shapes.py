@@ -58,10 +58,15 @@ class ShapeFromValue(Rule):
         "import torch\nlr = scheduler.get_last_lr()\nloss_value = loss.item()\nprint(loss_value)\n",
         "import torch\ny = torch.full((4,), v.item())\n",
         "import torch\nn = t.item()\nn = 3\ny = x[:n]\n",
+        # mmdet horizontal_boxes.py:353: a numpy mask array sliced by box coordinates
+        "import numpy as np\nimport torch\ndef f(boxes, h, w):\n    m = np.zeros((len(boxes), h, w))\n"
+        "    m[0, int(boxes[0, 1]):int(boxes[0, 3])] = 1\n    return m\n",
     ]
 
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.Subscript):
+            if ctx.values.not_tensor(node.value):
+                return  # slicing a numpy array or a list by a tensor's value keeps the NPU out of it
             found = self._in_slices(node.slice, ctx)
         else:
             found = self._in_sizes(node, ctx)
