@@ -14,6 +14,9 @@ DYNAMIC_SOURCE = (
 # Always value-dependent, whatever the arguments.
 _NAMES = ("nonzero", "masked_select", "unique", "unique_consecutive", "argwhere", "bincount")
 _FUNCTIONS = frozenset(f"torch.{n}" for n in _NAMES) | frozenset(f"torch.Tensor.{n}" for n in _NAMES)
+# Methods numpy arrays, lists and dicts do not have (pandas has ``unique``): on an unknown receiver in a
+# function that never uses numpy or pandas, they are tensor methods (mmdet base_sampler.py:127).
+_NOT_NUMPY = frozenset(("unique", "unique_consecutive", "bincount", "argwhere", "masked_select"))
 
 
 def _argument(call: ast.Call, name: str, position: int):
@@ -52,6 +55,8 @@ class ValueDependentShape(Rule):
         ("import torch\nx = torch.randn(8)\nkeep = x > 0\npos = keep.argwhere()\n", 4),
         ("import torch\ndef f(rois, scale):\n    s = rois.new_zeros(3)\n    return (rois[:, 0] > scale).nonzero()\n", 4),
         ("import torch\ndef f(gt_inds):\n    pos = torch.sort(gt_inds)[0]\n    return pos.unique()\n", 4),
+        ("import torch\ndef sample(sampler, result):\n    neg_inds = sampler.sample_neg(result)\n"
+         "    return neg_inds.unique()\n", 4),
     ]
     passes = [
         "import numpy as np\nidx = np.nonzero(a)\n",
@@ -60,7 +65,9 @@ class ValueDependentShape(Rule):
         "import torch\ny = torch.repeat_interleave(x, 2, dim=0)\n",
         "import torch\nr = torch.tensor([1, 2])\ny = torch.repeat_interleave(x, r, dim=0, output_size=3)\n",
         "import pandas as pd\nvals = pd.Series([1, 1]).unique()\n",
-        "import torch\ndef f(x):\n    return x.unique()\n",
+        "import pandas as pd\nimport torch\ndef f(x):\n    print(pd.__version__)\n    return x.unique()\n",
+        "import torch\ndef f(x):\n    return x.nonzero()\n",  # numpy arrays have nonzero() too
+        "import torch\nclass Vocab:\n    def unique(self):\n        return 1\n    def f(self):\n        return self.unique()\n",
         "import numpy as np\nimport torch\ndef f(a):\n    b = np.asarray(a)\n    return b.nonzero()\n",
         "import torch\nw = torch.tensor([1, 2, 2], device='cpu')\nu, c = torch.unique(w, return_counts=True)\n",
         "import torch\nt = torch.tensor([1, 2]).cpu()\ni = t.nonzero()\n",
@@ -71,7 +78,8 @@ class ValueDependentShape(Rule):
         func = node.func
         qualname = ctx.chain(func)
         if qualname is None:
-            if not isinstance(func, ast.Attribute) or not values.is_tensor(func.value) or values.on_host(func.value):
+            if not isinstance(func, ast.Attribute) or values.on_host(func.value) or not (
+                    values.is_tensor(func.value) or (func.attr in _NOT_NUMPY and values.maybe_tensor(func.value))):
                 return
             name, receiver_args = f"torch.Tensor.{func.attr}", 1
         else:

@@ -184,6 +184,7 @@ class Values:
         self._foreign: Dict[int, bool] = {}
         self._placing: Dict[int, bool] = {}
         self._registers: Optional[bool] = None
+        self._class_defs: Optional[Dict[str, ast.ClassDef]] = None
         self._busy: Set[int] = set()
         self._cut = False
 
@@ -220,7 +221,7 @@ class Values:
         value = self.of(expr)
         if value.tensor:
             return True
-        if value.kind not in (UNKNOWN, COMPARE):
+        if value.kind not in (UNKNOWN, COMPARE) or (isinstance(expr, ast.Name) and expr.id in ("self", "cls")):
             return False
         owner = self.ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef) or self.ctx.tree
         return not self._uses_foreign(owner)
@@ -634,6 +635,8 @@ class Values:
             if resolver.binding(func.id, func.lineno) is None:
                 return self._builtin(func.id, call, scope, depth)
             found = self._helper(func.id, scope, depth)
+            if found.kind == UNKNOWN and self._classes().get(func.id) is not None:
+                return Value(OTHER)  # an instance of a class defined in this file
         else:
             found = None
         if found is not None:
@@ -789,6 +792,11 @@ class Values:
         if node is None or home is None or home.node is not self.ctx.tree:
             return UNKNOWN_VALUE
         return self._returns_of(node, depth)
+
+    def _classes(self) -> Dict[str, ast.ClassDef]:
+        if self._class_defs is None:
+            self._class_defs = {n.name: n for n in self.ctx.tree.body if isinstance(n, ast.ClassDef)}
+        return self._class_defs
 
     def _method_helper(self, name: str, scope: Scope, depth: int) -> Optional[Value]:
         method = scope
