@@ -32,7 +32,7 @@ data:
 	$(PYTHON) tools/build_rules_data.py
 	$(PYTHON) tools/build_affinity.py
 	$(PYTHON) tools/build_aten_ops.py
-	$(BIN)/python tools/build_torch_types.py  # reads the stubs of the torch installed in .venv
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) tools/build_torch_types.py  # torch's stubs, .venv first
 
 clean:
 	rm -rf $(VENV) out build *.egg-info src/*.egg-info
