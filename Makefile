@@ -27,13 +27,14 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-## data: rebuild the packaged rule data from rules_data/sources (no network)
+## data: rebuild the packaged rule data from rules_data/sources and torch's stubs (no network)
 data:
 	$(PYTHON) tools/build_rules_data.py
 	$(PYTHON) tools/build_affinity.py
 	$(PYTHON) tools/build_aten_ops.py
 	$(PYTHON) tools/build_transfer_to_npu.py
 	$(PYTHON) tools/build_mmcv_ops.py
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) tools/build_torch_types.py  # torch's stubs, .venv first
 
 clean:
 	rm -rf $(VENV) out build *.egg-info src/*.egg-info

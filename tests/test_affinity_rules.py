@@ -208,9 +208,14 @@ def test_import_aliases_resolve():
     assert only("def AdamW(p):\n    return p\nimport torch\nopt = AdamW(params)\n", "ASC303") == []
 
 
-def test_matmul_operator_needs_a_tensor_when_the_file_uses_numpy():
+def test_matmul_operator_needs_a_tensor_when_the_function_uses_numpy():
+    numpy_function = "import numpy as np\nimport torch\ndef f(a, b):\n    a = np.log(a)\n    return a @ b.transpose(-2, -1)\n"
+    assert only(numpy_function, "ASC303") == []
+    uses_numpy = "import numpy as np\nimport torch\ndef f(a, b):\n    print(np.pi)\n    return a @ b.transpose(-2, -1)\n"
+    assert only(uses_numpy, "ASC303") == []
+    # the file imports numpy, this function never uses it: per function, not per file (issue 14)
     numpy_file = "import numpy as np\nimport torch\ndef f(a, b):\n    return a @ b.transpose(-2, -1)\n"
-    assert only(numpy_file, "ASC303") == []
+    assert [f.line for f in only(numpy_file, "ASC303")] == [4]
     tensor = "import numpy as np\nimport torch\ndef f(a: torch.Tensor, b):\n    return a @ b.transpose(-2, -1)\n"
     assert [f.line for f in only(tensor, "ASC303")] == [4]
 
@@ -236,13 +241,12 @@ def test_index_put_fires(body):
 
 @pytest.mark.parametrize("source", [
     "import numpy as np\nimport torch\na = np.zeros(3)\na[a > 0] = 0\n",                   # numpy array
-    "import numpy as np\nimport torch\ndef f(a):\n    a[a > 0] = 0\n",                     # unknown, file uses numpy
+    "import numpy as np\nimport torch\ndef f(a):\n    a[a > 0] = 0\n    return np.sum(a)\n",  # used as an array
+    "import numpy as np\nimport torch\ndef f(a, b):\n    b = np.ones(3)\n    a[a > 0] = 0\n",  # function uses numpy
     "import torch\nd = {}\nd[k > 0] = 1\n",                                             # dict
     "import torch\nlst = [1, 2]\nlst[i == 0] = 3\n",                                    # list
     "import torch\ndef f(df):\n    df.loc[df['a'] > 0] = 0\n",                          # pandas .loc
     "import torch\nsd = {}\nfor k, v in model.state_dict().items():\n    sd[k] = v\n",  # the official tool's FP
-    "import torch\nx = torch.randn(8)\nx[x > 0] = y[x > 0]\n",                          # tensor value
-    "import torch\nx = torch.randn(8, 2)\nx[x[:, 0] > 0, 1] = 0\n",                     # tuple index
     "import torch\nx = torch.randn(8)\nx[idx] = 0\n",                                   # integer index
     "import torch\nx = torch.randn(8)\nx[0 < x < 1] = 0\n",                              # chained comparison
 ])
@@ -472,3 +476,14 @@ def test_yolo_mini_sample_fires_every_affinity_code():
         ("detect.py", "ASC304", "torch_npu.contrib.function.npu_fast_condition_index_put"),
         ("train.py", "ASC303", "torch_npu.optim.NpuFusedAdamW"),
     } <= found
+
+
+@pytest.mark.parametrize("source,advice", [
+    ("import torch\nx = torch.randn(8, 2)\nx[x[:, 0] > 0, 1] = 0\n", "masked_fill_"),  # mask in a tuple index
+    ("import torch\ndef f(x):\n    keep = x.new_ones(8) > 0\n    x[:, keep] = 0\n", "masked_fill_"),
+    ("import torch\ndef f(b, s):\n    keep = s > 0.5\n    b[keep] = b.new_zeros(4)\n", "masked_scatter_"),
+    ("import torch\nx = torch.randn(8)\nx[x > 0] = y[x > 0]\n", "masked_scatter_"),  # a tensor value
+])
+def test_index_put_beyond_the_affinity_api_names_the_right_replacement(source, advice):
+    findings = only(source, "ASC304")
+    assert len(findings) == 1 and advice in findings[0].message and not findings[0].fix

@@ -19,7 +19,7 @@ from flake8.utils import parse_comma_separated_list
 from .config import Config
 from .semantic.names import Resolver, ScopeBuilder
 from .registry import Rule, all_rules
-from .semantic.tensors import is_tensor
+from .semantic.values import Values
 from .walk import child_fields
 
 T = TypeVar("T")
@@ -60,8 +60,9 @@ class Context:
         self.findings: List[Finding] = []
         self._chains: Dict[int, Optional[str]] = {}
         self._memo: Dict[str, object] = {}
-        self._scopes = ScopeBuilder(is_tensor).build(tree)
+        self._scopes = ScopeBuilder().build(tree)
         self.resolver = Resolver(self._scopes, self._scopes[id(tree)])
+        self.values = Values(self)  # the value model: what an expression is, where it lives
 
     # -- questions rules ask ---------------------------------------------
     def qualname(self, node: ast.AST) -> Optional[str]:
@@ -69,7 +70,8 @@ class Context:
         return self.resolver.qualname(node)
 
     def is_tensor(self, node: ast.AST) -> bool:
-        return is_tensor(node, self.resolver)
+        """Is ``node`` known to be a torch tensor (``self.values`` has the finer questions)?"""
+        return self.values.is_tensor(node)
 
     def chain(self, node: ast.AST) -> Optional[str]:
         """Qualified name of a whole ``Name``/``Attribute`` chain, or None.

@@ -26,7 +26,7 @@ import ast
 from bisect import bisect_left
 from typing import Dict, List, Optional, Sequence, Set
 
-from .semantic.tensors import _NOT_TENSOR_METHODS
+from .semantic.values import returns_tensor_method
 
 _STEP_WORDS = ("backward", ".step(")  # a training step call spells one of these
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -192,7 +192,7 @@ class Training:
             scope = ctx.enclosing(*_BOUNDARIES) or ctx.tree
             return expr.id in self.loss_names.get(id(scope), ())
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
-            return expr.func.attr not in _NOT_TENSOR_METHODS and self.holds_tensor(expr.func.value, ctx)
+            return returns_tensor_method(expr.func.attr) and self.holds_tensor(expr.func.value, ctx)
         if isinstance(expr, ast.BinOp):
             return self.holds_tensor(expr.left, ctx) or self.holds_tensor(expr.right, ctx)
         return False

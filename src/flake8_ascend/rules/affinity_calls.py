@@ -6,7 +6,6 @@ from typing import Optional, Tuple
 
 from .. import affinity
 from ..fused import attention_scores
-from ..semantic.masks import foreign_arrays
 from ..registry import Rule
 
 _TRANSPOSE_LAST_TWO = ({-2, -1},)
@@ -127,7 +126,7 @@ class AffinityTorchCall(Rule):
         "import torch\ns = torch.matmul(q, k)\n",
         # deprecated target: torch_npu.contrib.module.SiLU warns to use torch.nn.SiLU
         "import torch.nn as nn\nact = nn.SiLU()\n",
-        "import numpy as np\nimport torch\ndef scores(q, k):\n    return q @ k.transpose(-2, -1)\n",
+        "import numpy as np\nimport torch\ndef scores(q, k):\n    q = np.asarray(q)\n    return q @ k.transpose(-2, -1)\n",
         "import keras\nopt = keras.optimizers.AdamW(1e-3)\n",
         # the first product of a hand-written attention: ASC304 reports the whole fused pattern instead
         _CAIT_ATTENTION,
@@ -137,7 +136,7 @@ class AffinityTorchCall(Rule):
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.MatMult) and transposed_last_two(node.right, ctx) and (
-                    ctx.is_tensor(node.left) or ctx.is_tensor(node.right) or not self._foreign(ctx)) and (
+                    ctx.values.maybe_tensor(node.left) and ctx.values.maybe_tensor(node.right)) and (
                     id(node) not in attention_scores(ctx)):
                 self._emit(node, ctx, "torch.matmul", "the operands must be rewritten (q, k)")
             return
@@ -157,12 +156,6 @@ class AffinityTorchCall(Rule):
                 return
             why_not = why_not or reason
         self._emit(node, ctx, qualname, why_not)
-
-    def _foreign(self, ctx) -> bool:
-        """``masks.foreign_arrays`` of the file (a rule instance lives for one file)."""
-        if not hasattr(self, "_foreign_arrays"):
-            self._foreign_arrays = foreign_arrays(ctx.lines)
-        return self._foreign_arrays
 
     def _emit(self, node, ctx, api: str, why_not: str) -> None:
         entry = affinity.entries("torch")[api]

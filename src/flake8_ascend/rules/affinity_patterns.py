@@ -8,8 +8,8 @@ from typing import Dict, Optional
 from .. import affinity
 from ..semantic.flow import Flow
 from ..fused import STARTS, function_patterns
-from ..semantic.masks import (aliased, foreign_arrays, fresh_tensor, is_mask, is_scalar, known_non_tensor, known_tensor,
-                     source_line)
+from ..semantic.aliasing import aliased, fresh_tensor, source_line
+from ..semantic.values import ARRAY, COMPARE, MASK, NUMBER
 from ..registry import Rule
 from .affinity_calls import _CAIT_ATTENTION
 
@@ -27,13 +27,14 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 class AffinityPattern(Rule):
     """A statement or expression pattern with an NPU affinity or fused replacement.
 
-    *Index put*: ``x[mask] = value`` where ``mask`` is a boolean tensor expression (a comparison, ``&``/``|``/
-    ``^`` of masks, ``~mask``, ``torch.isnan``-like calls, ``.bool()``, a bool-dtype factory, or a local name
-    bound to one of these), ``value`` a Python number, and ``x`` a tensor: known by inference, or not known
-    to be anything else in a file that mentions no numpy/pandas/cupy. Lists, dicts, numpy arrays, pandas
-    ``.loc`` and ``state_dict[k] = v`` never fire. The rewrite ``x = npu_fast_condition_index_put(x, mask,
-    value)`` rebinds ``x``, so it is offered only when ``x`` is a local name bound in the same body to a newly
-    allocated tensor and not stored anywhere else afterwards.
+    *Index put*: ``x[mask] = value`` where ``mask`` (in any index position) is a boolean mask by the value
+    model (docs/value_model.md), ``value`` a Python number or a tensor, and ``x`` a tensor: known, or
+    unknown inside a function that never uses numpy/pandas/cupy. Lists, dicts, numpy arrays, pandas
+    ``.loc`` and ``state_dict[k] = v`` never fire. ``x[mask] = number`` gets the affinity API; the rewrite
+    ``x = npu_fast_condition_index_put(x, mask, value)`` rebinds ``x``, so it is offered only when ``x`` is a
+    local name bound in the same body to a newly allocated tensor and not stored anywhere else afterwards.
+    ``x[mask] = tensor`` and masks beside other indices (``x[:, mask] = 0``) name ``torch.where`` /
+    ``masked_scatter_`` / ``masked_fill_`` instead, never rewritten.
     *Fused blocks* (detected through the local names of one function, see ``fused.py``): hand-written
     RMSNorm, rotate_half RoPE, SwiGLU/GeGLU, attention matmul-softmax-matmul and add + layer_norm; these
     are reported, never rewritten.
@@ -67,6 +68,10 @@ class AffinityPattern(Rule):
         ("import torch\ndef rotate_half(x):\n    x1, x2 = x.chunk(2, dim=-1)\n"
          "    return torch.cat((-x2, x1), dim=-1)\n", 4),
         ("import torch.nn.functional as F\ndef ffn(x):\n    a, b = x.chunk(2, dim=-1)\n    return F.silu(a) * b\n", 4),
+        # the official docs' example, in a file that imports numpy: the function decides, not the file
+        ("import numpy as np\nimport torch\ncondition = input1 < 0.5\nvalue = 0.\ninput1[condition] = value\n", 5),
+        ("import torch\ndef f(x, m):\n    keep = x.new_zeros(3) > 0\n    x[:, keep] = 0\n", 4),
+        ("import torch\ndef f(bboxes, scores):\n    keep = scores > 0.5\n    bboxes[keep] = bboxes.new_zeros(4)\n", 4),
     ]
     passes = [
         "import numpy as np\nimport torch\na = np.zeros(3)\na[a > 0] = 0\n",
@@ -76,11 +81,14 @@ class AffinityPattern(Rule):
         "import torch\ndef norm(x, eps):\n    xc = x - x.mean(-1, keepdim=True)\n"
         "    return xc * torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + eps)\n",
         "import torch\ndef f(x, y):\n    return torch.cat((-y, x), dim=-1)\n",
+        "import numpy as np\nimport torch\ndef f(img):\n    img = np.asarray(img)\n    img[img > 255] = 255\n",
+        "import torch\ndef f(d):\n    d = {}\n    d[d > 0] = 1\n",
+        "import torch\ndef f(x):\n    x[x.shape[0] > 2] = 0\n",
+        "import torch\ndef f(x, names):\n    x[names == 'a'] = 0\n",
     ]
 
     def __init__(self) -> None:  # one instance per analysed file: the caches are per file
         self._flows: Dict[int, Flow] = {}
-        self._foreign: Optional[bool] = None
 
     def _owner(self, ctx) -> ast.AST:
         return ctx.enclosing(*_FUNCTIONS) or ctx.tree
@@ -109,16 +117,29 @@ class AffinityPattern(Rule):
         if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Subscript):
             return
         target = node.targets[0]
-        if isinstance(target.slice, (ast.Tuple, ast.Slice)) or not isinstance(target.slice, (
-                ast.Compare, ast.UnaryOp, ast.BinOp, ast.Name, ast.Call, ast.Subscript)):
+        x, index = target.value, target.slice
+        parts = index.elts if isinstance(index, ast.Tuple) else [index]
+        masks = [p for p in parts if isinstance(p, (ast.Compare, ast.UnaryOp, ast.BinOp, ast.Name, ast.Call,
+                                                    ast.Subscript, ast.Attribute)) and self._mask(p, ctx)]
+        if len(masks) != 1 or not self._tensor(x, masks[0], ctx):
             return
-        flow = self._flow(self._owner(ctx))
-        x, mask = target.value, target.slice
-        if not is_mask(mask, ctx, flow) or not is_scalar(node.value, ctx, flow) or not self._tensor(x, mask, ctx, flow):
-            return
+        value = ctx.values.of(node.value)
+        if value.kind == NUMBER and len(parts) == 1:
+            self._scalar_put(node, x, ctx)
+        elif value.kind == NUMBER or value.tensor:
+            what = "a Python number" if value.kind == NUMBER else "a tensor"
+            replacement = ("torch.where(mask, value, x) when value broadcasts to x, else x.masked_scatter_(mask, "
+                           "value)") if value.tensor else "x.masked_fill_(mask broadcast to x's shape, value)"
+            ctx.report(node, self.code, f"boolean-mask index put of {what} runs IndexPut on the AI CPU: use "
+                       f"{replacement} (not rewritten: npu_fast_condition_index_put takes a whole-tensor mask "
+                       "and a number)", api=source_line(node, ctx.lines) or "x[mask] = value",
+                       tips="torch.where / masked_scatter_ / masked_fill_")
+
+    def _scalar_put(self, node: ast.Assign, x: ast.AST, ctx) -> None:
         entry = affinity.entries("special")["index_put"]
         if not affinity.available(entry, ctx.data.version):
             return
+        flow = self._flow(self._owner(ctx))
         why_not = self._unsafe(x, flow, ctx)
         note = f"not rewritten: {why_not}" if why_not else "ascend-analyse --fix rewrites it"
         ctx.report(node, self.code, f"replace the boolean-mask index put by x = {entry['target']}(x, mask, value) "
@@ -126,15 +147,23 @@ class AffinityPattern(Rule):
                    api=source_line(node, ctx.lines) or "x[mask] = value", tips=entry["target"],
                    fix="" if why_not else f"index_put {entry['target']}")
 
-    def _tensor(self, x: ast.AST, mask: ast.AST, ctx, flow: Flow) -> bool:
+    @staticmethod
+    def _mask(part: ast.AST, ctx) -> bool:
+        """A boolean mask, or a comparison of values the model cannot place (``x[x > 0]`` on an unknown x)."""
+        return ctx.values.of(part).kind in (MASK, COMPARE)
+
+    @staticmethod
+    def _tensor(x: ast.AST, mask: ast.AST, ctx) -> bool:
+        """``x`` is a tensor, or may be one: unknown, in a function that uses no numpy, and not masked by an
+        array (``values.maybe_tensor``)."""
+        values = ctx.values
         operands = [mask.left, *mask.comparators] if isinstance(mask, ast.Compare) else []
-        if any(known_non_tensor(e, ctx, flow) for e in [x, *operands]):
+        if values.of(mask).kind == ARRAY or any(values.of(e).kind == ARRAY for e in operands):
             return False
-        if any(known_tensor(e, ctx, flow) for e in [x, *operands]):
-            return True
-        if self._foreign is None:
-            self._foreign = foreign_arrays(ctx.lines)
-        return not self._foreign
+        if values.is_tensor(x) or values.is_mask(mask):
+            return not values.not_tensor(x)
+        return values.maybe_tensor(x) and all(values.maybe_tensor(e) or values.of(e).kind == NUMBER
+                                              for e in operands)
 
     @staticmethod
     def _unsafe(x: ast.AST, flow: Flow, ctx) -> str:

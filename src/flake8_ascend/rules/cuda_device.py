@@ -3,14 +3,33 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import FrozenSet, List
 
 from ..registry import Rule
 from ._transfer_to_npu import migrated
 
 _CUDA_STRING = re.compile(r"cuda(:\d+)?")
 _DEVICE_FUNCTIONS = frozenset({"torch.device", "torch.autocast", "torch.amp.autocast", "torch.Generator",
-                               "torch.set_default_device"})
+                               "torch.set_default_device", "torch.amp.GradScaler"})
 _DEVICE_METHODS = frozenset({"to", "to_empty"})
+
+
+def _device_names(ctx) -> FrozenSet[str]:
+    """Names the file passes where a device goes (``device=d``, ``.to(d)``, ``torch.device(d)``): a string
+    bound to one of them (a module constant, a parameter default) reaches a device argument."""
+    def build(_) -> FrozenSet[str]:
+        keywords = set(ctx.data.transfer_to_npu.get("device_kwargs_list", ())) | {"device", "map_location"}
+        names = set()
+        for node in ast.walk(ctx.tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if (isinstance(func, ast.Attribute) and func.attr in _DEVICE_METHODS) or (
+                    isinstance(func, (ast.Name, ast.Attribute)) and ctx.qualname(func) in _DEVICE_FUNCTIONS):
+                names.update(a.id for a in node.args[:1] if isinstance(a, ast.Name))
+            names.update(k.value.id for k in node.keywords if k.arg in keywords and isinstance(k.value, ast.Name))
+        return frozenset(names)
+    return ctx.memo("device_names", build)
 
 
 def _mentions_device(node: ast.AST) -> bool:
@@ -43,6 +62,12 @@ class HardCodedCudaDevice(Rule):
         ("if x.device.type == 'cuda':\n    pass\n", 1),
         # transfer_to_npu rewrites no comparison
         ("import torch_npu.contrib.transfer_to_npu\nif x.device.type == 'cuda':\n    pass\n", 2),
+        # devices as values: parameter defaults (mmdet dist_utils.py:148) and module constants
+        ("def sync_random_seed(seed=None, device='cuda'):\n    pass\n", 1),
+        ("def init_detector(config, checkpoint=None, dev='cuda:0'):\n    pass\n", 1),
+        ("def f(x, where='cuda'):\n    return x.to(where)\n", 1),
+        ("GPU = 'cuda:0'\ndef f(x):\n    return x.to(GPU)\n", 1),
+        ("import torch\nscaler = torch.amp.GradScaler('cuda')\n", 2),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
@@ -53,6 +78,9 @@ class HardCodedCudaDevice(Rule):
         # migrated with transfer_to_npu: .cuda() and device arguments are rewritten
         "import torch\nfrom torch_npu.contrib import transfer_to_npu\nm = Net().cuda()\nx = x.to('cuda:0')\n",
         "import torch_npu.contrib.transfer_to_npu\ndevice = 'cuda' if ok else 'cpu'\n",
+        "def f(backend='cuda'):\n    return backend\n",
+        "NAME = 'cuda'\nprint(NAME)\n",
+        "def f(mode='cuda'):\n    return {'mode': mode}\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -63,7 +91,7 @@ class HardCodedCudaDevice(Rule):
                 ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or .to(device))",
                            api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu")
             return
-        if (isinstance(node.value, str) and _CUDA_STRING.fullmatch(node.value) and self._device_context(ctx)
+        if (isinstance(node.value, str) and _CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
                 and (not migrated(ctx) or self._compared(ctx))):
             ctx.report(node, self.code, f"hard-coded CUDA device string {node.value!r} (use 'npu' or a configured device)",
                        api=repr(node.value), tips="cuda device string -> npu")
@@ -73,8 +101,8 @@ class HardCodedCudaDevice(Rule):
         return isinstance(ctx.parent, ast.Compare)
 
     @staticmethod
-    def _device_context(ctx) -> bool:
-        """Is the string in a place that names a device?"""
+    def _device_context(ctx, node: ast.Constant) -> bool:
+        """Is the string in a place that names a device, or bound to a name that reaches one?"""
         stack = ctx.stack
         i = len(stack) - 1
         while i >= 0 and isinstance(stack[i], (ast.IfExp, ast.BoolOp)):
@@ -96,7 +124,25 @@ class HardCodedCudaDevice(Rule):
             return ctx.qualname(func) in _DEVICE_FUNCTIONS
         if isinstance(holder, (ast.Assign, ast.AnnAssign)):
             targets = holder.targets if isinstance(holder, ast.Assign) else [holder.target]
-            return any(_mentions_device(t) for t in targets)
+            return any(_mentions_device(t) or (isinstance(t, ast.Name) and t.id in _device_names(ctx))
+                       for t in targets)
+        if isinstance(holder, ast.arguments):  # a parameter default: def f(device='cuda')
+            default = stack[i + 1] if i + 1 < len(stack) else node
+            return any(_mentions_device_arg(a) or a.arg in _device_names(ctx) for a in _defaulted(holder, default))
         if isinstance(holder, ast.Compare):
             return any(_mentions_device(side) for side in [holder.left, *holder.comparators])
         return False
+
+
+def _mentions_device_arg(arg: ast.arg) -> bool:
+    name = arg.arg.lower()
+    return "device" in name or name == "dev"
+
+
+def _defaulted(args: ast.arguments, default: ast.AST) -> List[ast.arg]:
+    """The parameter whose default is ``default``."""
+    positional = args.posonlyargs + args.args
+    for arg, value in zip(positional[len(positional) - len(args.defaults):], args.defaults):
+        if value is default:
+            return [arg]
+    return [arg for arg, value in zip(args.kwonlyargs, args.kw_defaults) if value is default]

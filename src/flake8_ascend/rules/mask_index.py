@@ -4,16 +4,21 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ._shape_facts import facts_of, same_expression
+from ..semantic.values import ARRAY, COMPARE, CONTAINER, MASK, OTHER
 from .value_dependent_ops import DYNAMIC_SOURCE, HINTS_CSV
 
 _MASK_METHOD_NAMES = frozenset("isnan isinf isfinite bool logical_not eq ne gt ge lt le".split())
 
 
+def same_expression(a: ast.AST, b: ast.AST) -> bool:
+    """Do two expressions spell the same thing (``x`` and ``x``, ``self.x`` and ``self.x``)?"""
+    return type(a) is type(b) and ast.dump(a, annotate_fields=False) == ast.dump(b, annotate_fields=False)
+
+
 class BooleanMaskRead(Rule):
     code = "ASC402"
     summary = "boolean-mask indexing read (x[x > 0], boxes[keep] with a mask)"
-    node_types = (ast.Subscript, ast.Assign, ast.AnnAssign, ast.For)
+    node_types = (ast.Subscript,)
     csv = HINTS_CSV
     why = (
         "Indexing with a boolean mask returns as many rows as the mask holds True values, so the result's shape "
@@ -31,6 +36,12 @@ class BooleanMaskRead(Rule):
         ("import torch\ndef f(x: torch.Tensor):\n    return x[~torch.isnan(x)]\n", 3),
         ("import torch\nx = torch.randn(4, 4)\ny = x[:, x[0] > 0]\n", 3),
         ("import torch\ny = loss[loss.isfinite()]\n", 2),
+        ("import torch\ndef f(scores, thr):\n    keep = scores > thr\n    return scores[keep], torch.nonzero(keep)\n", 4),
+        ("import torch\ndef f(o):\n    m, i = o.max(dim=0)\n    return i[m > 0.5]\n", 4),
+        ("import torch\nx = torch.randn(4, 4)\ny = x[x[:, 0] > 0, 1:]\n", 3),
+        # a numpy mask still selects a data-dependent number of rows of a tensor (mmdet byte_tracker.py:252)
+        ("import numpy as np\nimport torch\ndef f(inds: np.ndarray, boxes: torch.Tensor):\n"
+         "    valid = inds > -1\n    return boxes[valid]\n", 5),
     ]
     passes = [
         "import numpy as np\na = np.arange(5)\nb = a[a > 2]\n",
@@ -39,19 +50,31 @@ class BooleanMaskRead(Rule):
         "import torch\nflag = options[n > 0]\n",
         "import torch\nx = torch.randn(4)\ny = x[:2]\n",
         "import torch\nkeep = torch.rand(3) > 0.5\nkeep = [1, 2]\ny = b[keep]\n",
+        "import numpy as np\nimport torch\ndef f(sem):\n    ids = np.unique(sem)\n    return ids[ids != 255]\n",
+        "import numpy as np\ndef f(p):\n    p = p[p > -1]\n    return np.mean(p) if p.size else 0\n",
+        "import numpy as np\nimport torch\ndef f(inds: np.ndarray):\n    valid = inds > -1\n    return inds[valid]\n",
+        "import torch\nt = torch.arange(10, device='cpu')\ny = t[t > 3]\n",
+        "import torch\ndef f(x):\n    return x[x.shape[0] > 2]\n",
+        # mmseg dice_loss.py:71: a mask from a constant table always keeps the same number of classes
+        "import torch\ndef f(pred, ignore_index=255):\n    n = pred.size(1)\n"
+        "    return pred[:, torch.arange(n) != ignore_index]\n",
     ]
 
     def check(self, node, ctx) -> None:
-        if not isinstance(node, ast.Subscript):
-            facts_of(ctx).learn(node, ctx)
-            return
         if not isinstance(node.ctx, ast.Load):  # x[mask] = v is an index put (ASC304), not a read
             return
         index = node.slice
+        if isinstance(index, (ast.Constant, ast.Slice)):
+            return
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
-        facts = facts_of(ctx)
+        values = ctx.values
         for part in parts:
-            if facts.is_mask(part, ctx) or self._masks_itself(node.value, part, ctx):
+            if isinstance(part, (ast.Constant, ast.Slice)) or (not isinstance(part, ast.Name) and values.of(part).const):
+                continue  # a constant mask written in place (``torch.arange(n) != k``; a name may be filled later)
+            index = values.of(part)
+            if (index.kind == MASK or self._masks_itself(node.value, part, ctx) or (
+                    (index.kind == COMPARE or index.boolean) and values.is_tensor(node.value))) \
+                    and not values.on_host(node.value):
                 ctx.report(node, self.code, f"boolean-mask read {ast.unparse(node)[:60]} has a data-dependent "
                            "length (each new length compiles new NPU kernels)",
                            api="tensor[bool mask]", tips="torch.where(mask, x, 0) / masked_fill keep the shape")
@@ -59,7 +82,8 @@ class BooleanMaskRead(Rule):
 
     def _masks_itself(self, value: ast.AST, index: ast.AST, ctx) -> bool:
         """``x[x > 0]`` / ``x[x.isnan()]``: a mask built from the indexed value itself, not numpy's."""
-        if facts_of(ctx).is_numpy(value, ctx):
+        if ctx.values.of(value).kind in (ARRAY, CONTAINER, OTHER) or ctx.values.of(index).kind not in (
+                COMPARE, "mask", "unknown"):
             return False
         if isinstance(index, ast.Compare):
             return (len(index.ops) == 1 and not isinstance(index.ops[0], (ast.In, ast.NotIn, ast.Is, ast.IsNot))

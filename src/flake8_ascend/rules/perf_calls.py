@@ -79,6 +79,7 @@ class DoublePrecisionTensor(Rule):
         ("import torch\nx = x.to(torch.double)\n", 2),
         ("import torch\ntorch.set_default_dtype(torch.float64)\n", 2),
         ("import torch\nt = torch.DoubleTensor([1.0])\n", 2),
+        ("import torch\ndef f(x):\n    w = torch.ones(3, dtype=torch.float64)\n    return (x * w).to(x.device)\n", 3),
     ]
     passes = [
         "import torch\nok = x.dtype == torch.float64\n",
@@ -86,6 +87,8 @@ class DoublePrecisionTensor(Rule):
         "import torch\nx = torch.zeros(3, dtype=torch.float32)\n",
         "y = x.double(2)\n",
         "import torch\nTYPES = {torch.float64: 'double'}\n",
+        "import torch\ndef weights(sizes):\n    return torch.arange(len(sizes), dtype=torch.float64)\n",
+        "import torch\ndef f(x):\n    t = torch.zeros(3, dtype=torch.float64, device='cpu')\n    return x.to('cuda') + 1\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -105,6 +108,9 @@ class DoublePrecisionTensor(Rule):
         dtype = _DOUBLE_DTYPES.get(qualname or "")
         parent = ctx.parent
         if dtype and (isinstance(parent, ast.keyword) or (isinstance(parent, ast.Call) and node in parent.args)):
+            call = ctx.stack[-2] if isinstance(parent, ast.keyword) and len(ctx.stack) > 1 else parent
+            if isinstance(call, ast.Call) and ctx.values.host_only(call):
+                return  # a CPU table (timm scheduled_sampler.py:143): the NPU never sees it
             self._report(node, ctx, dtype, qualname)
 
     def _report(self, node, ctx, api, spelling) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ._shape_facts import facts_of
 
 HINTS_CSV = "dynamic_shape_hints.csv"
 DYNAMIC_SOURCE = (
@@ -15,6 +14,9 @@ DYNAMIC_SOURCE = (
 # Always value-dependent, whatever the arguments.
 _NAMES = ("nonzero", "masked_select", "unique", "unique_consecutive", "argwhere", "bincount")
 _FUNCTIONS = frozenset(f"torch.{n}" for n in _NAMES) | frozenset(f"torch.Tensor.{n}" for n in _NAMES)
+# Methods numpy arrays, lists and dicts do not have (pandas has ``unique``): on an unknown receiver in a
+# function that never uses numpy or pandas, they are tensor methods (mmdet base_sampler.py:127).
+_NOT_NUMPY = frozenset(("unique", "unique_consecutive", "bincount", "argwhere", "masked_select"))
 
 
 def _argument(call: ast.Call, name: str, position: int):
@@ -28,7 +30,7 @@ def _argument(call: ast.Call, name: str, position: int):
 class ValueDependentShape(Rule):
     code = "ASC401"
     summary = "op whose output shape depends on tensor values (nonzero, masked_select, unique, 1-arg where...)"
-    node_types = (ast.Call, ast.Assign, ast.AnnAssign, ast.For)
+    node_types = (ast.Call,)
     trigger_words = _NAMES + ("where", "repeat_interleave")
     csv = HINTS_CSV
     why = (
@@ -51,6 +53,10 @@ class ValueDependentShape(Rule):
         ("from torch import masked_select\ny = masked_select(a, m)\n", 2),
         ("import torch\nr = torch.tensor([1, 2])\ny = torch.repeat_interleave(x, r, dim=0)\n", 3),
         ("import torch\nx = torch.randn(8)\nkeep = x > 0\npos = keep.argwhere()\n", 4),
+        ("import torch\ndef f(rois, scale):\n    s = rois.new_zeros(3)\n    return (rois[:, 0] > scale).nonzero()\n", 4),
+        ("import torch\ndef f(gt_inds):\n    pos = torch.sort(gt_inds)[0]\n    return pos.unique()\n", 4),
+        ("import torch\ndef sample(sampler, result):\n    neg_inds = sampler.sample_neg(result)\n"
+         "    return neg_inds.unique()\n", 4),
     ]
     passes = [
         "import numpy as np\nidx = np.nonzero(a)\n",
@@ -59,22 +65,27 @@ class ValueDependentShape(Rule):
         "import torch\ny = torch.repeat_interleave(x, 2, dim=0)\n",
         "import torch\nr = torch.tensor([1, 2])\ny = torch.repeat_interleave(x, r, dim=0, output_size=3)\n",
         "import pandas as pd\nvals = pd.Series([1, 1]).unique()\n",
-        "import torch\ndef f(x):\n    return x.unique()\n",
+        "import pandas as pd\nimport torch\ndef f(x):\n    print(pd.__version__)\n    return x.unique()\n",
+        "import torch\ndef f(x):\n    return x.nonzero()\n",  # numpy arrays have nonzero() too
+        "import torch\nclass Vocab:\n    def unique(self):\n        return 1\n    def f(self):\n        return self.unique()\n",
+        "import numpy as np\nimport torch\ndef f(a):\n    b = np.asarray(a)\n    return b.nonzero()\n",
+        "import torch\nw = torch.tensor([1, 2, 2], device='cpu')\nu, c = torch.unique(w, return_counts=True)\n",
+        "import torch\nt = torch.tensor([1, 2]).cpu()\ni = t.nonzero()\n",
     ]
 
     def check(self, node, ctx) -> None:
-        if not isinstance(node, ast.Call):
-            facts_of(ctx).learn(node, ctx)
-            return
-        facts = facts_of(ctx)
+        values = ctx.values
         func = node.func
         qualname = ctx.chain(func)
         if qualname is None:
-            if not isinstance(func, ast.Attribute) or not facts.is_tensor_like(func.value, ctx):
+            if not isinstance(func, ast.Attribute) or values.on_host(func.value) or not (
+                    values.is_tensor(func.value) or (func.attr in _NOT_NUMPY and values.maybe_tensor(func.value))):
                 return
             name, receiver_args = f"torch.Tensor.{func.attr}", 1
         else:
             name, receiver_args = qualname, 0
+            if node.args and values.on_host(node.args[0]):
+                return  # a CPU tensor: its shapes never reach the NPU
         if name in _FUNCTIONS:
             self._emit(node, ctx, name, "its output holds as many elements as the data selects")
         elif name == "torch.where" and len(node.args) == 1 and not node.keywords:
@@ -84,7 +95,7 @@ class ValueDependentShape(Rule):
                 return
             repeats = _argument(node, "repeats", 1 - receiver_args)
             only_repeats = repeats is None and not receiver_args and len(node.args) == 1
-            if only_repeats or (repeats is not None and facts.is_tensor_like(repeats, ctx)):
+            if only_repeats or (repeats is not None and values.is_tensor(repeats)):
                 self._emit(node, ctx, name, "tensor-valued repeats make the output length data-dependent")
 
     def _emit(self, node, ctx, api: str, reason: str) -> None:

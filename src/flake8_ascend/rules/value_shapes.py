@@ -5,7 +5,6 @@ import ast
 from typing import Dict, Optional, Tuple
 
 from ..registry import Rule
-from ._shape_facts import facts_of
 from .value_dependent_ops import DYNAMIC_SOURCE, HINTS_CSV
 
 ALL = -1  # every positional argument is a size
@@ -31,7 +30,7 @@ _METHODS: Dict[str, Tuple[int, ...]] = {
 class ShapeFromValue(Rule):
     code = "ASC403"
     summary = "shape taken from tensor values (.item(), int(t.sum()), .tolist() feeding sizes or slices)"
-    node_types = (ast.Subscript, ast.Call, ast.Assign, ast.AnnAssign, ast.For)
+    node_types = (ast.Subscript, ast.Call)
     csv = HINTS_CSV
     why = (
         "A size read out of a tensor (`n.item()`, `int(mask.sum())`, `lengths.tolist()`) changes with the data, "
@@ -59,38 +58,38 @@ class ShapeFromValue(Rule):
         "import torch\nlr = scheduler.get_last_lr()\nloss_value = loss.item()\nprint(loss_value)\n",
         "import torch\ny = torch.full((4,), v.item())\n",
         "import torch\nn = t.item()\nn = 3\ny = x[:n]\n",
+        # mmdet horizontal_boxes.py:353: a numpy mask array sliced by box coordinates
+        "import numpy as np\nimport torch\ndef f(boxes, h, w):\n    m = np.zeros((len(boxes), h, w))\n"
+        "    m[0, int(boxes[0, 1]):int(boxes[0, 3])] = 1\n    return m\n",
     ]
 
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.Subscript):
+            if ctx.values.not_tensor(node.value):
+                return  # slicing a numpy array or a list by a tensor's value keeps the NPU out of it
             found = self._in_slices(node.slice, ctx)
-        elif isinstance(node, ast.Call):
-            found = self._in_sizes(node, ctx)
         else:
-            facts_of(ctx).learn(node, ctx)
-            return
+            found = self._in_sizes(node, ctx)
         if found is not None:
             text = ast.unparse(found)[:40]
             ctx.report(node, self.code, f"shape taken from a tensor value ({text}): every new value is a new "
                        "shape for the NPU", api=text, tips="keep sizes static: pad to a maximum or mask")
 
     def _in_slices(self, index: ast.AST, ctx) -> Optional[ast.AST]:
-        facts = facts_of(ctx)
         for part in index.elts if isinstance(index, ast.Tuple) else [index]:
             if isinstance(part, ast.Slice):
                 for bound in (part.lower, part.upper, part.step):
-                    found = facts.mentions_host_value(bound, ctx)
+                    found = _mentions_readout(bound, ctx)
                     if found is not None:
                         return found
         return None
 
     def _in_sizes(self, call: ast.Call, ctx) -> Optional[ast.AST]:
-        facts = facts_of(ctx)
         func = call.func
         qualname = ctx.chain(func)
         if qualname is not None:
             positions = _FUNCTIONS.get(qualname)
-        elif isinstance(func, ast.Attribute) and not facts.is_numpy(func.value, ctx):
+        elif isinstance(func, ast.Attribute) and not ctx.values.is_array(func.value):
             positions = _METHODS.get(func.attr)
         else:
             positions = None
@@ -102,7 +101,24 @@ class ShapeFromValue(Rule):
         else:
             sizes += [call.args[p] for p in positions if p < len(call.args)]
         for size in sizes:
-            found = facts.mentions_host_value(size, ctx)
+            found = _mentions_readout(size, ctx)
             if found is not None:
                 return found
         return None
+
+
+def _mentions_readout(node: Optional[ast.AST], ctx) -> Optional[ast.AST]:
+    """The first value read out of a tensor inside an expression (``n.item() + 1``), skipping ``len(...)``."""
+    if node is None:
+        return None
+    if ctx.values.readout(node):
+        return node
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len":
+        return None
+    if isinstance(node, (ast.Lambda, ast.comprehension, ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)):
+        return None
+    for child in ast.iter_child_nodes(node):
+        found = _mentions_readout(child, ctx)
+        if found is not None:
+            return found
+    return None

@@ -22,12 +22,14 @@ _BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")  # statement list
 class Binding:
     """One assignment of a name: ``value`` is None when unknown (loop target, ``with ... as``)."""
 
-    __slots__ = ("end", "value", "index")
+    __slots__ = ("end", "value", "index", "each")
 
-    def __init__(self, end: Tuple[int, int], value: Optional[ast.AST], index: Optional[int]) -> None:
+    def __init__(self, end: Tuple[int, int], value: Optional[ast.AST], index: Optional[int],
+                 each: Optional[ast.AST] = None) -> None:
         self.end = end
         self.value = value
         self.index = index  # position in a tuple unpack (``a, b = ...``), else None
+        self.each = each  # a plain ``for`` target: the iterable it takes its elements from
 
 
 class Flow:
@@ -64,7 +66,12 @@ class Flow:
             value = ast.copy_location(ast.BinOp(left=left, op=node.op, right=node.value), node)
             self._bind(node.target, value, end)
         elif isinstance(node, (ast.For, ast.AsyncFor)):
-            self._bind(node.target, None, (node.target.end_lineno, node.target.end_col_offset))
+            where = (node.target.end_lineno, node.target.end_col_offset)
+            for target, iterable in _loop_targets(node.target, node.iter):
+                if isinstance(target, ast.Name) and iterable is not None:
+                    self.bindings.setdefault(target.id, []).append(Binding(where, None, None, iterable))
+                else:
+                    self._bind(target, None, where)
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             for item in node.items:
                 if item.optional_vars is not None:
@@ -126,3 +133,14 @@ class Flow:
                 return self.resolve(a) is self.resolve(b) and not isinstance(self.resolve(a), ast.Name)
             return self.binding(a) is self.binding(b)
         return ast.dump(self.resolve(a)) == ast.dump(self.resolve(b))
+
+
+def _loop_targets(target: ast.AST, iterable: ast.AST):
+    """(target, the iterable it takes elements of): ``for a, b in zip(xs, ys)``, ``for i, x in enumerate(xs)``."""
+    if isinstance(target, ast.Tuple) and isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) \
+            and not iterable.keywords and not any(isinstance(a, ast.Starred) for a in iterable.args):
+        if iterable.func.id == "zip" and len(iterable.args) == len(target.elts):
+            return list(zip(target.elts, iterable.args))
+        if iterable.func.id == "enumerate" and len(target.elts) == 2 and len(iterable.args) == 1:
+            return [(target.elts[0], None), (target.elts[1], iterable.args[0])]
+    return [(target, iterable if isinstance(target, ast.Name) else None)]

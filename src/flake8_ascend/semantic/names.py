@@ -43,7 +43,6 @@ def canonical(qualname: str) -> str:
 class Binding:
     line: int
     qualname: Optional[str]  # None: bound to something that is not an import
-    tensor: bool = False  # bound to a value known to be a torch tensor
 
 
 @dataclass
@@ -57,24 +56,12 @@ class Scope:
         self.bindings.setdefault(name, []).append(binding)
 
 
-def _annotation_is_tensor(annotation: Optional[ast.AST], resolve) -> bool:
-    """True for ``torch.Tensor`` / ``Tensor`` / ``Optional[Tensor]`` annotations."""
-    if annotation is None:
-        return False
-    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-        return annotation.value.split("[")[-1].rstrip("]") in ("Tensor", "torch.Tensor")
-    if isinstance(annotation, ast.Subscript):
-        return _annotation_is_tensor(annotation.slice, resolve)
-    return resolve(annotation) == "torch.Tensor"
-
-
 class ScopeBuilder(ast.NodeVisitor):
     """Collects the bindings of every scope of a module in source order."""
 
-    def __init__(self, tensor_test) -> None:
+    def __init__(self) -> None:
         self.scopes: Dict[int, Scope] = {}
         self.current: Optional[Scope] = None
-        self._tensor_test = tensor_test  # (expr, resolver) -> bool
         self._dispatch: Dict[type, object] = {}
 
     # NodeVisitor looks its method up by name for every node; a per-class table is much faster.
@@ -109,12 +96,10 @@ class ScopeBuilder(ast.NodeVisitor):
         for expr in node.decorator_list + node.args.defaults + [d for d in node.args.kw_defaults if d]:
             self.visit(expr)
         outer = self.current
-        resolver = self._resolver()
         self._enter(node, is_class=False)
         args = node.args
         for arg in args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]:
-            is_tensor = _annotation_is_tensor(arg.annotation, resolver.qualname)
-            self.current.bind(arg.arg, Binding(node.lineno, None, tensor=is_tensor))
+            self.current.bind(arg.arg, Binding(node.lineno, None))
         for stmt in node.body:
             self.visit(stmt)
         self.current = outer
@@ -162,30 +147,25 @@ class ScopeBuilder(ast.NodeVisitor):
             return  # ``apex = None`` after a failed import keeps the import's meaning
         resolver = self._resolver()
         alias = resolver.qualname(node.value) if isinstance(node.value, (ast.Name, ast.Attribute)) else None
-        is_tensor = self._tensor_test(node.value, resolver)
         for target in node.targets:
-            self._bind_target(target, node.lineno, alias, is_tensor)
+            self._bind_target(target, node.lineno, alias)
             self.visit(target)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
             self.visit(node.value)
-        resolver = self._resolver()
-        is_tensor = _annotation_is_tensor(node.annotation, resolver.qualname) or (
-            node.value is not None and self._tensor_test(node.value, resolver)
-        )
-        self._bind_target(node.target, node.lineno, None, is_tensor)
+        self._bind_target(node.target, node.lineno, None)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.generic_visit(node)
 
     def visit_NamedExpr(self, node) -> None:
         self.visit(node.value)
-        self._bind_target(node.target, node.lineno, None, self._tensor_test(node.value, self._resolver()))
+        self._bind_target(node.target, node.lineno, None)
 
     def visit_For(self, node) -> None:
         self.visit(node.iter)
-        self._bind_target(node.target, node.lineno, None, False)
+        self._bind_target(node.target, node.lineno, None)
         for stmt in node.body + node.orelse:
             self.visit(stmt)
 
@@ -193,14 +173,14 @@ class ScopeBuilder(ast.NodeVisitor):
 
     def visit_comprehension(self, node: ast.comprehension) -> None:
         self.visit(node.iter)
-        self._bind_target(node.target, node.target.lineno, None, False)
+        self._bind_target(node.target, node.target.lineno, None)
         for cond in node.ifs:
             self.visit(cond)
 
     def visit_withitem(self, node: ast.withitem) -> None:
         self.visit(node.context_expr)
         if node.optional_vars is not None:
-            self._bind_target(node.optional_vars, node.context_expr.lineno, None, False)
+            self._bind_target(node.optional_vars, node.context_expr.lineno, None)
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
         if node.name:
@@ -212,14 +192,14 @@ class ScopeBuilder(ast.NodeVisitor):
 
     visit_Nonlocal = visit_Global
 
-    def _bind_target(self, target: ast.AST, line: int, alias: Optional[str], is_tensor: bool) -> None:
+    def _bind_target(self, target: ast.AST, line: int, alias: Optional[str]) -> None:
         if isinstance(target, ast.Name):
-            self.current.bind(target.id, Binding(line, alias, tensor=is_tensor))
+            self.current.bind(target.id, Binding(line, alias))
         elif isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
-                self._bind_target(element, line, None, False)
+                self._bind_target(element, line, None)
         elif isinstance(target, ast.Starred):
-            self._bind_target(target.value, line, None, False)
+            self._bind_target(target.value, line, None)
 
 
 class Resolver:
@@ -260,7 +240,3 @@ class Resolver:
             return None
         parts.append(binding.qualname)
         return canonical(".".join(reversed(parts)))
-
-    def is_tensor_name(self, node: ast.Name) -> bool:
-        binding = self.binding(node.id, node.lineno)
-        return binding is not None and binding.tensor

@@ -1,0 +1,993 @@
+"""The value model every rule asks: what an expression is, and where it lives.
+
+``Values(ctx).of(expr)`` answers with a ``Value``: its ``kind`` (a torch tensor, a boolean mask, a
+numpy/pandas array, a Python number, a container, something else, or unknown), its ``device``
+(``host`` for tensors known to live on the CPU, ``device`` for ``.cuda()``-like ones, else None),
+whether it is a *constant* tensor (built by factories from sizes and literals, never from data), and
+whether a number or list was *read out* of a tensor's data (``t.item()``, ``int(mask.sum())``).
+
+What it knows comes from, in order (docs/value_model.md explains each with examples):
+
+1. the expression itself: literals, comparisons and ``&``/``|``/``~`` of masks, operators;
+2. torch's own type stubs: what every ``torch.*`` function, ``torch.nn.functional`` function and
+   ``Tensor`` method returns, including tuple results (``values, indices = x.max(dim=1)``), generated
+   by tools/build_torch_types.py into data/torch_types.json;
+3. local data flow (``flow.Flow``): the assignment in force where a name is read, tuple unpacking,
+   loops over ``.tolist()`` or ``split``; module-level constants; ``self.x`` assigned in the class;
+   the ``return`` of simple helpers defined in the same file;
+4. evidence from use, per name and per function: a name used with tensor-only methods (``new_zeros``,
+   ``masked_fill``, ``unsqueeze``, ``.device``, ``x.size(0)``, ``dim=`` keywords) or passed as the tensor
+   argument of a torch function is a tensor; ``np.*(x)``, ``x.astype``, ``x.copy()`` make it an array;
+   conflicting evidence leaves it unknown.
+
+Anything it cannot settle is ``unknown``: rules that need a tensor stay silent on it.
+"""
+from __future__ import annotations
+
+import ast
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
+
+from ..walk import iter_children
+from .flow import Flow
+from .names import Resolver, Scope
+
+TENSOR, MASK, ARRAY, NUMBER, CONTAINER, OTHER, UNKNOWN = (
+    "tensor", "mask", "array", "number", "container", "other", "unknown")
+COMPARE = "compare"  # ``a > b`` of unknowns: a mask if a side turns out to be a tensor (evidence decides)
+HOST, DEVICE = "host", "device"
+_DEPTH = 12  # how many steps one question may follow (names, calls, helpers)
+_DATA = Path(__file__).resolve().parent.parent / "data" / "torch_types.json"
+
+
+class Value:
+    """What an expression evaluates to, as far as the model can tell."""
+
+    __slots__ = ("kind", "device", "const", "readout", "items", "boolean")
+
+    def __init__(self, kind: str, device: Optional[str] = None, const: bool = False, readout: bool = False,
+                 items: Optional[Tuple["Value", ...]] = None, boolean: bool = False) -> None:
+        self.kind = kind
+        self.boolean = boolean  # a boolean numpy array (``a > 0``): it still selects rows from a tensor
+        self.device = device
+        self.const = const  # a tensor built only from literals and sizes (no data flows into it)
+        self.readout = readout  # a host number / list read out of a tensor's values
+        self.items = items  # a fixed tuple's items, or a 1-tuple (element,) for a sequence of any length
+
+    @property
+    def tensor(self) -> bool:
+        return self.kind in (TENSOR, MASK)
+
+    def __repr__(self) -> str:
+        return f"Value({self.kind}, device={self.device}, const={self.const}, readout={self.readout})"
+
+
+UNKNOWN_VALUE = Value(UNKNOWN)
+SIZES = Value(CONTAINER, items=(Value(NUMBER),))  # ``x.shape``: a sequence of numbers
+
+
+@lru_cache(maxsize=None)
+def torch_types() -> dict:
+    """The packaged return-type table (loaded once per process)."""
+    return json.loads(_DATA.read_text(encoding="utf-8"))
+
+
+def returns(api: str) -> FrozenSet[str]:
+    """The kinds a torch API returns according to its stubs (empty when the stubs do not say)."""
+    return _returns().get(api, frozenset())
+
+
+@lru_cache(maxsize=None)
+def _returns() -> Dict[str, FrozenSet[str]]:
+    return {name: frozenset(kinds) for name, kinds in torch_types()["returns"].items()}
+
+
+def returns_tensor_method(name: str) -> bool:
+    """Does ``Tensor.<name>`` return a tensor in every overload?"""
+    return returns("torch.Tensor." + name) == {"tensor"}
+
+
+# -- vocabularies ---------------------------------------------------------------------------------------
+_COMPARISONS = (ast.Lt, ast.Gt, ast.LtE, ast.GtE, ast.Eq, ast.NotEq)
+_LOGICAL = (ast.BitAnd, ast.BitOr, ast.BitXor)
+# Functions / methods whose tensor result is boolean (the stubs say "Tensor", not which dtype).
+_MASK_OPS = frozenset(
+    """isnan isinf isfinite isneginf isposinf isreal isclose isin logical_and logical_or logical_not logical_xor
+    gt lt ge le eq ne greater less greater_equal less_equal not_equal bool signbit""".split())
+# ``any``/``all`` are masks only when reduced along a dimension (else a 0-d flag used as a condition).
+_MASK_REDUCTIONS = frozenset(("any", "all"))
+# Ops that keep the dtype of their (first) tensor input: a mask stays a mask through them.
+_SAME_DTYPE = frozenset(
+    """view view_as reshape reshape_as squeeze unsqueeze flatten unflatten permute transpose t expand expand_as
+    repeat contiguous clone detach narrow select index_select gather masked_select flip roll tile
+    repeat_interleave cpu cuda npu to stack cat concat concatenate hstack vstack zeros_like ones_like
+    empty_like full_like""".split())
+_FACTORIES = frozenset(
+    """zeros ones empty full arange linspace logspace eye tensor as_tensor rand randn randint randperm
+    zeros_like ones_like empty_like full_like rand_like randn_like tril_indices triu_indices""".split())
+# Factories whose values are fixed by their arguments (not random, not uninitialised memory).
+_CONSTANT_FACTORIES = frozenset("zeros ones full arange linspace logspace eye tensor as_tensor tril_indices "
+                                "triu_indices".split())
+_LIKE = frozenset(("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like"))
+_TO_HOST = frozenset(("cpu", "numpy", "tolist", "item"))
+_TO_DEVICE = frozenset(("cuda", "npu"))
+_FOREIGN = ("numpy", "pandas", "cupy", "scipy")
+_BUILTIN_NUMBERS = frozenset(("int", "float", "len", "round", "abs", "min", "max", "sum", "pow"))
+_BUILTIN_CONTAINERS = frozenset(("list", "dict", "tuple", "set", "sorted", "zip", "range", "enumerate",
+                                 "reversed", "map", "filter", "frozenset", "defaultdict", "OrderedDict"))
+_BUILTIN_OTHER = frozenset(("str", "bool", "repr", "format", "isinstance", "hasattr", "getattr", "type", "open",
+                            "print", "id", "callable", "iter", "next"))
+_CONSTANT_NUMBERS = frozenset(f"{m}.{c}" for m in ("math", "numpy", "torch") for c in ("inf", "nan", "pi", "e"))
+# Tensor methods that read values out to the host.
+_READOUT = frozenset(("item", "tolist"))
+# Reductions whose value, once converted to a Python number, is a count or size read from the data.
+_REDUCTIONS = frozenset("sum max min amax amin argmax argmin count_nonzero prod ceil floor round long int".split())
+
+# Evidence from use.  Tensor-only: Tensor methods / attributes that numpy arrays, pandas objects and
+# nn.Module do not have (``device`` and ``requires_grad_`` are left out: modules have them too;
+# tests/test_values.py checks each is in torch's stubs).
+TENSOR_ONLY = frozenset(
+    """new_zeros new_ones new_full new_empty new_tensor masked_fill masked_fill_ masked_scatter unsqueeze
+    unsqueeze_ permute sigmoid sigmoid_ softmax log_softmax detach detach_ numel contiguous type_as
+    view_as expand expand_as clamp clamp_ clamp_min clamp_max index_select scatter scatter_ scatter_add_
+    index_fill_ index_put_ nonzero_static is_cuda grad_fn new bool dim
+    logical_not logical_and logical_or isnan isinf isfinite exp_ log_ mul_ add_ sub_ div_ fill_ zero_
+    topk gather chunk split_with_sizes flip narrow unbind masked_select""".split())
+# Numpy / pandas only.
+ARRAY_ONLY = frozenset("astype copy iloc loc values to_numpy tobytes reset_index groupby ravel".split())
+
+
+class _Evidence:
+    """What the uses of each name in one function say it holds."""
+
+    __slots__ = ("tensor", "array", "indexes")
+
+    def __init__(self) -> None:
+        self.tensor: Set[str] = set()
+        self.array: Set[str] = set()
+        self.indexes: Dict[str, List[ast.AST]] = {}  # name -> what it indexes (``boxes`` in ``boxes[keep]``)
+
+
+def _argument_names(arg: ast.AST):
+    """The names an argument of a tensor-only parameter shows to be tensors: ``x``, ``x[i]``, ``x.float()``."""
+    while True:
+        if isinstance(arg, ast.Name):
+            yield arg.id
+            return
+        if isinstance(arg, ast.Subscript):
+            arg = arg.value
+        elif isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and returns_tensor_method(
+                arg.func.attr):
+            arg = arg.func.value
+        elif isinstance(arg, (ast.List, ast.Tuple)):
+            for element in arg.elts:
+                yield from _argument_names(element)
+            return
+        else:
+            return
+
+
+class Values:
+    """The value model of one file (``ctx.values``); answers are memoised per node."""
+
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        self._memo: Dict[int, Value] = {}
+        self._flows: Dict[int, Flow] = {}
+        self._resolvers: Dict[int, Resolver] = {}
+        self._evidence: Dict[int, _Evidence] = {}
+        self._attributes: Dict[int, Dict[str, Value]] = {}
+        self._helpers: Optional[Dict[str, ast.AST]] = None
+        self._returning: Dict[int, Value] = {}
+        self._foreign: Dict[int, bool] = {}
+        self._placing: Dict[int, bool] = {}
+        self._registers: Optional[bool] = None
+        self._class_defs: Optional[Dict[str, ast.ClassDef]] = None
+        self._busy: Set[int] = set()
+        self._cut = False
+
+    # -- the query API ---------------------------------------------------------------------------
+    def of(self, expr: ast.AST) -> Value:
+        """The value of ``expr``, read in the scope the engine is walking."""
+        return self._value(expr, self.ctx.resolver.scope, 0)
+
+    def is_tensor(self, expr: ast.AST) -> bool:
+        return self.of(expr).tensor
+
+    def is_mask(self, expr: ast.AST) -> bool:
+        return self.of(expr).kind == MASK
+
+    def is_array(self, expr: ast.AST) -> bool:
+        """A numpy / pandas / cupy object (host-side; never an NPU tensor)."""
+        return self.of(expr).kind == ARRAY
+
+    def not_tensor(self, expr: ast.AST) -> bool:
+        """Known to be something other than a tensor (array, number, container, string...)."""
+        return self.of(expr).kind in (ARRAY, NUMBER, CONTAINER, OTHER)
+
+    def on_host(self, expr: ast.AST) -> bool:
+        """A tensor known to live on the CPU (``device='cpu'``, ``.cpu()``, a factory given no device)."""
+        value = self.of(expr)
+        return value.tensor and value.device == HOST
+
+    def maybe_tensor(self, expr: ast.AST) -> bool:
+        """For pattern rules: a tensor, or unknown in a function that uses no numpy / pandas / cupy.
+
+        Per function, not per file: a file that imports numpy keeps this for the functions that never
+        call it, and a name that evidence shows to be an array is never a maybe.
+        """
+        value = self.of(expr)
+        if value.tensor:
+            return True
+        if value.kind not in (UNKNOWN, COMPARE) or (isinstance(expr, ast.Name) and expr.id in ("self", "cls")):
+            return False
+        owner = self.ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef) or self.ctx.tree
+        return not self._uses_foreign(owner)
+
+    def _uses_foreign(self, owner: ast.AST) -> bool:
+        found = self._foreign.get(id(owner))
+        if found is None:
+            scope = self.ctx._scopes.get(id(owner)) or self.ctx.resolver.scope
+            resolver = self._resolver(scope)
+            stack = list(owner.body)
+            found = False
+            while stack and not found:
+                node = stack.pop()
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                if isinstance(node, ast.Name):
+                    qualname = resolver.qualname(node)
+                    found = qualname is not None and qualname.split(".")[0] in _FOREIGN
+                else:
+                    stack.extend(c for c in ast.iter_child_nodes(node) if not isinstance(
+                        c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or owner is not self.ctx.tree)
+            self._foreign[id(owner)] = found
+        return found
+
+    def host_only(self, call: ast.Call) -> bool:
+        """A torch factory that builds on the CPU and stays there: ``device='cpu'``, or no device at all
+        inside a function that places nothing on a device (no ``.cuda()``/``.npu()``, ``.to(device)``,
+        ``device=...``).  Module-level code is never host-only: scripts move tensors implicitly."""
+        qualname = self.ctx.qualname(call.func)
+        if qualname is None or not qualname.startswith("torch.") or qualname[len("torch."):] not in _FACTORIES:
+            return False
+        device = next((k.value for k in call.keywords if k.arg == "device"), None)
+        if device is not None:
+            return _device_literal(device) == HOST
+        owner = self.ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
+        return owner is not None and not self._places_on_device(owner)
+
+    def _places_on_device(self, owner: ast.AST) -> bool:
+        found = self._placing.get(id(owner))
+        if found is None:
+            found = False
+            for node in _walk(owner):
+                if isinstance(node, ast.keyword) and node.arg == "device":
+                    found = _device_literal(node.value) != HOST
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    name = node.func.attr
+                    found = name in _TO_DEVICE or (name == "to" and bool(node.args) and not _is_dtype(node.args[0]))
+                if found:
+                    break
+            self._placing[id(owner)] = found
+        return found
+
+    def readout(self, expr: ast.AST) -> bool:
+        """A Python number or list read out of a tensor's values (``n.item()``, ``int(t.sum())``)."""
+        return self.of(expr).readout
+
+    # -- scopes, flows, evidence -----------------------------------------------------------------
+    def _flow(self, node: ast.AST) -> Flow:
+        flow = self._flows.get(id(node))
+        if flow is None:
+            flow = self._flows[id(node)] = Flow(node)
+        return flow
+
+    def _resolver(self, scope: Scope) -> Resolver:
+        resolver = self._resolvers.get(id(scope))
+        if resolver is None:
+            resolver = self._resolvers[id(scope)] = Resolver(self.ctx._scopes, scope)
+        return resolver
+
+    @staticmethod
+    def _home(name: str, scope: Scope) -> Optional[Scope]:
+        """The scope that binds ``name`` as seen from ``scope`` (class scopes only as the first)."""
+        first = True
+        while scope is not None:
+            if (first or not scope.is_class) and name in scope.bindings:
+                return scope
+            first = False
+            scope = scope.parent
+        return None
+
+    def _evidence_of(self, owner: ast.AST, scope: Scope) -> _Evidence:
+        found = self._evidence.get(id(owner))
+        if found is None:
+            found = self._evidence[id(owner)] = self._collect(owner, scope)
+        return found
+
+    def _indexes_tensor(self, name: str, owner: ast.AST, scope: Scope, depth: int) -> bool:
+        """Is ``name`` used as an index of a value known to be a tensor (``boxes[keep]``)?"""
+        return any(self._value(value, scope, depth).tensor
+                   for value in self._evidence_of(owner, scope).indexes.get(name, ()))
+
+    def _collect(self, owner: ast.AST, scope: Scope) -> _Evidence:
+        """One walk of a function body: which names are used as tensors, which as arrays."""
+        evidence = _Evidence()
+        resolver = self._resolver(scope)
+        for node in _walk(owner):
+            if isinstance(node, ast.Subscript):
+                parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+                for part in parts:
+                    if isinstance(part, ast.Name):
+                        evidence.indexes.setdefault(part.id, []).append(node.value)
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                if node.attr in TENSOR_ONLY:
+                    evidence.tensor.add(node.value.id)
+                elif node.attr in ARRAY_ONLY:
+                    evidence.array.add(node.value.id)
+            elif isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                    if func.attr == "size" or (func.attr == "view" and node.args and all(
+                            isinstance(a, (ast.Constant, ast.UnaryOp, ast.Name)) for a in node.args)
+                            and not any(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                                        for a in node.args)) or any(
+                            k.arg in ("dim", "keepdim") for k in node.keywords):
+                        evidence.tensor.add(func.value.id)
+                    elif any(k.arg in ("axis", "keepdims") for k in node.keywords):
+                        evidence.array.add(func.value.id)
+                if not node.args:
+                    continue
+                qualname = resolver.qualname(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+                if qualname is None:
+                    continue
+                first = node.args[0]
+                if qualname.split(".")[0] in _FOREIGN:
+                    for arg in node.args:
+                        if isinstance(arg, ast.Name):
+                            evidence.array.add(arg.id)
+                elif _takes_tensor(qualname) and not isinstance(first, (ast.List, ast.Tuple)) or (
+                        qualname in ("torch.cat", "torch.stack")):
+                    evidence.tensor.update(_argument_names(first))
+        return evidence
+
+    def _from_use(self, name: str, owner: ast.AST, scope: Scope) -> Optional[str]:
+        """TENSOR or ARRAY when the uses of ``name`` in ``owner`` agree, else None."""
+        if not isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            return None
+        evidence = self._evidence_of(owner, scope)
+        tensor, array = name in evidence.tensor, name in evidence.array
+        if tensor and not array:
+            return TENSOR
+        if array and not tensor:
+            return ARRAY
+        return None
+
+    # -- inference -------------------------------------------------------------------------------
+    def _value(self, expr: ast.AST, scope: Scope, depth: int) -> Value:
+        key = id(expr)
+        found = self._memo.get(key)
+        if found is not None:
+            return found
+        if depth > _DEPTH or key in self._busy:
+            self._cut = True  # a cycle or a long chain: this answer is partial
+            return UNKNOWN_VALUE
+        self._busy.add(key)
+        outer, self._cut = self._cut, False
+        try:
+            value = self._infer(expr, scope, depth + 1)
+        finally:
+            self._busy.discard(key)
+        if not self._cut:  # answers that depended on a cut-off question are not kept
+            self._memo[key] = value
+        self._cut = self._cut or outer
+        return value
+
+    def _infer(self, expr: ast.AST, scope: Scope, depth: int) -> Value:
+        if isinstance(expr, ast.Constant):
+            if isinstance(expr.value, bool) or expr.value is None or isinstance(expr.value, (str, bytes)):
+                return Value(OTHER)
+            return Value(NUMBER) if isinstance(expr.value, (int, float)) else Value(OTHER)
+        if isinstance(expr, ast.Name):
+            return self._name(expr, scope, depth)
+        if isinstance(expr, ast.Call):
+            return self._call(expr, scope, depth)
+        if isinstance(expr, ast.Attribute):
+            return self._attribute(expr, scope, depth)
+        if isinstance(expr, ast.Subscript):
+            return self._subscript(expr, scope, depth)
+        if isinstance(expr, ast.Compare):
+            return self._compare(expr, scope, depth)
+        if isinstance(expr, ast.BinOp):
+            return self._binop(expr, scope, depth)
+        if isinstance(expr, ast.UnaryOp):
+            if isinstance(expr.op, ast.Not):
+                return Value(OTHER)
+            operand = self._value(expr.operand, scope, depth)
+            if isinstance(expr.op, ast.Invert) or operand.kind not in (MASK, COMPARE):
+                return operand
+            return Value(TENSOR, operand.device, operand.const)  # -mask is an integer tensor
+        if isinstance(expr, (ast.Tuple, ast.List)):
+            return Value(CONTAINER, items=tuple(self._value(e, scope, depth) for e in expr.elts)
+                         if isinstance(expr, ast.Tuple) else None)
+        if isinstance(expr, (ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp, ast.GeneratorExp)):
+            return Value(CONTAINER)
+        if isinstance(expr, ast.JoinedStr):
+            return Value(OTHER)
+        if isinstance(expr, ast.IfExp):
+            body, orelse = self._value(expr.body, scope, depth), self._value(expr.orelse, scope, depth)
+            return body if body.kind == orelse.kind else UNKNOWN_VALUE
+        if isinstance(expr, ast.NamedExpr):
+            return self._value(expr.value, scope, depth)
+        return UNKNOWN_VALUE
+
+    # names --------------------------------------------------------------------------------------
+    def _name(self, name: ast.Name, scope: Scope, depth: int) -> Value:
+        resolver = self._resolver(scope)
+        qualname = resolver.qualname(name)
+        if qualname is not None:
+            return Value(NUMBER) if qualname in _CONSTANT_NUMBERS else Value(OTHER)
+        home = self._home(name.id, scope)
+        if home is None:
+            return UNKNOWN_VALUE  # a builtin or an undefined name
+        owner = home.node
+        if isinstance(owner, (ast.Lambda, ast.ClassDef)):
+            return UNKNOWN_VALUE
+        flow = self._flow(owner)
+        binding = flow.binding(name) if home is scope else (flow.bindings.get(name.id) or [None])[-1]
+        if binding is None:
+            return self._parameter(name.id, owner, home)
+        if binding.value is None:
+            if binding.each is not None:  # for n in counts.tolist(): one element of the iterable
+                return self._element(self._value(binding.each, home, depth), name.id, owner, home)
+            return self._refine(UNKNOWN_VALUE, name.id, owner, home)
+        value = self._value(binding.value, home, depth)
+        if binding.index is not None:
+            value = _item(value, binding.index)
+        return self._refine(value, name.id, owner, home, depth)
+
+    def _refine(self, value: Value, name: str, owner: ast.AST, scope: Scope, depth: int = 0) -> Value:
+        """Evidence from use settles what the assignment left open (``m = a > b``, ``x = f(y)``)."""
+        if value.kind not in (UNKNOWN, COMPARE):
+            return value
+        use = self._from_use(name, owner, scope)
+        if use == TENSOR:
+            return Value(MASK) if value.kind == COMPARE else Value(TENSOR)
+        if use == ARRAY:
+            return Value(ARRAY, HOST)
+        if value.kind == COMPARE and isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)) \
+                and self._indexes_tensor(name, owner, scope, depth):
+            return Value(MASK)  # a comparison that selects from a tensor is a boolean tensor
+        return value
+
+    def _parameter(self, name: str, owner: ast.AST, scope: Scope) -> Value:
+        args = getattr(owner, "args", None)
+        if args is None:
+            return UNKNOWN_VALUE
+        for arg in args.posonlyargs + args.args + args.kwonlyargs:
+            if arg.arg == name:
+                if arg.annotation is not None:
+                    annotated = self._annotated(arg.annotation, scope.parent or scope)
+                    if annotated.kind in (TENSOR, ARRAY):
+                        return annotated  # ``x: torch.Tensor``, ``x: Optional[Tensor]``, ``a: np.ndarray``
+                break
+        else:
+            return UNKNOWN_VALUE
+        value = self._refine(UNKNOWN_VALUE, name, owner, scope)
+        if value.kind == UNKNOWN and _numeric_default(args, name):
+            return Value(NUMBER)  # ``ignore_index=255``: a number unless its uses say otherwise
+        return value
+
+    def _element(self, iterable: Value, name: str, owner: ast.AST, scope: Scope) -> Value:
+        if iterable.tensor:  # iterating a tensor yields its rows
+            return Value(iterable.kind, iterable.device, iterable.const)
+        if iterable.readout:
+            return Value(NUMBER, readout=True)
+        if iterable.kind == CONTAINER and iterable.items is not None and len(iterable.items) == 1 \
+                and iterable.items[0].tensor:
+            return iterable.items[0]
+        return self._refine(UNKNOWN_VALUE, name, owner, scope)
+
+    # attributes ---------------------------------------------------------------------------------
+    def _attribute(self, expr: ast.Attribute, scope: Scope, depth: int) -> Value:
+        qualname = self._resolver(scope).qualname(expr)
+        if qualname is not None:
+            if qualname in _CONSTANT_NUMBERS:
+                return Value(NUMBER)
+            return Value(ARRAY, HOST) if qualname.split(".")[0] in _FOREIGN and qualname.count(".") > 1 else \
+                Value(OTHER)
+        value = expr.value
+        if isinstance(value, ast.Name) and value.id == "self":
+            return self._self_attribute(expr.attr, scope, depth)
+        if isinstance(value, ast.Call) and self._resolver(scope).qualname(value.func) in ("torch.finfo", "torch.iinfo"):
+            return Value(NUMBER)  # torch.finfo(t.dtype).min
+        if expr.attr == "shape":
+            return SIZES  # of a tensor, an array or a frame alike
+        if expr.attr == "ndim":
+            return Value(NUMBER)
+        receiver = self._value(value, scope, depth)
+        if receiver.tensor:
+            kinds = _attribute_kinds(expr.attr) - {"none"}  # ``grad`` is Optional[Tensor]
+            if kinds == {"tensor"}:
+                return Value(MASK if receiver.kind == MASK and expr.attr in ("T", "mT", "data") else TENSOR,
+                             receiver.device, receiver.const)
+            if kinds in ({"size"}, {"int"}):
+                return SIZES if kinds == {"size"} else Value(NUMBER)
+            return Value(OTHER) if kinds else UNKNOWN_VALUE
+        if receiver.kind == CONTAINER and receiver.items and expr.attr in ("values", "indices"):
+            return _item(receiver, 0 if expr.attr == "values" else 1)
+        if receiver.kind == ARRAY:
+            return Value(CONTAINER) if expr.attr == "shape" else Value(ARRAY, HOST)
+        return UNKNOWN_VALUE
+
+    def _self_attribute(self, attr: str, scope: Scope, depth: int) -> Value:
+        """``self.x`` of a method: what the class's methods assign to it, when they agree."""
+        method = scope
+        while method is not None and not (method.parent is not None and method.parent.is_class):
+            method = method.parent
+        if method is None:
+            return UNKNOWN_VALUE
+        cls = method.parent
+        table = self._attributes.get(id(cls))
+        if table is None:
+            self._attributes[id(cls)] = {}  # recursion guard while the table is built
+            self._attributes[id(cls)] = table = self._class_attributes(cls, depth)
+        return table.get(attr, UNKNOWN_VALUE)
+
+    def _buffers(self) -> bool:
+        if self._registers is None:
+            self._registers = any("register_buffer" in line for line in self.ctx.lines)
+        return self._registers
+
+    def _class_attributes(self, cls: Scope, depth: int) -> Dict[str, Value]:
+        found: Dict[str, List[Value]] = {}
+        for node in cls.node.body:
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            scope = self.ctx._scopes.get(id(node))
+            for stmt in self._flow(node).assignments:
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                for target in targets:
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                            and target.value.id == "self" and stmt.value is not None:
+                        found.setdefault(target.attr, []).append(self._value(stmt.value, scope, depth))
+            for call in _walk(node) if self._buffers() else ():  # self.register_buffer('name', tensor)
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
+                        and call.func.attr == "register_buffer" and len(call.args) >= 2 \
+                        and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
+                    found.setdefault(call.args[0].value, []).append(Value(TENSOR))
+        table = {}
+        for attr, values in found.items():  # several assignments count only when they agree
+            if len({v.kind for v in values}) == 1:
+                table[attr] = values[0] if len(values) == 1 else Value(values[0].kind)
+        return table
+
+    # subscripts ---------------------------------------------------------------------------------
+    def _subscript(self, expr: ast.Subscript, scope: Scope, depth: int) -> Value:
+        value = self._value(expr.value, scope, depth)
+        if value.tensor:
+            return Value(value.kind, value.device, value.const)
+        if value.kind == ARRAY:
+            return Value(ARRAY, HOST)
+        if value.readout:
+            return Value(NUMBER, readout=True)
+        if value.kind == UNKNOWN and self._value(expr.slice, scope, depth).kind == MASK:
+            return Value(TENSOR)  # what a boolean tensor selects from is a tensor
+        if value.kind == CONTAINER and value.items:
+            index = expr.slice
+            if isinstance(index, ast.Constant) and isinstance(index.value, int):
+                return _item(value, index.value)
+            if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub) \
+                    and isinstance(index.operand, ast.Constant) and isinstance(index.operand.value, int):
+                return _item(value, -index.operand.value)
+        return UNKNOWN_VALUE
+
+    # operators ----------------------------------------------------------------------------------
+    def _compare(self, expr: ast.Compare, scope: Scope, depth: int) -> Value:
+        if len(expr.ops) != 1 or not isinstance(expr.ops[0], _COMPARISONS):
+            return Value(OTHER)
+        left, right = (self._value(side, scope, depth) for side in (expr.left, expr.comparators[0]))
+        if left.tensor or right.tensor:
+            tensor = left if left.tensor else right
+            return Value(MASK, tensor.device, left.const and right.const if left.tensor and right.tensor
+                         else tensor.const)
+        if ARRAY in (left.kind, right.kind):
+            return Value(ARRAY, HOST, boolean=True)
+        if left.kind == UNKNOWN and right.kind in (UNKNOWN, NUMBER) or right.kind == UNKNOWN and left.kind == NUMBER:
+            return Value(COMPARE)  # a mask if the unknown side is a tensor: decided by evidence
+        return Value(OTHER)
+
+    def _binop(self, expr: ast.BinOp, scope: Scope, depth: int) -> Value:
+        left, right = self._value(expr.left, scope, depth), self._value(expr.right, scope, depth)
+        if isinstance(expr.op, _LOGICAL) and {left.kind, right.kind} <= {COMPARE, UNKNOWN} and COMPARE in (
+                left.kind, right.kind):
+            return Value(COMPARE)
+        if isinstance(expr.op, ast.Mult) and left.kind == MASK and right.kind in (MASK, COMPARE):
+            return _combine(MASK, left, right)  # ``keep *= scores > thr`` stays boolean
+        if isinstance(expr.op, _LOGICAL) and MASK in (left.kind, right.kind) \
+                and left.kind not in (ARRAY, CONTAINER) and right.kind not in (ARRAY, CONTAINER):
+            return _combine(MASK, left, right)
+        if left.tensor or right.tensor:
+            if left.kind in (CONTAINER, OTHER) or right.kind in (CONTAINER, OTHER):
+                return UNKNOWN_VALUE
+            return _combine(TENSOR, left, right)
+        if ARRAY in (left.kind, right.kind):
+            return Value(ARRAY, HOST, boolean=isinstance(expr.op, _LOGICAL) and (left.boolean or right.boolean))
+        if left.kind == NUMBER and right.kind == NUMBER:
+            return Value(NUMBER, readout=left.readout or right.readout)
+        if CONTAINER in (left.kind, right.kind) and isinstance(expr.op, (ast.Add, ast.Mult)):
+            return Value(CONTAINER, readout=left.readout or right.readout)
+        if left.readout or right.readout:
+            return Value(NUMBER, readout=True)
+        return UNKNOWN_VALUE
+
+    # calls --------------------------------------------------------------------------------------
+    def _call(self, call: ast.Call, scope: Scope, depth: int) -> Value:
+        func = call.func
+        resolver = self._resolver(scope)
+        qualname = resolver.qualname(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+        if qualname is not None:
+            found = self._function(qualname, call, scope, depth)
+        elif isinstance(func, ast.Name):
+            if resolver.binding(func.id, func.lineno) is None:
+                return self._builtin(func.id, call, scope, depth)
+            found = self._helper(func.id, scope, depth)
+            if found.kind == UNKNOWN and self._classes().get(func.id) is not None:
+                return Value(OTHER)  # an instance of a class defined in this file
+        else:
+            found = None
+        if found is not None:
+            if found.kind == UNKNOWN and call.args and all(self._value(a, scope, depth).const for a in call.args):
+                return Value(UNKNOWN, const=True)  # a function of constant tables (``ndgrid(h, w)``)
+            return found
+        if not isinstance(func, ast.Attribute):
+            return UNKNOWN_VALUE
+        if isinstance(func.value, ast.Name) and func.value.id == "self":
+            found = self._method_helper(func.attr, scope, depth)
+            if found is not None:
+                return found
+        receiver = self._value(func.value, scope, depth)
+        return self._method(func.attr, receiver, call, scope, depth)
+
+    def _builtin(self, name: str, call: ast.Call, scope: Scope, depth: int) -> Value:
+        if name in _BUILTIN_NUMBERS:
+            readout = False
+            if name in ("int", "float", "round") and len(call.args) == 1:
+                arg = call.args[0]
+                inner = self._value(arg, scope, depth)
+                readout = inner.tensor or inner.readout or _reduction_of_unknown(arg, self, scope, depth)
+            return Value(NUMBER, readout=readout)
+        if name in _BUILTIN_CONTAINERS:
+            return Value(CONTAINER)
+        if name in _BUILTIN_OTHER:
+            return Value(OTHER)
+        return UNKNOWN_VALUE
+
+    def _function(self, qualname: str, call: ast.Call, scope: Scope, depth: int) -> Value:
+        root = qualname.split(".")[0]
+        if root in _FOREIGN:
+            return Value(ARRAY, HOST)
+        if root == "math":
+            return self._builtin("int", call, scope, depth) if qualname in (
+                "math.ceil", "math.floor", "math.trunc") else Value(NUMBER)
+        if root != "torch":
+            return UNKNOWN_VALUE
+        name = qualname.rsplit(".", 1)[1]
+        if qualname in ("torch.unique", "torch.unique_consecutive"):
+            return _unique(call, 1)
+        if qualname == "torch.where" and len(call.args) == 1 and not call.keywords:
+            return Value(CONTAINER, items=(Value(TENSOR),))
+        kinds = returns(qualname)
+        if not kinds and qualname.startswith(("torch.linalg.", "torch.fft.", "torch.special.")) \
+                and name.islower() and not name.startswith("_"):
+            kinds = frozenset(("tensor",))  # re-exported from torch._C._linalg etc., which have no stubs here
+        first = self._first_input(name, call, scope, depth)
+        return self._result(kinds, name, call, first, 0, scope, depth)
+
+    def _first_input(self, name: str, call: ast.Call, scope: Scope, depth: int) -> Optional[Value]:
+        """The value of a torch function's first argument; for ``cat``/``stack`` of a literal list, of its
+        elements (a mask when every element is one)."""
+        if not call.args:
+            return None
+        first = call.args[0]
+        if name in _SAME_DTYPE and isinstance(first, (ast.List, ast.Tuple)):
+            items = [self._value(e, scope, depth) for e in first.elts]
+            if items and all(v.kind == MASK for v in items):
+                return Value(MASK, items[0].device, all(v.const for v in items))
+            tensors = [v for v in items if v.tensor]
+            return Value(TENSOR, tensors[0].device, all(v.const for v in items)) if tensors else UNKNOWN_VALUE
+        return self._value(first, scope, depth)
+
+    def _method(self, name: str, receiver: Value, call: ast.Call, scope: Scope, depth: int) -> Value:
+        if receiver.kind == ARRAY:
+            if name in ("item",):
+                return Value(NUMBER)
+            return Value(CONTAINER) if name == "tolist" else Value(ARRAY, HOST)
+        if receiver.kind in (UNKNOWN, COMPARE) and name in TENSOR_ONLY:
+            receiver = Value(MASK if receiver.kind == COMPARE else TENSOR)  # only a tensor has this method
+        if not receiver.tensor:
+            if name in ("size", "dim", "numel") and receiver.kind == UNKNOWN:
+                return SIZES if name == "size" and not call.args else Value(NUMBER)
+            if name == "numpy":
+                return Value(ARRAY, HOST)
+            if name in _READOUT and not call.args and receiver.kind == UNKNOWN:
+                return Value(NUMBER if name == "item" else CONTAINER, readout=True)
+            return UNKNOWN_VALUE
+        if name in _READOUT:
+            return Value(NUMBER if name == "item" else CONTAINER, readout=True)
+        if name == "numpy":
+            return Value(ARRAY, HOST)
+        if name in ("unique", "unique_consecutive"):
+            return _unique(call, 0, receiver)
+        kinds = returns("torch.Tensor." + name)
+        return self._result(kinds, name, call, receiver, 1, scope, depth)
+
+    def _result(self, kinds: FrozenSet[str], name: str, call: ast.Call, first: Optional[Value], receiver_args: int,
+                scope: Scope, depth: int) -> Value:
+        """The value a torch API returns, given the kinds its stubs list and how it was called."""
+        tuples = [k for k in kinds if k.startswith("tuple:")]
+        if tuples and ("tensor" not in kinds or _reduces_along_dim(call, receiver_args, first, self, scope, depth)):
+            fields = tuples[0][len("tuple:"):]
+            arity = int(fields) if fields.isdigit() else len(fields.split(","))
+            return Value(CONTAINER, items=tuple(Value(TENSOR) for _ in range(arity)))
+        if "tensors" in kinds and ("tensor" not in kinds or _keyword_true(call, "as_tuple")):
+            return Value(CONTAINER, items=(Value(TENSOR),))
+        if "tensor" not in kinds:
+            if kinds and kinds <= {"int", "float", "number"}:
+                return Value(NUMBER)
+            return Value(OTHER) if kinds else UNKNOWN_VALUE
+        device = self._device(name, call, first, receiver_args, scope, depth)
+        const = self._constant(name, call, first, receiver_args, scope, depth)
+        if _is_mask_op(name, call, first, self._resolver(scope)):
+            return Value(MASK, device, const)
+        return Value(TENSOR, device, const)
+
+    def _device(self, name: str, call: ast.Call, first: Optional[Value], receiver_args: int, scope: Scope,
+                depth: int) -> Optional[str]:
+        if name == "cpu":
+            return HOST
+        if name in _TO_DEVICE:
+            return DEVICE
+        for keyword in call.keywords:
+            if keyword.arg == "device":
+                return _device_literal(keyword.value)
+        if name == "to" and call.args:
+            target = call.args[0]
+            literal = _device_literal(target)
+            if literal is not None or isinstance(target, ast.Constant):
+                return literal
+            other = self._value(target, scope, depth)
+            if other.tensor:
+                return other.device
+            return first.device if other.kind == OTHER and isinstance(target, ast.Attribute) \
+                and target.attr.startswith(("float", "int", "bool", "long", "half")) else None
+        if receiver_args == 0 and name in _FACTORIES and name not in _LIKE:
+            return None  # on the CPU until moved; the model only says HOST when the code says "cpu"
+        return first.device if first is not None and first.tensor else None
+
+    def _constant(self, name: str, call: ast.Call, first: Optional[Value], receiver_args: int, scope: Scope,
+                  depth: int) -> bool:
+        """Built from literals and sizes only: factories, or ops whose tensor inputs are all constant."""
+        if receiver_args == 0 and name in _FACTORIES and name not in _LIKE:
+            return name in _CONSTANT_FACTORIES and not any(self._value(a, scope, depth).tensor for a in call.args)
+        inputs = ([first] if receiver_args and first is not None else []) + [
+            self._value(a, scope, depth) for a in call.args]
+        for arg in call.args:
+            if isinstance(arg, (ast.List, ast.Tuple)):
+                inputs += [self._value(e, scope, depth) for e in arg.elts]
+        tensors = [v for v in inputs if v.tensor or v.const]
+        return bool(tensors) and all(v.const for v in tensors) and not any(
+            v.kind == UNKNOWN and not v.const for v in inputs if v is not first)
+
+    # same-file helpers --------------------------------------------------------------------------
+    def _helper(self, name: str, scope: Scope, depth: int) -> Value:
+        if self._helpers is None:
+            self._helpers = {n.name: n for n in self.ctx.tree.body if isinstance(n, (ast.FunctionDef,
+                                                                                       ast.AsyncFunctionDef))}
+        node = self._helpers.get(name)
+        home = self._home(name, scope)
+        if node is None or home is None or home.node is not self.ctx.tree:
+            return UNKNOWN_VALUE
+        return self._returns_of(node, depth)
+
+    def _classes(self) -> Dict[str, ast.ClassDef]:
+        if self._class_defs is None:
+            self._class_defs = {n.name: n for n in self.ctx.tree.body if isinstance(n, ast.ClassDef)}
+        return self._class_defs
+
+    def _method_helper(self, name: str, scope: Scope, depth: int) -> Optional[Value]:
+        method = scope
+        while method is not None and not (method.parent is not None and method.parent.is_class):
+            method = method.parent
+        if method is None:
+            return None
+        for node in method.parent.node.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+                return self._returns_of(node, depth)
+        return None
+
+    def _returns_of(self, node: ast.AST, depth: int) -> Value:
+        """What a helper returns when all its ``return`` statements agree on a tensor kind."""
+        found = self._returning.get(id(node))
+        if found is not None:
+            return found
+        self._returning[id(node)] = UNKNOWN_VALUE  # recursion guard
+        scope = self.ctx._scopes.get(id(node))
+        values = []
+        stack = list(node.body)
+        while stack:
+            stmt = stack.pop()
+            if isinstance(stmt, ast.Return):
+                values.append(self._value(stmt.value, scope, depth) if stmt.value is not None else Value(OTHER))
+            elif not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                stack.extend(c for c in ast.iter_child_nodes(stmt) if isinstance(c, ast.stmt) or isinstance(
+                    c, ast.excepthandler))
+        result = self._annotated(node.returns, scope.parent or scope) if node.returns is not None else UNKNOWN_VALUE
+        if result.kind == UNKNOWN:
+            result = _agree(values)
+        self._returning[id(node)] = result
+        return result
+
+    def _annotated(self, annotation: ast.AST, scope: Scope) -> Value:
+        """A return annotation: ``Tensor``, ``np.ndarray``, ``Tuple[np.ndarray, np.ndarray]``."""
+        if isinstance(annotation, ast.Subscript):
+            base = self._resolver(scope).qualname(annotation.value) or getattr(annotation.value, "id", "")
+            if base.rsplit(".", 1)[-1] in ("Tuple", "tuple") and isinstance(annotation.slice, ast.Tuple):
+                return Value(CONTAINER, items=tuple(self._annotated(e, scope) for e in annotation.slice.elts))
+            return Value(TENSOR) if _annotation_is_tensor(annotation, self._resolver(scope)) else UNKNOWN_VALUE
+        if _annotation_is_tensor(annotation, self._resolver(scope)):
+            return Value(TENSOR)
+        qualname = self._resolver(scope).qualname(annotation) if isinstance(
+            annotation, (ast.Name, ast.Attribute)) else None
+        return Value(ARRAY, HOST) if qualname in ("numpy.ndarray", "pandas.DataFrame") else UNKNOWN_VALUE
+
+
+# -- small helpers ------------------------------------------------------------------------------------
+def _numeric_default(args: ast.arguments, name: str) -> bool:
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + list(
+        zip(args.kwonlyargs, args.kw_defaults))
+    return any(arg.arg == name and isinstance(value, ast.Constant) and type(value.value) in (int, float)
+               for arg, value in pairs)
+
+
+def _agree(values: List[Value]) -> Value:
+    """What several ``return`` values have in common (item by item for tuples of one length)."""
+    if not values:
+        return UNKNOWN_VALUE
+    if all(v.tensor for v in values):
+        return Value(MASK if all(v.kind == MASK for v in values) else TENSOR)
+    if all(v.kind == CONTAINER and v.items for v in values) and len({len(v.items) for v in values}) == 1:
+        return Value(CONTAINER, items=tuple(_agree([v.items[i] for v in values]) for i in range(len(values[0].items))))
+    kinds = {v.kind for v in values}
+    if len(kinds) == 1 and kinds <= {ARRAY, NUMBER, OTHER}:
+        return Value(kinds.pop(), HOST if ARRAY in kinds else None)
+    return UNKNOWN_VALUE
+
+
+def _walk(node: ast.AST):
+    """Every node under ``node`` (``ast.walk`` without contexts and operators, which is much faster)."""
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(iter_children(node))
+
+
+def _item(value: Value, index: int) -> Value:
+    if value.tensor:  # ``a, b = mask.T``: unpacking a tensor gives tensors of its dtype
+        return Value(value.kind, value.device, value.const)
+    items = value.items
+    if value.kind != CONTAINER or not items:
+        return Value(NUMBER, readout=True) if value.readout else UNKNOWN_VALUE
+    if len(items) == 1:
+        return items[0]  # a sequence of any length (``x.split(2)``, ``x.shape``), or a 1-tuple
+    try:
+        return items[index]
+    except IndexError:
+        return UNKNOWN_VALUE
+
+
+def _combine(kind: str, left: Value, right: Value) -> Value:
+    devices = {v.device for v in (left, right) if v.tensor}
+    device = DEVICE if DEVICE in devices else HOST if devices == {HOST} else None
+    const = all(v.const for v in (left, right) if v.tensor) and all(
+        v.kind in (NUMBER, TENSOR, MASK) for v in (left, right))
+    return Value(kind, device, const)
+
+
+def _attribute_kinds(attr: str) -> FrozenSet[str]:
+    return frozenset(torch_types()["attributes"].get("torch.Tensor." + attr, ()))
+
+
+def _takes_tensor(qualname: str) -> bool:
+    """``torch.f(x, ...)``: is ``x`` a tensor for sure?  Functions returning tensors, not factories."""
+    name = qualname.rsplit(".", 1)[-1]
+    if not qualname.startswith("torch.") or name in _FACTORIES or name in (
+            "tensor", "as_tensor", "from_numpy", "asarray", "is_tensor", "numel", "save", "load", "device"):
+        return False
+    kinds = returns(qualname)
+    return bool(kinds) and all(k in ("tensor", "tensors", "none") or k.startswith("tuple:") for k in kinds)
+
+
+def _annotation_is_tensor(annotation: Optional[ast.AST], resolver: Resolver) -> bool:
+    """``torch.Tensor`` / ``Tensor`` / ``Optional[Tensor]`` / ``'Tensor'`` annotations."""
+    if annotation is None:
+        return False
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        return annotation.value.split("[")[-1].rstrip("]") in ("Tensor", "torch.Tensor")
+    if isinstance(annotation, ast.Subscript):
+        return _annotation_is_tensor(annotation.slice, resolver)
+    return resolver.qualname(annotation) == "torch.Tensor"
+
+
+def _keyword_true(call: ast.Call, name: str) -> bool:
+    return any(k.arg == name and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords)
+
+
+def _unique(call: ast.Call, receiver_args: int, receiver: Optional[Value] = None) -> Value:
+    """``unique`` returns a tensor, or a tuple when asked for inverse indices or counts."""
+    extra = sum(_keyword_true(call, k) for k in ("return_inverse", "return_counts"))
+    device = receiver.device if receiver is not None else None
+    if extra:
+        return Value(CONTAINER, items=tuple(Value(TENSOR, device) for _ in range(1 + extra)))
+    return Value(TENSOR, device)
+
+
+def _reduces_along_dim(call: ast.Call, receiver_args: int, first: Optional[Value], values: Values, scope: Scope,
+                       depth: int) -> bool:
+    """``x.max(1)`` / ``torch.max(x, dim=1)`` return (values, indices); ``torch.max(a, b)`` a tensor."""
+    if any(k.arg == "dim" for k in call.keywords):
+        return True
+    position = 1 - receiver_args
+    if len(call.args) <= position:
+        return False
+    arg = call.args[position]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, int) or isinstance(arg, ast.UnaryOp):
+        return True
+    return values._value(arg, scope, depth).kind == NUMBER
+
+
+def _is_mask_op(name: str, call: ast.Call, first: Optional[Value], resolver: Resolver) -> bool:
+    if name in _MASK_OPS:
+        return True
+    if name in _MASK_REDUCTIONS:
+        return bool(call.args) or any(k.arg == "dim" for k in call.keywords)
+    for keyword in call.keywords:
+        if keyword.arg == "dtype":
+            return resolver.qualname(keyword.value) == "torch.bool"
+    if name in ("to", "type") and call.args:
+        return resolver.qualname(call.args[0]) == "torch.bool"
+    if name in _SAME_DTYPE and first is not None:
+        return first.kind == MASK
+    return False
+
+
+def _device_literal(node: ast.AST) -> Optional[str]:
+    """``'cpu'`` -> HOST, ``'cuda:0'`` / ``'npu'`` -> DEVICE, else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        text = node.value.split(":")[0]
+        return HOST if text == "cpu" else DEVICE if text in ("cuda", "npu") else None
+    if isinstance(node, ast.Call) and node.args and isinstance(node.func, (ast.Name, ast.Attribute)) and (
+            getattr(node.func, "attr", getattr(node.func, "id", "")) == "device"):
+        return _device_literal(node.args[0])
+    return None
+
+
+def _is_dtype(node: ast.AST) -> bool:
+    """``torch.float64`` / ``x.dtype`` / ``dtype``: a ``.to(...)`` argument that converts, not moves."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "dtype" or (isinstance(node.value, ast.Name) and node.value.id == "torch"
+                                        and node.attr.startswith(("float", "int", "bool", "half", "double",
+                                                                  "long", "bfloat", "uint", "complex")))
+    return isinstance(node, ast.Name) and "dtype" in node.id
+
+
+def _reduction_of_unknown(arg: ast.AST, values: Values, scope: Scope, depth: int) -> bool:
+    """``int(x.sum())`` on an unknown ``x`` that is not an array: a size read out of a tensor."""
+    return (isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr in _REDUCTIONS
+            and values._resolver(scope).qualname(arg.func) is None
+            and values._value(arg.func.value, scope, depth).kind == UNKNOWN)

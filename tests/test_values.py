@@ -1,0 +1,126 @@
+"""The value model (semantic/values.py): what expressions are, evidence from use, and the real-snippet fixtures."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import run_rules
+from flake8_ascend.config import make_config
+from flake8_ascend.engine import Context
+from flake8_ascend.semantic import values as model
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "values"
+
+
+def value_of_last(source: str) -> model.Value:
+    """The value of the last expression statement, asked in the scope it is written in."""
+    tree = ast.parse(source)
+    ctx = Context(tree, source.splitlines(keepends=True), "<test>", make_config())
+    last, scope = None, ctx._scopes[id(tree)]
+    for node in ast.walk(tree):
+        if id(node) in ctx._scopes:
+            for child in ast.walk(node):
+                if isinstance(child, ast.Expr) and (last is None or child.lineno >= last.lineno):
+                    last, scope = child, ctx._scopes[id(node)]
+    ctx.resolver.scope = scope
+    return ctx.values.of(last.value)
+
+
+@pytest.mark.parametrize("source,kind", [
+    # torch's stubs
+    ("import torch\ntorch.sparse.sum(x, dim=1)\n", model.TENSOR),
+    ("import torch\ntorch.isnan(x)\n", model.MASK),
+    ("import torch\nv, i = torch.topk(x, 3)\ni\n", model.TENSOR),
+    ("import torch\nr = torch.unique(x, return_counts=True)\nr[1]\n", model.TENSOR),
+    ("import torch\nrows, cols = torch.where(x > 0)\ncols\n", model.TENSOR),
+    ("import torch\nx = torch.randn(3)\nx.max(dim=0).values\n", model.TENSOR),
+    ("import torch\nx = torch.randn(3)\nx.item()\n", model.NUMBER),
+    ("import torch\nx = torch.randn(3)\nx.shape\n", model.CONTAINER),
+    # masks
+    ("import torch\nx = torch.randn(3)\n(x > 0) & (x < 1)\n", model.MASK),
+    ("import torch\nx = torch.randn(3)\n~(x > 0).any(1)\n", model.MASK),
+    ("import torch\nx = torch.randn(3)\nm = x > 0\ntorch.stack([m, m]).view(-1)\n", model.MASK),
+    ("import torch\nx = torch.randn(3)\nx.any()\n", model.TENSOR),  # a 0-d flag, not a mask to index with
+    # evidence from use, per function
+    ("import torch\ndef f(x):\n    x.unsqueeze(0)\n    x\n", model.TENSOR),
+    ("import torch\ndef f(x):\n    y = x.size(0)\n    x\n", model.TENSOR),
+    ("import torch\ndef f(x):\n    torch.cat([x, x])\n    x\n", model.TENSOR),
+    ("import torch\ndef f(x, t):\n    m = x > t\n    torch.nonzero(m)\n    m\n", model.MASK),
+    ("import numpy as np\ndef f(x):\n    np.mean(x)\n    x\n", model.ARRAY),
+    ("def f(x):\n    x.astype(int)\n    x\n", model.ARRAY),
+    # self attributes, helpers, module constants
+    ("import torch\nclass A:\n    def __init__(self):\n        self.w = torch.ones(3)\n    def f(self):\n"
+     "        self.w\n", model.TENSOR),
+    ("import torch\ndef helper(x):\n    return torch.relu(x)\ndef f(y):\n    helper(y)\n", model.TENSOR),
+    ("import torch\nEPS = 1e-6\ndef f():\n    EPS\n", model.NUMBER),
+])
+def test_kinds(source, kind):
+    assert value_of_last(source).kind == kind
+
+
+@pytest.mark.parametrize("source", [
+    "def f(x):\n    x\n",                                                   # an untyped parameter
+    "import numpy as np\nimport torch\ndef f(x):\n    np.sum(x)\n    x.unsqueeze(0)\n    x\n",  # conflicting evidence
+    "import torch\ndef f(model):\n    model.to('cuda')\n    model\n",         # modules have .to too
+    "import torch\ndef f(model):\n    model.device\n    model\n",              # ... and often .device
+])
+def test_unknown_without_evidence(source):
+    assert value_of_last(source).kind == model.UNKNOWN
+
+
+@pytest.mark.parametrize("source,kind", [
+    ("import numpy as np\nids = np.unique(a)\nids[ids != 255]\n", model.ARRAY),   # mmdet local_visualizer.py:350
+    ("import pandas as pd\ndf = pd.read_csv(p)\ndf['a'] > 0\n", model.ARRAY),
+    ("xs = [1, 2]\nxs\n", model.CONTAINER),
+    ("d = {}\nd\n", model.CONTAINER),
+    ("import torch\ndef f(x):\n    x.shape[0] > 2\n", model.OTHER),          # .shape comparisons are Python bools
+    ("def f(x):\n    len(x)\n", model.NUMBER),
+    ("name = 'cuda'\nname\n", model.OTHER),
+])
+def test_near_misses_are_not_tensors(source, kind):
+    assert value_of_last(source).kind == kind
+
+
+@pytest.mark.parametrize("source,device,const", [
+    ("import torch\ntorch.tensor([1, 2], device='cpu')\n", model.HOST, True),
+    ("import torch\nx = torch.ones(3)\nx.cuda()\n", model.DEVICE, True),
+    ("import torch\nx = torch.randn(3)\nx.cuda()\n", model.DEVICE, False),  # random, not a constant table
+    ("import torch\ndef f(x):\n    x.view(-1)\n    x.cpu()\n", model.HOST, False),
+    ("import torch\ntorch.arange(4) * 2\n", None, True),
+    ("import torch\ndef f(x):\n    x.view(-1)\n    torch.arange(4) * x\n", None, False),
+])
+def test_device_and_constant_tables(source, device, const):
+    value = value_of_last(source)
+    assert (value.device, value.const) == (device, const)
+
+
+def test_readout_numbers():
+    assert value_of_last("import torch\nx = torch.randn(3)\nint(x.sum())\n").readout
+    assert not value_of_last("def f(x):\n    len(x)\n").readout
+
+
+def test_tensor_only_methods_are_tensor_methods_in_the_stubs():
+    table = model.torch_types()
+    for name in model.TENSOR_ONLY:
+        assert f"torch.Tensor.{name}" in table["returns"] or f"torch.Tensor.{name}" in table["attributes"], name
+
+
+def _expected(path: Path):
+    text = path.read_text(encoding="utf-8")
+    codes = re.search(r"# codes: (.*)", text).group(1).split()
+    expected = set()
+    for number, line in enumerate(text.splitlines(), 1):
+        match = re.search(r"# expect: ([A-Z0-9 ]+)$", line)
+        if match:
+            expected.update((number, code) for code in match.group(1).split())
+    return text, codes, expected
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.py")), ids=lambda p: p.stem)
+def test_real_snippets(path):
+    text, codes, expected = _expected(path)
+    found = {(f.line, f.code) for f in run_rules(text, codes=codes)}
+    assert found == expected
