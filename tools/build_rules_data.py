@@ -42,11 +42,13 @@ TABLES = {
 }
 NO_WHEEL = {"1.11.0", "2.2.0"}  # torch_npu never published these wheels on the package index
 ATEN_TSV = "aten/aten_support_torch2.13.0_npu2.13.0.tsv"
-TRACE_JSON = "aten/python_api_to_aten_trace_torch2.13.json"
+TRACE_JSON = "aten/traced_apis_torch2.13.0.json"  # written by tools/trace_torch_apis.py
+LOG = REPO / "rules_data" / "build_log.txt"
 KERNEL_SECTIONS = ("supported", "symint", "autograd")  # `custom` is npu::, `quant` quantized-only
-COMPOSITE_CLASSES = {"composite_implicit", "composite_explicit"}
+COMPOSITE_STOCK = {"math kernel", "default backend kernel"}  # the TSV's stock PrivateUse1 kernel column
+OTHER_BACKENDS = {"unsupported_cuda_only", "unsupported_other_backend_only"}
+BLOCKING = {"fallback", "unsupported"}  # op statuses that keep an API off the NPU
 NAMESPACES = {"linalg_": "torch.linalg.", "fft_": "torch.fft.", "special_": "torch.special."}
-TRACE_PREFIXES = {"F.": "torch.nn.functional.", "nn.": "torch.nn.", "x.": "torch.Tensor."}
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 STATUS_RANK = {"supported": 0, "partial": 1, "unsupported": 2}  # most permissive first
 NOTES = (
@@ -142,7 +144,7 @@ def merge_tables(version: str, tables: list[dict[str, list[str]]], log: list[str
     return merged
 
 
-# ---------------------------------------------------------------- ATen fallback
+# ---------------------------------------------------------------- ATen ops and kernels
 
 
 def kernel_ops(wheel: dict) -> set[str]:
@@ -150,25 +152,35 @@ def kernel_ops(wheel: dict) -> set[str]:
     return {op for sections in wheel["yaml"].values() for s in KERNEL_SECTIONS for op in sections.get(s, [])}
 
 
-def op_runs(op: str, kernels: set[str], aten: dict[str, dict[str, str]]) -> str | None:
-    """How the ATen overload op runs on NPU ('has an NPU kernel' / 'is composite'), None if it does not."""
-    row = aten.get(op)
-    if op in kernels or (row and row["structured_delegate"] in kernels):
-        return "has an NPU kernel"
-    if row and row["npu_class"] in COMPOSITE_CLASSES:
-        return "is composite"
-    return None
+def manual_kernels(aten: dict, yaml_2_13: set) -> set:
+    """Ops torch_npu registers in C++ outside its yaml: classified npu_kernel by the TSV, absent from the yaml."""
+    return {op for op, row in aten.items() if row["npu_class"] == "npu_kernel" and op not in yaml_2_13}
+
+
+def op_status(op: str, row: dict, kernels: set) -> str:
+    """kernel / composite / fallback / unsupported for one ATen overload (a TSV row) given V's kernels."""
+    if op in kernels:
+        return "kernel"
+    delegate = row["structured_delegate"]
+    if delegate:
+        return "kernel" if delegate in kernels else "fallback"
+    if row["stock_privateuse1_kernel"] in COMPOSITE_STOCK:
+        return "composite"
+    if row["npu_class"] in OTHER_BACKENDS:
+        return "unsupported"
+    return "fallback"
 
 
 def base_verdicts(kernels: set[str], aten: dict[str, dict[str, str]]) -> dict[str, str | None]:
     """For each public ATen base name: how some overload of it runs on NPU, or None."""
     kernel_bases = {op.split(".")[0] for op in kernels}
     verdicts: dict[str, str | None] = {}
-    for op in aten:
+    for op, row in aten.items():
         base = op.split(".")[0]
         if base.startswith("_"):
             continue
-        how = "has an NPU kernel" if base in kernel_bases else op_runs(op, kernels, aten)
+        status = "kernel" if base in kernel_bases else op_status(op, row, kernels)
+        how = {"kernel": "has an NPU kernel", "composite": "is composite"}.get(status)
         if how and verdicts.get(base) != "has an NPU kernel":
             verdicts[base] = how
         verdicts.setdefault(base, None)
@@ -183,8 +195,8 @@ def python_names(base: str) -> list[str]:
     return [f"torch.{base}", f"torch.Tensor.{base}", f"torch.nn.functional.{base}"]
 
 
-def aten_rows(version: str, kernels: set[str], aten: dict[str, dict[str, str]]) -> dict[str, list[str]]:
-    """Rows for Python names mapped from ATen base names."""
+def aten_rows(version: str, kernels: set[str], aten: dict, existing: set[str]) -> dict[str, list[str]]:
+    """Rows for the Python names of ATen base names, only where torch 2.13 has that name."""
     rows = {}
     for base, how in base_verdicts(kernels, aten).items():
         if how:
@@ -192,38 +204,83 @@ def aten_rows(version: str, kernels: set[str], aten: dict[str, dict[str, str]]) 
         else:
             entry = ["unknown", f"aten::{base} has no NPU kernel in torch_npu {version} (CPU fallback)", "aten"]
         for name in python_names(base):
-            rows[name] = entry
+            if name in existing:
+                rows[name] = entry
     return rows
 
 
-def trace_api(key: str) -> str:
-    """The Python API of a trace key: 'F.huber_loss(a, b).backward()' -> 'torch.nn.functional.huber_loss'."""
-    name = re.match(r"[\w.]*", key).group(0).rstrip(".")
-    for short, full in TRACE_PREFIXES.items():
-        if name.startswith(short):
-            return full + name[len(short):]
-    return name
+# ---------------------------------------------------------------- traced evidence
 
 
-def traced_rows(version: str, kernels: set[str], aten: dict, trace: dict) -> dict[str, list[str]]:
-    """Rows for traced APIs: supported iff every ATen op of every trace of the API runs on NPU."""
-    calls_by_api: dict[str, list[str]] = {}
-    for call in trace:
-        calls_by_api.setdefault(trace_api(call), []).append(call)
-    rows = {}
-    for api, calls in calls_by_api.items():
-        failures = []
-        for call in calls:
-            ops = [op for op in trace[call]["aten_ops"] if "::" not in op]  # skip profiler:: and other namespaces
-            missing = [f"aten::{op}" for op in ops if not op_runs(op, kernels, aten)]
-            if missing:
-                failures.append(f"{call} -> {', '.join(missing)}")
-        if failures:
-            note = f"traced {'; '.join(failures)}: no NPU kernel in torch_npu {version} (CPU fallback)"
-            rows[api] = ["unknown", note, "traced"]
-        else:
-            rows[api] = ["supported", f"traced {'; '.join(calls)}: every ATen op runs on NPU", "traced"]
-    return rows
+def traced_ops(entry: dict) -> list[str]:
+    """The ATen ops of a trace, forward then backward, without other namespaces (profiler::)."""
+    return [op for op in dict.fromkeys(entry["forward"] + entry["backward"]) if "::" not in op]
+
+
+def kernel_evidence(entry: dict, kernels: set, aten: dict) -> tuple[str, list[str]]:
+    """('runs' | 'falls back' | 'fails', the ops that do not run) for one traced API in one version.
+
+    An NPU kernel for the op the API is named after (``aten``) runs before the decomposition the CPU
+    trace shows.  Ops torch 2.13 does not classify are no evidence either way.
+    """
+    own = entry.get("aten")
+    if own and own in kernels:
+        return "runs", []
+    missing = [op for op in traced_ops(entry) if op in aten and op_status(op, aten[op], kernels) in BLOCKING]
+    if not missing:
+        return "runs", []
+    fails = any(op_status(op, aten[op], kernels) == "unsupported" for op in missing)
+    return ("fails" if fails else "falls back"), missing
+
+
+def evidence_note(version: str, verdict: str, missing: list[str], entry: dict) -> str:
+    """Why, in one line: 'aten::mode has no NPU kernel in torch_npu 2.6.0 (CPU fallback; traced: ...)'."""
+    ops = ", ".join(f"aten::{op}" for op in missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+    verb = "has" if len(missing) == 1 else "have"
+    where = "kernels only for other backends: fails on NPU" if verdict == "fails" else "CPU fallback"
+    return f"{ops} {verb} no NPU kernel in torch_npu {version} ({where}; traced: {entry['sample']})"
+
+
+def kernels_note(version: str, entry: dict) -> str:
+    """For a contradicted table entry: the wheel has kernels for the API's ops."""
+    ops = [f"aten::{op}" for op in traced_ops(entry) if op != "detach"]
+    shown = ", ".join(ops[:4]) + (f" and {len(ops) - 4} more" if len(ops) > 4 else "")
+    return f"torch_npu {version}'s wheel has NPU kernels for every ATen op it dispatches ({shown})"
+
+
+KERNEL_FREE_NOTE = "needs no NPU kernel: {why} (torch 2.13 on CPU)"
+
+
+def decide(version: str, api: str, table_row, trace: dict, kernels: set | None, aten: dict, later_ok: bool):
+    """(row, what happened) for one API in one version from its table row and the traced evidence.
+
+    ``later_ok``: a later version's table lists the API as supported.  ``what`` is None when the
+    evidence adds nothing, else the kind of decision or disagreement, for the log.
+    """
+    free = trace["kernel_free"].get(api)
+    if free is not None:
+        row = ["supported", KERNEL_FREE_NOTE.format(why=free), "kernel_free"]
+        if table_row and table_row[0] != "supported":
+            return row, f"table {table_row[0]}, kernel-free"
+        return (table_row or row), None
+    entry = trace["apis"].get(api)
+    if entry is None or kernels is None:
+        return table_row, None
+    verdict, missing = kernel_evidence(entry, kernels, aten)
+    if verdict == "runs":
+        if table_row and table_row[0] == "unsupported":
+            if not later_ok:
+                return table_row, "table unsupported, kernels contradict, no later table supports it (table kept)"
+            note = f"listed unsupported, but {kernels_note(version, entry)} and a later list supports it"
+            return ["supported", note, "traced"], "table unsupported, kernels contradict, a later table supports it (stale)"
+        return (table_row or ["supported", f"traced: {kernels_note(version, entry)}", "traced"]), None
+    why = evidence_note(version, verdict, missing, entry)
+    if table_row is None:
+        return ["unsupported", why, "traced"], "not listed, traced ops do not run"
+    if table_row[0] == "unsupported":
+        note = "; ".join(part for part in (table_row[1], why) if part)
+        return [table_row[0], note, table_row[2]], "table unsupported, trace agrees"
+    return table_row, f"table {table_row[0]}, traced ops do not run (table kept)"
 
 
 # ---------------------------------------------------------------- assembling
@@ -264,29 +321,56 @@ def meta(version: str, sources_used: list[str], wheel: dict | None) -> dict:
     }
 
 
-def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_entry, aten, trace) -> dict:
-    """The rule data of one version."""
+def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_entry, aten, manual, trace,
+                  decisions: Counter) -> dict:
+    """The rule data of one version; counts each decision kind into ``decisions``."""
     table = tables[version]
     apis: dict[str, list[str]] = {}
-    sources_used = list(TABLES[version])
-    wheel = None
+    sources_used = list(TABLES[version]) + [TRACE_JSON]
+    wheel = kernels = None
     if wheel_entry:
         rel, wheel = wheel_entry
-        sources_used += [rel, ATEN_TSV, TRACE_JSON]
-        kernels = kernel_ops(wheel)
-        apis.update(aten_rows(version, kernels, aten))
-        apis.update(traced_rows(version, kernels, aten, trace))
+        sources_used += [rel, ATEN_TSV]
+        kernels = kernel_ops(wheel) | manual
+        existing = set(trace["apis"]) | set(trace["kernel_free"]) | set(trace["untraced"])
+        apis.update(aten_rows(version, kernels, aten, existing))
     for api in sorted(listed_anywhere - set(table) - set(apis)):
         apis[api] = ["unknown", f"not in the torch_npu {version} support list", "not_listed"]
-    apis.update(table)
+    later = [v for v in TABLES if version_key(v) > version_key(version)]
+    official: dict[str, list[str]] = {}
+    for api in sorted(set(table) | set(trace["apis"]) | set(trace["kernel_free"])):
+        later_ok = any(tables[v].get(api, ("?",))[0] in ("supported", "partial") for v in later)
+        row, what = decide(version, api, table.get(api), trace, kernels, aten, later_ok)
+        if row is None:
+            continue
+        apis[api] = row
+        if what:
+            decisions[(version, what)] += 1
+            decisions[(version, what, api)] += 1
+        if api in table and row[0] != table[api][0]:
+            status, note, method = table[api]
+            stale = f"stale: {row[1].removeprefix('listed unsupported, but ')}"
+            official[api] = [status, "; ".join(p for p in (note, stale) if p), method]
     return {
         "meta": meta(version, sources_used, wheel),
         "apis": apis,
+        "official": official,
         "npu_all": wheel["npu_all"] if wheel else [],
         "transfer_to_npu": wheel["transfer_to_npu"] if wheel else {},
         "contrib": wheel["contrib"] if wheel else {},
         "aten_npu_ops": sorted({op.split(".")[0] for op in kernel_ops(wheel)}) if wheel else [],
     }
+
+
+def decision_log(versions: list[str], decisions: Counter) -> list[str]:
+    """Per version: how many APIs each kind of decision/disagreement touched, with examples."""
+    log = []
+    for version in versions:
+        kinds = sorted({key[1] for key in decisions if len(key) == 2 and key[0] == version})
+        for kind in kinds:
+            names = sorted(key[2] for key in decisions if len(key) == 3 and key[:2] == (version, kind))
+            log.append(f"{version}: {kind}: {len(names)}, e.g. {', '.join(names[:8])}")
+    return log
 
 
 def build_index(versions: list[str]) -> dict:
@@ -305,24 +389,34 @@ def dump(obj: dict) -> str:
 
 
 def build(sources: Path, out: Path) -> list[str]:
-    """Write every version file and index.json into out; return the log lines."""
+    """Write every version file and index.json into out; return the log lines (rules_data/build_log.txt)."""
     log: list[str] = []
     aten = {row["aten_op"]: row for row in read_tsv(sources / ATEN_TSV)}
     tables = {v: merge_tables(v, [read_table(sources, r, log) for r in rels], log) for v, rels in TABLES.items()}
     private = {op.split(".")[0] for op in aten if op.startswith("_")}
-    log.append(f"{ATEN_TSV}: skipped {len(private)} private (_x) base names")
+    log.append(f"{ATEN_TSV}: skipped {len(private)} private (_x) base names for the name mapping")
     listed_anywhere = set().union(*tables.values())
     wheels = load_wheels(sources)
     trace = json.loads((sources / TRACE_JSON).read_text(encoding="utf-8"))
+    log.append(f"{TRACE_JSON}: {trace['meta']['counts']}")
+    unclassified = sorted({op for e in trace["apis"].values() for op in traced_ops(e) if op not in aten})
+    log.append(f"{TRACE_JSON}: {len(unclassified)} traced ops torch 2.13's table does not classify (no evidence): "
+               + ", ".join(unclassified))
+    if "2.13.0" not in wheels:
+        raise SystemExit(f"no torch_npu 2.13.0 wheel facts in {sources / 'wheels'} (the TSV's own version)")
+    manual = manual_kernels(aten, kernel_ops(wheels["2.13.0"][1]))
     versions = sorted(TABLES, key=version_key)
+    decisions: Counter = Counter()
     out.mkdir(parents=True, exist_ok=True)
     for version in versions:
         if version not in NO_WHEEL and version not in wheels:
             raise SystemExit(f"no wheel facts for torch_npu {version} in {sources / 'wheels'}")
-        data = build_version(version, tables, listed_anywhere, wheels.get(version), aten, trace)
+        data = build_version(version, tables, listed_anywhere, wheels.get(version), aten, manual, trace, decisions)
         (out / f"torch_npu-{version}.json").write_text(dump(data), encoding="utf-8")
         counts = Counter(status for status, _, _ in data["apis"].values())
-        log.append(f"torch_npu-{version}.json: {len(data['apis'])} APIs {dict(sorted(counts.items()))}")
+        log.append(f"torch_npu-{version}.json: {len(data['apis'])} APIs {dict(sorted(counts.items()))}, "
+                   f"{len(data['official'])} official rows the evidence overrides")
+    log += decision_log(versions, decisions)
     (out / "index.json").write_text(dump(build_index(versions)), encoding="utf-8")
     return log
 
@@ -332,9 +426,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sources", type=Path, default=SOURCES, help="facts directory (rules_data/sources)")
     parser.add_argument("--out", type=Path, default=OUT, help="output directory (src/flake8_ascend/data)")
+    parser.add_argument("--log", type=Path, default=LOG, help="log file (rules_data/build_log.txt; '' for none)")
     parser.add_argument("--quiet", action="store_true", help="do not print the log")
     args = parser.parse_args(argv)
     log = build(args.sources, args.out)
+    if args.log:
+        args.log.write_text("\n".join(log) + "\n", encoding="utf-8")
     if not args.quiet:
         print("\n".join(log))
     return 0

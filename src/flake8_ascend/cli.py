@@ -113,6 +113,9 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
     extra.add_argument("--ignore", type=_code_prefixes, action="extend", default=[], metavar="CODES",
                        help="leave out these code prefixes, comma-separated (flake8's --extend-ignore: "
                        "the default-off codes stay off)")
+    extra.add_argument("--official-lists", action="store_true",
+                       help="ASC101-103 as the official support lists say, also entries the version's "
+                       "kernels show to be stale (default: the kernel evidence decides)")
     extra.add_argument("--fail-on-findings", action="store_true", help="exit 1 when any report has rows (for CI)")
     extra.add_argument("-j", "--jobs", type=_positive, default=None, metavar="N",
                        help="worker processes (default: all cores)")
@@ -231,7 +234,7 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
     source, out_dir = _check_args(args, mode)
     root = source if source.is_dir() else source.parent
     try:
-        config = make_config(args.torch_version, args.api_files, project_dir=root)
+        config = make_config(args.torch_version, args.api_files, project_dir=root, official_lists=args.official_lists)
     except ConfigError as error:
         raise UsageError(str(error)) from None
     target = out_dir / report_name(source)

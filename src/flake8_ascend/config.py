@@ -1,8 +1,8 @@
 """Run configuration shared by the flake8 plugin and ``ascend-analyse``.
 
 Settings come from the command line first, then from ``[tool.flake8-ascend]``
-in the analysed project's ``pyproject.toml`` (keys ``torch-version`` and
-``api-files``), then from defaults.
+in the analysed project's ``pyproject.toml`` (keys ``torch-version``,
+``api-files`` and ``official-lists``), then from defaults.
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ class ConfigError(ValueError):
 class Config:
     version: str
     third_party_apis: FrozenSet[str] = field(default_factory=frozenset)
+    official_lists: bool = False  # ASC101-103 as the official lists say, stale entries included
 
     @property
     def data(self):
@@ -77,9 +78,14 @@ def make_config(
     version: Optional[str] = None,
     api_files: Sequence[str] = (),
     project_dir: Optional[Path] = None,
+    official_lists: bool = False,
 ) -> Config:
     """Build a Config, filling unset values from pyproject.toml; raises ConfigError."""
     settings = find_pyproject_settings((project_dir or Path.cwd()).resolve())
+    if not official_lists:
+        official_lists = settings.get("official-lists", False)
+        if not isinstance(official_lists, bool):
+            raise ConfigError("[tool.flake8-ascend] official-lists must be true or false")
     if version is None:
         version = settings.get("torch-version")
     if not api_files:
@@ -90,4 +96,4 @@ def make_config(
         resolved = resolve_version(None if version is None else str(version))
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    return Config(resolved, load_third_party_apis(api_files))
+    return Config(resolved, load_third_party_apis(api_files), official_lists)

@@ -52,12 +52,21 @@ class AscendChecker:
             comma_separated_list=True,
             help="third_party result CSVs (full_unsupported_results.csv) whose APIs ASC104 reports",
         )
+        parser.add_option(
+            "--ascend-official-lists",
+            default=False,
+            action="store_true",
+            parse_from_config=True,
+            help="ASC101-103 report what the official torch_npu support lists say, also entries the "
+            "version's kernels show to be stale (default: the kernel evidence decides)",
+        )
         parser.extend_default_ignore(sorted(optional_codes()))
 
     @classmethod
     def parse_options(cls, options) -> None:
         try:
-            cls.config = make_config(options.ascend_torch_version, options.ascend_api_files)
+            cls.config = make_config(options.ascend_torch_version, options.ascend_api_files,
+                                     official_lists=bool(getattr(options, "ascend_official_lists", False)))
         except ConfigError as error:
             sys.exit(f"flake8-ascend: error: {error}")
         selections = [*(getattr(options, "select", None) or ()), *(getattr(options, "extend_select", None) or ())]
