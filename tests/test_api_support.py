@@ -18,7 +18,7 @@ def test_stale_official_entry_is_silent_by_default_and_reported_in_parity_mode(s
     """The 2.6 list says unsupported; the 2.6.0 wheel has the kernels and a later list agrees."""
     assert texts(source, "2.6.0", ["ASC101"]) == []
     (found,) = texts(source, "2.6.0", ["ASC101"], official_lists=True)
-    assert "stale: torch_npu 2.6.0's wheel has NPU kernels" in found
+    assert "stale: torch_npu 2.6.0's wheel has" in found
 
 
 def test_max_pool2d_function_is_silent_in_both_modes():
@@ -118,7 +118,7 @@ def test_ascend_analyse_official_lists_switch(tmp_path):
     default, parity = rows(), rows("--official-lists")
     assert set(default) == {"torch.Tensor.mode"} and set(parity) == {"torch.Tensor.mode", "torch.cdist"}
     assert any("aten::mode has no NPU kernel in torch_npu 2.6.0" in cell for cell in default["torch.Tensor.mode"])
-    assert any("stale: torch_npu 2.6.0's wheel has NPU kernels" in cell for cell in parity["torch.cdist"])
+    assert any("stale: torch_npu 2.6.0's wheel has" in cell for cell in parity["torch.cdist"])
 
 
 def test_official_lists_setting_must_be_a_boolean(tmp_path):

@@ -217,14 +217,21 @@ def traced_ops(entry: dict) -> list[str]:
     return [op for op in dict.fromkeys(entry["forward"] + entry["backward"]) if "::" not in op]
 
 
-def kernel_evidence(entry: dict, kernels: set, aten: dict) -> tuple[str, list[str]]:
+def own_ops(api: str, entry: dict) -> set[str]:
+    """The ATen ops an API is named after: the trace's ``aten`` and its own name (torch.linalg.inv -> linalg_inv)."""
+    module, _, name = api.rpartition(".")
+    prefix = {module.rstrip("."): p for p, module in NAMESPACES.items()}.get(module, "")
+    return {op for op in (entry.get("aten"), prefix + name) if op}
+
+
+def kernel_evidence(api: str, entry: dict, kernels: set, aten: dict) -> tuple[str, list[str]]:
     """('runs' | 'falls back' | 'fails', the ops that do not run) for one traced API in one version.
 
-    An NPU kernel for the op the API is named after (``aten``) runs before the decomposition the CPU
-    trace shows.  Ops torch 2.13 does not classify are no evidence either way.
+    An NPU kernel for the op the API is named after (torch_npu registers some composite ops, e.g.
+    ``inverse``) runs before the decomposition the CPU trace shows.  Ops torch 2.13 does not classify
+    are no evidence either way.
     """
-    own = entry.get("aten")
-    if own and own in kernels:
+    if own_ops(api, entry) & kernels:
         return "runs", []
     missing = [op for op in traced_ops(entry) if op in aten and op_status(op, aten[op], kernels) in BLOCKING]
     if not missing:
@@ -241,8 +248,11 @@ def evidence_note(version: str, verdict: str, missing: list[str], entry: dict) -
     return f"{ops} {verb} no NPU kernel in torch_npu {version} ({where}; traced: {entry['sample']})"
 
 
-def kernels_note(version: str, entry: dict) -> str:
-    """For a contradicted table entry: the wheel has kernels for the API's ops."""
+def kernels_note(version: str, api: str, entry: dict, kernels: set) -> str:
+    """Where the evidence says the API runs: the wheel has kernels for its own op or for all its ops."""
+    own = sorted(own_ops(api, entry) & kernels)
+    if own:
+        return f"torch_npu {version}'s wheel has an NPU kernel for aten::{own[0]}"
     ops = [f"aten::{op}" for op in traced_ops(entry) if op != "detach"]
     shown = ", ".join(ops[:4]) + (f" and {len(ops) - 4} more" if len(ops) > 4 else "")
     return f"torch_npu {version}'s wheel has NPU kernels for every ATen op it dispatches ({shown})"
@@ -266,14 +276,17 @@ def decide(version: str, api: str, table_row, trace: dict, kernels: set | None, 
     entry = trace["apis"].get(api)
     if entry is None or kernels is None:
         return table_row, None
-    verdict, missing = kernel_evidence(entry, kernels, aten)
+    verdict, missing = kernel_evidence(api, entry, kernels, aten)
     if verdict == "runs":
+        has = kernels_note(version, api, entry, kernels)
         if table_row and table_row[0] == "unsupported":
             if not later_ok:
-                return table_row, "table unsupported, kernels contradict, no later table supports it (table kept)"
-            note = f"listed unsupported, but {kernels_note(version, entry)} and a later list supports it"
-            return ["supported", note, "traced"], "table unsupported, kernels contradict, a later table supports it (stale)"
-        return (table_row or ["supported", f"traced: {kernels_note(version, entry)}", "traced"]), None
+                listed = table_row[1] or f"listed unsupported by the torch_npu {version} support table"
+                note = f"{listed}; {has}, but no later list supports it"
+                return [table_row[0], note, table_row[2]], "table unsupported, kernels contradict, table kept"
+            note = f"listed unsupported, but {has} and a later list supports it"
+            return ["supported", note, "traced"], "table unsupported, kernels contradict, a later table supports it: stale"
+        return (table_row or ["supported", f"traced: {has}", "traced"]), None
     why = evidence_note(version, verdict, missing, entry)
     if table_row is None:
         return ["unsupported", why, "traced"], "not listed, traced ops do not run"

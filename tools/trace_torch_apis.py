@@ -32,6 +32,7 @@ import argparse
 import contextlib
 import functools
 import inspect
+import io
 import itertools
 import json
 import re
@@ -57,6 +58,7 @@ NAMESPACES = {  # module -> the prefix the rule data uses; the surface the probe
     "torch.nn.utils": torch.nn.utils,
     "torch.jit": torch.jit,
     "torch.autograd": torch.autograd,
+    "torch.onnx": torch.onnx,
 }
 GETTER = re.compile(r"^(is_|get_|are_|has_)")
 # Never probed: changes global state, reads/writes files or processes, or waits.
@@ -202,11 +204,20 @@ def sample_calls(op, samples: int):
     def calls(fn, inplace=False):
         for sample in itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=grad), samples):
             first = sample.input
-            if inplace:  # in-place on a leaf that requires grad is an error: a fresh copy, made here
-                first = first.detach().clone() if isinstance(first, torch.Tensor) else first
+            if inplace:  # in-place on a leaf that requires grad is an error: fresh copies, made here
+                first = fresh(first)
             args = (first, *sample.args)
             yield (lambda s=sample, a=args: fn(*a, **s.kwargs)), (lambda a=args, s=sample: tensors_in([a, s.kwargs]))
     return calls
+
+
+def fresh(value):
+    """A detached copy of a tensor or of each tensor of a list (foreach ops take lists)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(fresh(item) for item in value)
+    return value
 
 
 def trace_opinfos(tracer: Tracer) -> None:
@@ -218,17 +229,19 @@ def trace_opinfos(tracer: Tracer) -> None:
         if op.name.startswith("__"):
             continue
         calls = sample_calls(op, tracer.samples)
-        variants = [(op.name, op.op, op.method_variant, op.inplace_variant)]
-        variants += [(a.name, a.op, a.method_variant, a.inplace_variant) for a in op.aliases]
-        for name, fn, method, inplace in variants:
+        # (name, its own ATen op, function, method, in-place); an alias is its own ATen op (torch.inverse)
+        variants = [(op.name, op.aten_name or "", op.op, op.method_variant, op.inplace_variant)]
+        variants += [(a.name, a.name.replace(".", "_"), a.op, a.method_variant, a.inplace_variant)
+                     for a in op.aliases]
+        how = f"OpInfo {op.name}" + (f" ({op.variant_test_name})" if op.variant_test_name else "")
+        for name, own, fn, method, inplace in variants:
             base = name.split(".")[-1]
             for api, variant in ((opinfo_api(name), fn), (f"torch.Tensor.{base}", method),
-                                 (f"torch.Tensor.{base}_", inplace)):
+                                 (f"torch.Tensor.{base}_", inplace), (f"{opinfo_api(name)}_", inplace)):
                 if variant is None or not exists(api):
                     continue
-                how = f"OpInfo {op.name}" + (f" ({op.variant_test_name})" if op.variant_test_name else "")
-                own = (op.aten_name or "") + ("_" if variant is inplace and op.aten_name else "")
-                tracer.record(api, how, calls(variant, inplace=variant is inplace), own)
+                suffix = "_" if variant is inplace and own else ""
+                tracer.record(api, how, calls(variant, inplace=variant is inplace), own + suffix)
 
 
 def trace_moduleinfos(tracer: Tracer) -> None:
@@ -315,6 +328,12 @@ def hand_samples() -> dict:
         "torch._assert_async": lambda: torch._assert_async(made(torch.tensor, True)),
         "torch._assert": lambda: torch._assert(True, "ok"),
         "torch.is_tensor": lambda: torch.is_tensor(1),
+        "torch.jit.script": lambda: jit.script(_scriptable),
+        "torch.jit.trace": lambda: jit.trace(_scriptable, (x44(),)),
+        "torch.jit.save": lambda: jit.save(made(jit.script, _Scriptable()), io.BytesIO()),
+        "torch.jit.load": lambda: jit.load(made(_saved_module)),
+        "torch.save": lambda: torch.save({"w": x44()}, io.BytesIO()),
+        "torch.load": lambda: torch.load(made(_saved_tensor)),
         "torch.nn.Module": lambda: nn.Module(),
         "torch.nn.Sequential": lambda: nn.Sequential(nn.Identity())(x44()),
         "torch.nn.ModuleList": lambda: nn.ModuleList([nn.Identity()]),
@@ -343,6 +362,29 @@ def hand_samples() -> dict:
         if inspect.isclass(cls) and issubclass(cls, torch.optim.Optimizer) and cls is not torch.optim.Optimizer:
             samples[f"torch.optim.{name}"] = _step(cls)
     return samples
+
+
+def _scriptable(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
+class _Scriptable(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+def _saved_module() -> io.BytesIO:
+    buffer = io.BytesIO()
+    torch.jit.save(torch.jit.script(_Scriptable()), buffer)
+    buffer.seek(0)
+    return buffer
+
+
+def _saved_tensor() -> io.BytesIO:
+    buffer = io.BytesIO()
+    torch.save({"w": x44()}, buffer)
+    buffer.seek(0)
+    return buffer
 
 
 def _init(fn):

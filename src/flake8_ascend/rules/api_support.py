@@ -169,11 +169,11 @@ class UnknownApi(_ApiStatusRule):
         "fall back to the CPU.  APIs that dispatch no ATen op at all (context managers, jit helpers, "
         "exception and type objects) are never reported."
     )
-    example = "torch.lcm_(a, b)"
+    example = "torch.hspmm(a, b)"
     fix = "Check the API on an NPU or with `ascend-analyse -m runtime_ops`; prefer an API the list supports."
 
     fires = [
-        ("import torch\nv = torch.lcm_(a, b)\n", 2),
+        ("import torch\nv = torch.hspmm(a, b)\n", 2),
     ]
     passes = [
         "import torch.nn.functional as F\ny = F.relu(x)\n",
