@@ -213,8 +213,11 @@ def aten_rows(version: str, kernels: set[str], aten: dict, existing: set[str]) -
 
 
 def traced_ops(entry: dict) -> list[str]:
-    """The ATen ops of a trace, forward then backward, without other namespaces (profiler::)."""
-    return [op for op in dict.fromkeys(entry["forward"] + entry["backward"]) if "::" not in op]
+    """The ATen ops of a trace, forward then backward, without other namespaces (profiler::) and without
+    the CPU backend's own choices (``_scaled_dot_product_flash_attention_for_cpu``: on NPU the op above
+    it dispatches to torch_npu's kernel instead)."""
+    ops = dict.fromkeys(entry["forward"] + entry["backward"])
+    return [op for op in ops if "::" not in op and not op.split(".")[0].endswith("_for_cpu")]
 
 
 def own_ops(api: str, entry: dict) -> set[str]:
@@ -262,38 +265,47 @@ KERNEL_FREE_NOTE = "needs no NPU kernel: {why} (torch 2.13 on CPU)"
 
 
 def decide(version: str, api: str, table_row, trace: dict, kernels: set | None, aten: dict, later_ok: bool):
-    """(row, what happened) for one API in one version from its table row and the traced evidence.
+    """(row, parity row, what happened) for one API in one version, from its table row and the evidence.
 
-    ``later_ok``: a later version's table lists the API as supported.  ``what`` is None when the
-    evidence adds nothing, else the kind of decision or disagreement, for the log.
+    ``later_ok``: a later version's table lists the API as supported.  The parity row is the table row
+    with why the evidence overrides it (for ``--official-lists``), None when the row keeps the table's
+    status.  ``what`` is None when the evidence adds nothing, else the kind of decision, for the log.
     """
     free = trace["kernel_free"].get(api)
     if free is not None:
         row = ["supported", KERNEL_FREE_NOTE.format(why=free), "kernel_free"]
         if table_row and table_row[0] != "supported":
-            return row, f"table {table_row[0]}, kernel-free"
-        return (table_row or row), None
+            return row, overridden(table_row, f"kernel-free: {row[1]}"), f"table {table_row[0]}, kernel-free"
+        return (table_row or row), None, None
     entry = trace["apis"].get(api)
     if entry is None or kernels is None:
-        return table_row, None
+        return table_row, None, None
     verdict, missing = kernel_evidence(api, entry, kernels, aten)
     if verdict == "runs":
         has = kernels_note(version, api, entry, kernels)
-        if table_row and table_row[0] == "unsupported":
-            if not later_ok:
-                listed = table_row[1] or f"listed unsupported by the torch_npu {version} support table"
-                note = f"{listed}; {has}, but no later list supports it"
-                return [table_row[0], note, table_row[2]], "table unsupported, kernels contradict, table kept"
-            note = f"listed unsupported, but {has} and a later list supports it"
-            return ["supported", note, "traced"], "table unsupported, kernels contradict, a later table supports it: stale"
-        return (table_row or ["supported", f"traced: {has}", "traced"]), None
+        if not table_row or table_row[0] != "unsupported":
+            return (table_row or ["supported", f"traced: {has}", "traced"]), None, None
+        if later_ok:
+            row = ["supported", f"listed unsupported, but {has} and a later list supports it", "traced"]
+            return row, overridden(table_row, f"stale: {has} and a later list supports it"), \
+                "table unsupported, kernels contradict, a later table supports it: stale"
+        listed = table_row[1] or f"listed unsupported by the torch_npu {version} support table"
+        row = ["unknown", f"{listed}, but {has}; no later list supports it", "traced"]  # check it on an NPU
+        return row, overridden(table_row, f"disputed: {has}"), \
+            "table unsupported, kernels contradict, no later table supports it: unknown"
     why = evidence_note(version, verdict, missing, entry)
     if table_row is None:
-        return ["unsupported", why, "traced"], "not listed, traced ops do not run"
+        return ["unsupported", why, "traced"], None, "not listed, traced ops do not run"
     if table_row[0] == "unsupported":
         note = "; ".join(part for part in (table_row[1], why) if part)
-        return [table_row[0], note, table_row[2]], "table unsupported, trace agrees"
-    return table_row, f"table {table_row[0]}, traced ops do not run (table kept)"
+        return [table_row[0], note, table_row[2]], None, "table unsupported, trace agrees"
+    return table_row, None, f"table {table_row[0]}, traced ops do not run (table kept)"
+
+
+def overridden(table_row: list[str], why: str) -> list[str]:
+    """The official row as --official-lists reports it: its own note, then why the evidence disagrees."""
+    status, note, method = table_row
+    return [status, "; ".join(part for part in (note, why) if part), method]
 
 
 # ---------------------------------------------------------------- assembling
@@ -353,17 +365,15 @@ def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_e
     official: dict[str, list[str]] = {}
     for api in sorted(set(table) | set(trace["apis"]) | set(trace["kernel_free"])):
         later_ok = any(tables[v].get(api, ("?",))[0] in ("supported", "partial") for v in later)
-        row, what = decide(version, api, table.get(api), trace, kernels, aten, later_ok)
+        row, parity, what = decide(version, api, table.get(api), trace, kernels, aten, later_ok)
         if row is None:
             continue
         apis[api] = row
+        if parity:
+            official[api] = parity
         if what:
             decisions[(version, what)] += 1
             decisions[(version, what, api)] += 1
-        if api in table and row[0] != table[api][0]:
-            status, note, method = table[api]
-            stale = f"stale: {row[1].removeprefix('listed unsupported, but ')}"
-            official[api] = [status, "; ".join(p for p in (note, stale) if p), method]
     return {
         "meta": meta(version, sources_used, wheel),
         "apis": apis,

@@ -43,6 +43,7 @@ import warnings
 from pathlib import Path
 
 import torch
+import torch.utils.mobile_optimizer
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -329,6 +330,10 @@ def hand_samples() -> dict:
         "torch._assert": lambda: torch._assert(True, "ok"),
         "torch.is_tensor": lambda: torch.is_tensor(1),
         "torch.jit.script": lambda: jit.script(_scriptable),
+        "torch.utils.mobile_optimizer.optimize_for_mobile":
+            lambda: torch.utils.mobile_optimizer.optimize_for_mobile(made(jit.script, _Scriptable())),
+        "torch.nn.TransformerDecoder": lambda: made(_decoder)(*made(lambda: (x44(True)[None], x44(True)[None]))),
+        "torch.nn.TransformerEncoder": lambda: made(_encoder)(made(lambda: x44(True)[None])),
         "torch.jit.trace": lambda: jit.trace(_scriptable, (x44(),)),
         "torch.jit.save": lambda: jit.save(made(jit.script, _Scriptable()), io.BytesIO()),
         "torch.jit.load": lambda: jit.load(made(_saved_module)),
@@ -362,6 +367,16 @@ def hand_samples() -> dict:
         if inspect.isclass(cls) and issubclass(cls, torch.optim.Optimizer) and cls is not torch.optim.Optimizer:
             samples[f"torch.optim.{name}"] = _step(cls)
     return samples
+
+
+def _decoder() -> torch.nn.Module:
+    layer = torch.nn.TransformerDecoderLayer(4, 2, 8, dropout=0.0, batch_first=True)
+    return torch.nn.TransformerDecoder(layer, 1)
+
+
+def _encoder() -> torch.nn.Module:
+    layer = torch.nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0, batch_first=True)
+    return torch.nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
 
 
 def _scriptable(x: torch.Tensor) -> torch.Tensor:
