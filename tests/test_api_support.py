@@ -129,3 +129,12 @@ def test_official_lists_setting_must_be_a_boolean(tmp_path):
         make_config(project_dir=tmp_path)
     (tmp_path / "pyproject.toml").write_text('[tool.flake8-ascend]\nofficial-lists = true\n')
     assert make_config(project_dir=tmp_path).official_lists
+
+
+def test_disputed_official_entry_is_unknown_and_official_in_parity_mode():
+    """adaptive_max_pool2d: every list says unsupported, every wheel has its kernel: ASC102, not ASC101."""
+    source = "import torch.nn.functional as F\ny = F.adaptive_max_pool2d(x, 1)\n"
+    (found,) = texts(source, "2.13.0", ["ASC10"])
+    assert "ASC102" in found and "has an NPU kernel for aten::adaptive_max_pool2d" in found
+    (official,) = texts(source, "2.13.0", ["ASC10"], official_lists=True)
+    assert "ASC101" in official and "disputed:" in official
