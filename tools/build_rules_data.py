@@ -274,6 +274,7 @@ def decide(version: str, api: str, table_row, trace: dict, kernels: set | None, 
     free = trace["kernel_free"].get(api)
     if free is not None and "OpInfo" in free and table_row and table_row[0] == "unsupported":
         free = None  # an op whose float32 sample was a no-op (conj_physical): other dtypes dispatch it
+    if free is not None:
         row = ["supported", KERNEL_FREE_NOTE.format(why=free), "kernel_free"]
         if table_row and table_row[0] != "supported":
             return row, overridden(table_row, f"kernel-free: {row[1]}"), f"table {table_row[0]}, kernel-free"
