@@ -261,7 +261,7 @@ def kernels_note(version: str, api: str, entry: dict, kernels: set) -> str:
     return f"torch_npu {version}'s wheel has NPU kernels for every ATen op it dispatches ({shown})"
 
 
-KERNEL_FREE_NOTE = "needs no NPU kernel: {why} (torch 2.13 on CPU)"
+KERNEL_FREE_NOTE = "needs no NPU kernel: {why}"
 
 
 def decide(version: str, api: str, table_row, trace: dict, kernels: set | None, aten: dict, later_ok: bool):
@@ -286,7 +286,7 @@ def decide(version: str, api: str, table_row, trace: dict, kernels: set | None, 
     if verdict == "runs":
         has = kernels_note(version, api, entry, kernels)
         if not table_row or table_row[0] != "unsupported":
-            return (table_row or ["supported", f"traced: {has}", "traced"]), None, None
+            return (table_row or ["supported", "traced: runs on NPU", "traced"]), None, None  # why: the log
         if later_ok:
             row = ["supported", f"listed unsupported, but {has} and a later list supports it", "traced"]
             return row, overridden(table_row, f"stale: {has} and a later list supports it"), \
