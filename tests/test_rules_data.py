@@ -99,3 +99,8 @@ def test_index_default_and_aliases_resolve():
         assert idx["aliases"][".".join(version.split(".")[:2])] == version
     assert idx["aliases"]["1.11"] == "1.11.0"
     assert idx["aliases"]["2.7"] == idx["aliases"]["2.7.0"] == "2.7.1"
+
+
+def test_names_torch_2_13_lacks_get_no_unknown_row_in_2_13_only():
+    assert "torch.onnx.dynamo_export" not in apis("2.13.0")
+    assert apis("2.12.0")["torch.onnx.dynamo_export"][0] == "unknown"

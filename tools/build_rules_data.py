@@ -43,6 +43,7 @@ TABLES = {
 NO_WHEEL = {"1.11.0", "2.2.0"}  # torch_npu never published these wheels on the package index
 ATEN_TSV = "aten/aten_support_torch2.13.0_npu2.13.0.tsv"
 TRACE_JSON = "aten/traced_apis_torch2.13.0.json"  # written by tools/trace_torch_apis.py
+TRACED_TORCH = "2.13."  # the torch release traced, and the torch_npu versions that run on it
 LOG = REPO / "rules_data" / "build_log.txt"
 KERNEL_SECTIONS = ("supported", "symint", "autograd")  # `custom` is npu::, `quant` quantized-only
 COMPOSITE_STOCK = {"math kernel", "default backend kernel"}  # the TSV's stock PrivateUse1 kernel column
@@ -348,6 +349,14 @@ def meta(version: str, sources_used: list[str], wheel: dict | None) -> dict:
     }
 
 
+def absent_from_torch(version: str, api: str, trace: dict) -> bool:
+    """An API of a namespace the trace enumerated in full that torch 2.13 does not have, for torch_npu
+    2.13.x (which runs on torch 2.13): calling it fails on any device, it is no NPU question."""
+    namespace = api.rpartition(".")[0]
+    return (version.startswith(TRACED_TORCH) and namespace in trace["meta"]["namespaces"]
+            and not any(api in trace[part] for part in ("apis", "kernel_free", "untraced")))
+
+
 def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_entry, aten, manual, trace,
                   decisions: Counter) -> dict:
     """The rule data of one version; counts each decision kind into ``decisions``."""
@@ -362,6 +371,10 @@ def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_e
         existing = set(trace["apis"]) | set(trace["kernel_free"]) | set(trace["untraced"])
         apis.update(aten_rows(version, kernels, aten, existing))
     for api in sorted(listed_anywhere - set(table) - set(apis)):
+        if absent_from_torch(version, api, trace):
+            decisions[(version, "not listed, and torch 2.13 has no such name: no row")] += 1
+            decisions[(version, "not listed, and torch 2.13 has no such name: no row", api)] += 1
+            continue
         apis[api] = ["unknown", f"not in the torch_npu {version} support list", "not_listed"]
     later = [v for v in TABLES if version_key(v) > version_key(version)]
     official: dict[str, list[str]] = {}
