@@ -329,6 +329,15 @@ def hand_samples() -> dict:
         "torch._assert_async": lambda: torch._assert_async(made(torch.tensor, True)),
         "torch._assert": lambda: torch._assert(True, "ok"),
         "torch.is_tensor": lambda: torch.is_tensor(1),
+        "torch.poisson": lambda: torch.poisson(made(lambda: x44().abs())),
+        "torch.distributions.Gamma": lambda: torch.distributions.Gamma(2.0, 1.0).sample(),
+        "torch.distributions.Beta": lambda: torch.distributions.Beta(*made(lambda: (x44().abs() + 1,) * 2)).sample(),
+        "torch.distributions.Dirichlet": lambda: torch.distributions.Dirichlet(made(lambda: x44().abs() + 1)).sample(),
+        "torch.distributions.Binomial": lambda: torch.distributions.Binomial(10, made(lambda: x44().sigmoid())).sample(),
+        "torch.nn.RReLU": lambda: made(nn.RReLU)(x44(True)),
+        "torch.nn.utils.weight_norm": lambda: made(lambda: nn.utils.weight_norm(nn.Conv1d(4, 4, 1)))(x44(True)[None]),
+        "torch.nn.utils.parametrizations.weight_norm":
+            lambda: made(lambda: nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 1)))(made(lambda: x44(True)[None])),
         "torch.jit.script": lambda: jit.script(_scriptable),
         "torch.utils.mobile_optimizer.optimize_for_mobile":
             lambda: torch.utils.mobile_optimizer.optimize_for_mobile(made(jit.script, _Scriptable())),
