@@ -104,3 +104,7 @@ def test_index_default_and_aliases_resolve():
 def test_names_torch_2_13_lacks_get_no_unknown_row_in_2_13_only():
     assert "torch.onnx.dynamo_export" not in apis("2.13.0")
     assert apis("2.12.0")["torch.onnx.dynamo_export"][0] == "unknown"
+
+
+def test_reexported_api_takes_the_table_row_of_its_definition():
+    assert apis("2.13.0")["torch.distributions.Beta"] == apis("2.13.0")["torch.distributions.beta.Beta"]

@@ -379,8 +379,9 @@ def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_e
     later = [v for v in TABLES if version_key(v) > version_key(version)]
     official: dict[str, list[str]] = {}
     for api in sorted(set(table) | set(trace["apis"]) | set(trace["kernel_free"])):
-        later_ok = any(tables[v].get(api, ("?",))[0] in ("supported", "partial") for v in later)
-        row, parity, what = decide(version, api, table.get(api), trace, kernels, aten, later_ok)
+        listed_as = api if api in listed_anywhere else trace["defined_as"].get(api, api)  # re-exports
+        later_ok = any(tables[v].get(listed_as, ("?",))[0] in ("supported", "partial") for v in later)
+        row, parity, what = decide(version, api, table.get(listed_as), trace, kernels, aten, later_ok)
         if row is None:
             continue
         apis[api] = row

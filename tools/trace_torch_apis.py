@@ -184,14 +184,30 @@ def opinfo_api(name: str) -> str:
     return f"torch.{name}"
 
 
-def exists(api: str) -> bool:
-    """Whether a dotted torch path names an object."""
+def lookup(api: str):
+    """The object a dotted torch path names, or None."""
     obj = torch
     for part in api.split(".")[1:]:
         obj = getattr(obj, part, None)
         if obj is None:
-            return False
-    return True
+            return None
+    return obj
+
+
+def exists(api: str) -> bool:
+    """Whether a dotted torch path names an object."""
+    return lookup(api) is not None
+
+
+def defined_as(api: str) -> str:
+    """Where a re-exported class or Python function is defined (torch.distributions.Beta ->
+    torch.distributions.beta.Beta): the support tables may list it under that name; "" if the same."""
+    obj = lookup(api)
+    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not (inspect.isclass(obj) or inspect.isfunction(obj)) or not module or not name:
+        return ""
+    where = f"{module}.{name}"
+    return where if where != api and where.startswith("torch.") and "<" not in where else ""
 
 
 def sample_calls(op, samples: int):
@@ -531,7 +547,9 @@ def main(argv: list[str] | None = None) -> int:
         "samples_per_api": args.samples,
         "namespaces": sorted([*NAMESPACES, "torch.Tensor", "torch.nn"]),  # enumerated in full: the surface
     }
-    document = {"meta": meta, "apis": tracer.apis, "kernel_free": tracer.kernel_free, "untraced": tracer.untraced}
+    defined = {api: defined_as(api) for api in [*tracer.apis, *tracer.kernel_free]}
+    document = {"meta": meta, "apis": tracer.apis, "kernel_free": tracer.kernel_free, "untraced": tracer.untraced,
+                "defined_as": {api: where for api, where in defined.items() if where}}
     args.out.write_text(json.dumps(document, indent=0, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{args.out.name}: {meta['counts']}")
     return 0
