@@ -138,3 +138,9 @@ def test_disputed_official_entry_is_unknown_and_official_in_parity_mode():
     assert "ASC102" in found and "has an NPU kernel for aten::adaptive_max_pool2d" in found
     (official,) = texts(source, "2.13.0", ["ASC10"], official_lists=True)
     assert "ASC101" in official and "disputed:" in official
+
+
+def test_method_on_a_multi_line_receiver_is_reported_on_its_own_line():
+    source = "import torch\np = torch.sparse_coo_tensor(\n    i,\n    v).to_dense()\n"
+    (found,) = run_rules(source, "2.13.0", ["ASC101"])
+    assert (found.line, found.col) == (4, 7) and found.api == "torch.Tensor.to_dense"

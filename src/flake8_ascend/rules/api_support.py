@@ -115,7 +115,23 @@ class _ApiStatusRule(Rule):
         found = status_of(node, ctx)
         if found and found[1] == self.wanted:
             api, _, note, how = found
-            self.emit(node, ctx, api, note, how)
+            self.emit(where(node), ctx, api, note, how)
+
+
+class _Span:
+    """A report position that is not a node's start."""
+
+    def __init__(self, line: int, col: int) -> None:
+        self.lineno = self.end_lineno = line
+        self.col_offset = col
+
+
+def where(node: ast.AST):
+    """Where to report: a method named on a later line than its receiver starts
+    (``torch.sparse_coo_tensor(\n...\n).to_dense()``) is reported on the method's own line."""
+    if isinstance(node, ast.Attribute) and node.end_lineno and node.end_lineno != node.lineno:
+        return _Span(node.end_lineno, max(node.end_col_offset - len(node.attr), 0))
+    return node
 
 
 class UnsupportedApi(_ApiStatusRule):
