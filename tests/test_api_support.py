@@ -144,3 +144,18 @@ def test_method_on_a_multi_line_receiver_is_reported_on_its_own_line():
     source = "import torch\np = torch.sparse_coo_tensor(\n    i,\n    v).to_dense()\n"
     (found,) = run_rules(source, "2.13.0", ["ASC101"])
     assert (found.line, found.col) == (4, 7) and found.api == "torch.Tensor.to_dense"
+
+
+@pytest.mark.parametrize("source", [
+    "import torch\ny = torch.cat([a, b])\n",
+    "import torch.nn as nn\nact = nn.ReLU()\n",
+])
+def test_restriction_that_is_only_a_dtype_list_is_silent_but_official(source):
+    """"input仅支持bf16，fp16，fp32，...": it cannot matter to float training code."""
+    assert run_rules(source, "2.13.0", ["ASC103"]) == []
+    assert len(run_rules(source, "2.13.0", ["ASC103"], official_lists=True)) == 1
+
+
+def test_restriction_beyond_dtypes_still_fires():
+    (found,) = texts("import torch\nv, i = torch.topk(x, 3)\n", "2.13.0", ["ASC103"])
+    assert "sorted=False" in found

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "src" / "flake8_ascend" / "data"
 SOURCES = REPO / "rules_data" / "sources"
 STATUSES = {"supported", "partial", "unsupported", "unknown"}
-METHODS = {"official_tool", "docs", "aten", "traced", "kernel_free", "not_listed"}
+METHODS = {"official_tool", "docs", "aten", "traced", "kernel_free", "dtypes", "not_listed"}
 
 
 def load_builder():

@@ -305,6 +305,27 @@ def decide(version: str, api: str, table_row, trace: dict, kernels: set | None, 
     return table_row, None, f"table {table_row[0]}, traced ops do not run (table kept)"
 
 
+def broad_dtypes(table_row):
+    """(row, parity row, what) for a partial table row whose restriction is a dtype list only."""
+    if table_row and table_row[0] == "partial" and dtype_list_only(table_row[1]):
+        row = ["supported", "restriction is a dtype list only (kept in official)", "dtypes"]
+        return row, overridden(table_row, ""), "table partial, a dtype list with bf16/fp16/fp32 only: supported"
+    return table_row, None, None
+
+
+DTYPE = r"(?:bf16|fp16|fp32|fp64|u?int(?:8|16|32|64)|bool|complex(?:64|128))"
+DTYPE_CLAUSE = re.compile(rf"(?:[\w.]+仅)?支持{DTYPE}(?:[，,、]{DTYPE})*")  # "input仅支持fp16，fp32" / "支持fp16，fp32"
+TRAINING_DTYPES = ("bf16", "fp16", "fp32")
+
+
+def dtype_list_only(note: str) -> bool:
+    """A restriction that only lists supported dtypes, bf16, fp16 and fp32 among them: it cannot matter
+    to float training code (ASC103 would fire on every torch.cat)."""
+    clauses = [c.strip() for c in re.split(r"(?:^|\s)-\s|;", note) if c.strip()]
+    return bool(clauses) and all(DTYPE_CLAUSE.fullmatch(c) and all(t in c for t in TRAINING_DTYPES)
+                                 for c in clauses)
+
+
 def overridden(table_row: list[str], why: str) -> list[str]:
     """The official row as --official-lists reports it: its own note, then why the evidence disagrees."""
     status, note, method = table_row
@@ -357,6 +378,12 @@ def absent_from_torch(version: str, api: str, trace: dict) -> bool:
             and not any(api in trace[part] for part in ("apis", "kernel_free", "untraced")))
 
 
+def count(decisions: Counter, version: str, what: str, api: str) -> None:
+    """Record one decision of a kind for the log (the count per kind and the APIs it touched)."""
+    decisions[(version, what)] += 1
+    decisions[(version, what, api)] += 1
+
+
 def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_entry, aten, manual, trace,
                   decisions: Counter) -> dict:
     """The rule data of one version; counts each decision kind into ``decisions``."""
@@ -372,12 +399,17 @@ def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_e
         apis.update(aten_rows(version, kernels, aten, existing))
     for api in sorted(listed_anywhere - set(table) - set(apis)):
         if absent_from_torch(version, api, trace):
-            decisions[(version, "not listed, and torch 2.13 has no such name: no row")] += 1
-            decisions[(version, "not listed, and torch 2.13 has no such name: no row", api)] += 1
+            count(decisions, version, "not listed, and torch 2.13 has no such name: no row", api)
             continue
         apis[api] = ["unknown", f"not in the torch_npu {version} support list", "not_listed"]
     later = [v for v in TABLES if version_key(v) > version_key(version)]
     official: dict[str, list[str]] = {}
+    table = dict(table)
+    for api in sorted(set(table) - set(trace["kernel_free"])):
+        row, parity, what = broad_dtypes(table[api])
+        if parity:  # the evidence below starts from the relaxed row
+            table[api], official[api] = row, parity
+            count(decisions, version, what, api)
     for api in sorted(set(table) | set(trace["apis"]) | set(trace["kernel_free"])):
         listed_as = api if api in listed_anywhere else trace["defined_as"].get(api, api)  # re-exports
         later_ok = any(tables[v].get(listed_as, ("?",))[0] in ("supported", "partial") for v in later)
@@ -388,8 +420,7 @@ def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_e
         if parity:
             official[api] = parity
         if what:
-            decisions[(version, what)] += 1
-            decisions[(version, what, api)] += 1
+            count(decisions, version, what, api)
     return {
         "meta": meta(version, sources_used, wheel),
         "apis": apis,
