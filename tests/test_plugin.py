@@ -117,3 +117,9 @@ def test_api_file_with_wrong_columns(tmp_path):
     result = flake8("--select", "ASC", "--ascend-api-files", "results.csv", "train.py", cwd=tmp_path)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "not a third_party result file" in result.stderr
+
+
+def test_official_lists_from_the_flake8_config(tmp_path):
+    (tmp_path / "setup.cfg").write_text("[flake8]\nascend-official-lists = true\nascend-torch-version = 2.6.0\n")
+    (tmp_path / "a.py").write_text("import torch\nd = torch.cdist(a, b)\n")
+    assert "ASC101 torch.cdist" in flake8("--select", "ASC1", "a.py", cwd=tmp_path).stdout
