@@ -159,3 +159,8 @@ def test_restriction_that_is_only_a_dtype_list_is_silent_but_official(source):
 def test_restriction_beyond_dtypes_still_fires():
     (found,) = texts("import torch\nv, i = torch.topk(x, 3)\n", "2.13.0", ["ASC103"])
     assert "sorted=False" in found
+
+
+def test_except_clause_is_not_a_use():
+    source = "import torch.nn as nn\ntry:\n    pass\nexcept (nn.MultiLabelMarginLoss, ValueError):\n    pass\n"
+    assert texts(source, "2.13.0", ["ASC10"]) == []
