@@ -180,10 +180,12 @@ class UnknownApi(_ApiStatusRule):
     wanted = "unknown"
     csv = "unknown_api.csv"
     why = (
-        "The version's support list does not name the API and it could not be traced, and the ATen op of "
-        "its name has no NPU kernel in that torch_npu wheel (or no wheel data exists), so it may fail or "
-        "fall back to the CPU.  APIs that dispatch no ATen op at all (context managers, jit helpers, "
-        "exception and type objects) are never reported."
+        "The evidence leaves NPU support open: the version's support list does not name the API and it "
+        "could not be traced (or its name's ATen op has no NPU kernel in that wheel, or no wheel data "
+        "exists); or every list says unsupported while the wheel has NPU kernels for every op it dispatches "
+        "(`F.adaptive_max_pool2d`). It may fail or fall back to the CPU: check it on an NPU.  APIs that "
+        "dispatch no ATen op at all (context managers, jit helpers, exception and type objects) are never "
+        "reported."
     )
     example = "torch.hspmm(a, b)"
     fix = "Check the API on an NPU or with `ascend-analyse -m runtime_ops`; prefer an API the list supports."
