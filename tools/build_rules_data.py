@@ -2,10 +2,12 @@
 """Build the linter's per-version rule data from the facts in rules_data/sources/.
 
 Pure standard library, deterministic, no network.  Writes src/flake8_ascend/data/torch_npu-<V>.json
-for every supported torch_npu version plus src/flake8_ascend/data/index.json, and prints a short log
-(disagreements between the two 2.7.1 tables, duplicate and repaired rows, skipped names).
+for every supported torch_npu version plus src/flake8_ascend/data/index.json, deciding each API from
+its table row, the ATen ops tools/trace_torch_apis.py traced and V's NPU kernels (the rules:
+rules_data/README.md), and writes the log to rules_data/build_log.txt (repaired and duplicate rows, and
+per version how many APIs each kind of decision or disagreement touched).
 
-    python tools/build_rules_data.py [--sources DIR] [--out DIR] [--quiet]
+    python tools/build_rules_data.py [--sources DIR] [--out DIR] [--log FILE] [--quiet]
 """
 from __future__ import annotations
 
@@ -53,9 +55,9 @@ NAMESPACES = {"linalg_": "torch.linalg.", "fft_": "torch.fft.", "special_": "tor
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 STATUS_RANK = {"supported": 0, "partial": 1, "unsupported": 2}  # most permissive first
 NOTES = (
-    "Table rows (official_tool / docs) win over ATen rows. The ATen fallback for APIs the tables do not "
-    "list uses the composite and structured classification of torch 2.13 "
-    f"({ATEN_TSV}) for every version, with the NPU kernels of this version's wheel."
+    f"Decided from the table rows, the ATen ops of {TRACE_JSON} and this version's NPU kernels "
+    "(rules_data/README.md, decision rules); 'official' keeps the table rows the evidence overrides. "
+    f"The composite and structured classification is that of torch 2.13 ({ATEN_TSV}) for every version."
 )
 
 
@@ -356,7 +358,7 @@ def meta(version: str, sources_used: list[str], wheel: dict | None) -> dict:
     """The meta block of a version file."""
     notes = NOTES
     if wheel is None:
-        notes += (" No torch_npu wheel of this version exists: no ATen fallback; npu_all, transfer_to_npu,"
+        notes += (" No torch_npu wheel of this version exists: no kernel evidence; npu_all, transfer_to_npu,"
                   " contrib and aten_npu_ops are empty (unknown, not 'nothing').")
     elif wheel.get("fallback"):
         notes += f" Wheel: {wheel['fallback']}."
