@@ -498,12 +498,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sources", type=Path, default=SOURCES, help="facts directory (rules_data/sources)")
     parser.add_argument("--out", type=Path, default=OUT, help="output directory (src/flake8_ascend/data)")
-    parser.add_argument("--log", type=Path, default=LOG, help="log file (rules_data/build_log.txt; '' for none)")
+    parser.add_argument("--log", default=str(LOG), help="log file (rules_data/build_log.txt; '' for none)")
     parser.add_argument("--quiet", action="store_true", help="do not print the log")
     args = parser.parse_args(argv)
     log = build(args.sources, args.out)
     if args.log:
-        args.log.write_text("\n".join(log) + "\n", encoding="utf-8")
+        Path(args.log).write_text("\n".join(log) + "\n", encoding="utf-8")
     if not args.quiet:
         print("\n".join(log))
     return 0
