@@ -89,7 +89,8 @@ def test_uses_fire_once(source, line):
 
 
 def test_restriction_only_on_calls():
-    calls = "import functools\nimport torch\nd = torch.cdist(a, b)\nf = functools.partial(torch.cdist, p=1)\ng = torch.cdist\n"
+    calls = ("import functools\nimport torch\nd = torch.cdist(a, b)\nf = functools.partial(torch.cdist, p=1)\n"
+             "g = torch.cdist\n")
     assert [f.line for f in run_rules(calls, "2.8.0", ["ASC103"])] == [3, 4]
     hints = ("import torch\nimport torch.nn as nn\ndef f(x: torch.Tensor) -> torch.Tensor:\n    return x\n"
              "class N(nn.Module):\n    pass\nok = isinstance(x, torch.Tensor)\n")

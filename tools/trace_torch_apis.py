@@ -349,11 +349,13 @@ def hand_samples() -> dict:
         "torch.distributions.Gamma": lambda: torch.distributions.Gamma(2.0, 1.0).sample(),
         "torch.distributions.Beta": lambda: torch.distributions.Beta(*made(lambda: (x44().abs() + 1,) * 2)).sample(),
         "torch.distributions.Dirichlet": lambda: torch.distributions.Dirichlet(made(lambda: x44().abs() + 1)).sample(),
-        "torch.distributions.Binomial": lambda: torch.distributions.Binomial(10, made(lambda: x44().sigmoid())).sample(),
+        "torch.distributions.Binomial":
+            lambda: torch.distributions.Binomial(10, made(lambda: x44().sigmoid())).sample(),
         "torch.nn.RReLU": lambda: made(nn.RReLU)(x44(True)),
-        "torch.nn.utils.weight_norm": lambda: made(lambda: nn.utils.weight_norm(nn.Conv1d(4, 4, 1)))(x44(True)[None]),
-        "torch.nn.utils.parametrizations.weight_norm":
-            lambda: made(lambda: nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 1)))(made(lambda: x44(True)[None])),
+        "torch.nn.utils.weight_norm":
+            lambda: made(lambda: nn.utils.weight_norm(nn.Conv1d(4, 4, 1)))(made(lambda: x44(True)[None])),
+        "torch.nn.utils.parametrizations.weight_norm": lambda: made(
+            lambda: nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 1)))(made(lambda: x44(True)[None])),
         "torch.jit.script": lambda: jit.script(_scriptable),
         "torch.utils.mobile_optimizer.optimize_for_mobile":
             lambda: torch.utils.mobile_optimizer.optimize_for_mobile(made(jit.script, _Scriptable())),
@@ -379,7 +381,8 @@ def hand_samples() -> dict:
         "torch.nn.utils.parameters_to_vector": lambda: nn.utils.parameters_to_vector(_with_grad()),
         "torch.Tensor.to_dense": lambda: made(lambda: x44().to_sparse()).to_dense(),
         "torch.sparse.sum": lambda: torch.sparse.sum(made(lambda: x44().to_sparse())),
-        "torch.sparse_coo_tensor": lambda: torch.sparse_coo_tensor(*made(lambda: (torch.tensor([[0, 1]]), torch.ones(2))), (3,)),
+        "torch.sparse_coo_tensor":
+            lambda: torch.sparse_coo_tensor(*made(lambda: (torch.tensor([[0, 1]]), torch.ones(2))), (3,)),
         "torch.Tensor.backward": lambda: made(lambda: (x44(True) * 2).sum()).backward(),
         "torch.Tensor.item": lambda: made(lambda: x44()[0, 0]).item(),
     }

@@ -152,7 +152,8 @@ class UnsupportedApi(_ApiStatusRule):
         ("import torch\ny = torch.randn(3, 3)\nz = torch.linalg.inv(y)\n", 3),
         ("import torch\ndef f(t: torch.Tensor):\n    return t.mode()\n", 3),
         ("import torch\ntorch._assert_async(flag)\n", 2),
-        ("import functools\nimport torch.nn as nn\nmode = functools.partial(nn.MultiLabelMarginLoss, reduction='sum')\n", 3),
+        ("import functools\nimport torch.nn as nn\nm = functools.partial(nn.MultiLabelMarginLoss, reduction='sum')\n",
+         3),
         ("import torch.nn as nn\nLoss = nn.MultiLabelMarginLoss\nloss = Loss()\n", 3),
     ]
     passes = [
