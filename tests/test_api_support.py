@@ -165,3 +165,10 @@ def test_restriction_beyond_dtypes_still_fires():
 def test_except_clause_is_not_a_use():
     source = "import torch.nn as nn\ntry:\n    pass\nexcept (nn.MultiLabelMarginLoss, ValueError):\n    pass\n"
     assert texts(source, "2.13.0", ["ASC10"]) == []
+
+
+def test_kernel_free_api_keeps_a_restriction_of_its_arguments():
+    """profile() dispatches no ATen op, but its restriction (use_device="npu") still matters."""
+    (found,) = texts("import torch\nwith torch.autograd.profiler.profile():\n    pass\n", "2.13.0", ["ASC103"])
+    assert "use_device" in found
+    assert texts("import torch.nn as nn\nm = nn.Module()\n", "2.13.0", ["ASC103"]) == []

@@ -277,6 +277,8 @@ def decide(version: str, api: str, table_row, trace: dict, kernels: set | None, 
     free = trace["kernel_free"].get(api)
     if free is not None and "OpInfo" in free and table_row and table_row[0] == "unsupported":
         free = None  # an op whose float32 sample was a no-op (conj_physical): other dtypes dispatch it
+    if free is not None and table_row and table_row[0] == "partial" and not dtype_list_only(table_row[1], ()):
+        free = None  # a restriction of its arguments (profile: use_device="npu") matters without a kernel
     if free is not None:
         row = ["supported", KERNEL_FREE_NOTE.format(why=free), "kernel_free"]
         if table_row and table_row[0] != "supported":
@@ -320,12 +322,11 @@ DTYPE_CLAUSE = re.compile(rf"(?:[\w.]+仅)?支持{DTYPE}(?:[，,、]{DTYPE})*") 
 TRAINING_DTYPES = ("bf16", "fp16", "fp32")
 
 
-def dtype_list_only(note: str) -> bool:
-    """A restriction that only lists supported dtypes, bf16, fp16 and fp32 among them: it cannot matter
-    to float training code (ASC103 would fire on every torch.cat)."""
+def dtype_list_only(note: str, needed: tuple = TRAINING_DTYPES) -> bool:
+    """A restriction that only lists supported dtypes, ``needed`` among them: with bf16, fp16 and fp32 it
+    cannot matter to float training code (ASC103 would fire on every torch.cat)."""
     clauses = [c.strip() for c in re.split(r"(?:^|\s)-\s|;", note) if c.strip()]
-    return bool(clauses) and all(DTYPE_CLAUSE.fullmatch(c) and all(t in c for t in TRAINING_DTYPES)
-                                 for c in clauses)
+    return bool(clauses) and all(DTYPE_CLAUSE.fullmatch(c) and all(t in c for t in needed) for c in clauses)
 
 
 def overridden(table_row: list[str], why: str) -> list[str]:
