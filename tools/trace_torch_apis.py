@@ -503,6 +503,10 @@ def probe(tracer: Tracer, api: str, obj) -> None:
     if module == "torch.Tensor":
         tracer.record(api, "probe: attribute of a float32[4,4] tensor, called with no arguments",
                       [(lambda: _tensor_attribute(name), list)])
+        if _needs_an_argument(tracer, api):
+            other = x44()
+            tracer.record(api, "probe: method of a float32[4,4] tensor called with another one",
+                          [(lambda: getattr(x44(), name)(other), list)])
     elif inspect.isclass(obj) and issubclass(obj, (torch.nn.Module, torch.optim.Optimizer)):
         tracer.untraced.setdefault(api, "no forward/step sample (neither ModuleInfo nor a hand-written one)")
     elif inspect.isclass(obj):
@@ -512,8 +516,20 @@ def probe(tracer: Tracer, api: str, obj) -> None:
     elif callable(obj) and module in ("torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special"):
         leaf = x44(True)
         tracer.record(api, "probe: called with one float32[4,4] tensor", [(lambda: obj(leaf), lambda: [leaf])])
+        if _needs_an_argument(tracer, api):
+            other = x44(True)
+            tracer.record(api, "probe: called with two float32[4,4] tensors",
+                          [(lambda: obj(leaf, other), lambda: [leaf, other])])
     else:
         tracer.untraced.setdefault(api, "no sample input")
+
+
+def _needs_an_argument(tracer: Tracer, api: str) -> bool:
+    """The one-argument probe failed for want of a positional argument: drop that failure, try two."""
+    if "missing 1 required positional argument" in tracer.untraced.get(api, ""):
+        del tracer.untraced[api]
+        return True
+    return False
 
 
 def _tensor_attribute(name: str):
