@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,data]'
 	# torch only for the runtime-hook tests (the linter never imports it); this exact spec is a CPU build.
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	touch $(STAMP)
@@ -27,14 +27,16 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-## data: rebuild the packaged rule data from rules_data/sources and torch's stubs (no network)
-data:
+## data: trace torch's API surface to ATen ops (torch 2.13 CPU, about 10 s), then rebuild the packaged
+## rule data from rules_data/sources and torch's stubs (no network)
+data: $(STAMP)
+	$(BIN)/python tools/trace_torch_apis.py
 	$(PYTHON) tools/build_rules_data.py
 	$(PYTHON) tools/build_affinity.py
 	$(PYTHON) tools/build_aten_ops.py
 	$(PYTHON) tools/build_transfer_to_npu.py
 	$(PYTHON) tools/build_mmcv_ops.py
-	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) tools/build_torch_types.py  # torch's stubs, .venv first
+	$(BIN)/python tools/build_torch_types.py  # reads torch's stubs
 
 clean:
 	rm -rf $(VENV) out build *.egg-info src/*.egg-info

@@ -47,18 +47,27 @@ def test_unknown_version_is_a_one_line_error():
 
 def test_version_matters(tmp_path):
     script = tmp_path / "dist.py"
-    script.write_text("import torch\nd = torch.cdist(a, b)\n")
+    script.write_text("import torch\nx = torch.ones(3, dtype=torch.int32)\ny = x.bitwise_left_shift(1)\n")
     old = flake8("--select", "ASC1", "--ascend-torch-version", "2.6.0", script, cwd=tmp_path).stdout
-    new = flake8("--select", "ASC1", "--ascend-torch-version", "2.8.0", script, cwd=tmp_path).stdout
-    assert "ASC101 torch.cdist is not supported on NPU (torch_npu 2.6.0)" in old
+    new = flake8("--select", "ASC1", "--ascend-torch-version", "2.13.0", script, cwd=tmp_path).stdout
+    assert "ASC101 torch.Tensor.bitwise_left_shift is not supported on NPU (torch_npu 2.6.0" in old
     assert "ASC101" not in new
 
 
-def test_version_from_pyproject(tmp_path):
-    (tmp_path / "pyproject.toml").write_text('[tool.flake8-ascend]\ntorch-version = "2.6"\n')
+def test_official_lists_switch_reports_stale_entries(tmp_path):
+    """torch.cdist: unsupported in the official 2.6 list, but the 2.6.0 wheel has its kernels."""
+    (tmp_path / "a.py").write_text("import torch\nd = torch.cdist(a, b)\n")
+    args = ("--select", "ASC1", "--ascend-torch-version", "2.6.0", "a.py")
+    assert "ASC101" not in flake8(*args, cwd=tmp_path).stdout
+    parity = flake8("--ascend-official-lists", *args, cwd=tmp_path).stdout
+    assert "ASC101 torch.cdist is not supported on NPU (torch_npu 2.6.0: stale: torch_npu 2.6.0's wheel" in parity
+
+
+def test_version_and_parity_from_pyproject(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.flake8-ascend]\ntorch-version = "2.6"\nofficial-lists = true\n')
     (tmp_path / "a.py").write_text("import torch\nd = torch.cdist(a, b)\n")
     result = flake8("--select", "ASC", "a.py", cwd=tmp_path)
-    assert "torch_npu 2.6.0" in result.stdout
+    assert "ASC101 torch.cdist is not supported on NPU (torch_npu 2.6.0" in result.stdout
 
 
 def test_asc103_is_off_unless_named(tmp_path):
@@ -119,3 +128,9 @@ def test_the_readme_pre_commit_snippet_names_the_hook_this_repository_defines():
     assert "entry: flake8 --select ASC" in hooks
     # the repository has no release tags: the snippet must not name one (pre-commit fails on an unknown tag)
     assert re.search(r"^\s+rev: HEAD\b", snippet, re.M)
+
+
+def test_official_lists_from_the_flake8_config(tmp_path):
+    (tmp_path / "setup.cfg").write_text("[flake8]\nascend-official-lists = true\nascend-torch-version = 2.6.0\n")
+    (tmp_path / "a.py").write_text("import torch\nd = torch.cdist(a, b)\n")
+    assert "ASC101 torch.cdist" in flake8("--select", "ASC1", "a.py", cwd=tmp_path).stdout

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "src" / "flake8_ascend" / "data"
 SOURCES = REPO / "rules_data" / "sources"
 STATUSES = {"supported", "partial", "unsupported", "unknown"}
-METHODS = {"official_tool", "docs", "aten", "traced", "not_listed"}
+METHODS = {"official_tool", "docs", "aten", "traced", "kernel_free", "dtypes", "not_listed"}
 
 
 def load_builder():
@@ -33,7 +33,9 @@ def apis(version: str) -> dict:
 
 
 def test_committed_data_matches_a_rebuild(tmp_path):
-    load_builder().build(SOURCES, tmp_path)
+    log = load_builder().build(SOURCES, tmp_path)
+    assert (REPO / "rules_data" / "build_log.txt").read_text(encoding="utf-8") == "\n".join(log) + "\n", \
+        "rules_data/build_log.txt is stale: run tools/build_rules_data.py"
     rebuilt = sorted(p.name for p in tmp_path.iterdir())
     others = {"affinity.json", "transfer_to_npu.json", "mmcv_ops.json", "torch_types.json"}  # own tools/build_*.py
     built_here = [p.name for p in DATA.glob("*.json") if p.name not in others]
@@ -43,9 +45,33 @@ def test_committed_data_matches_a_rebuild(tmp_path):
         assert (tmp_path / name).read_bytes() == (DATA / name).read_bytes(), stale
 
 
-def test_cdist_support_changes_between_2_6_and_2_8():
-    assert apis("2.6.0")["torch.cdist"][0] == "unsupported"
+def version_file(version: str) -> dict:
+    return json.loads((DATA / f"torch_npu-{version}.json").read_text(encoding="utf-8"))
+
+
+def test_stale_cdist_entry_of_2_6_is_overridden_and_kept_for_parity():
+    data = version_file("2.6.0")
+    assert data["apis"]["torch.cdist"][:1] + data["apis"]["torch.cdist"][2:] == ["supported", "traced"]
+    assert data["official"]["torch.cdist"][0] == "unsupported"
+    assert "aten::cdist" in data["official"]["torch.cdist"][1]
     assert apis("2.8.0")["torch.cdist"][0] in {"supported", "partial"}
+
+
+def test_kernel_free_and_fallback_evidence():
+    assert apis("2.13.0")["torch.jit.ignore"][0] == "supported"
+    assert apis("2.13.0")["torch.jit.is_scripting"][2] == "kernel_free"
+    assert apis("2.6.0")["torch._assert_async"][:1] == ["unsupported"]
+
+
+def test_traced_surface_is_large_and_records_failures():
+    trace = json.loads((SOURCES / "aten" / "traced_apis_torch2.13.0.json").read_text(encoding="utf-8"))
+    assert len(trace["apis"]) + len(trace["kernel_free"]) > 1500
+    assert all(why for why in trace["untraced"].values())
+    assert not set(trace["apis"]) & set(trace["kernel_free"])
+
+
+def test_no_rows_for_names_torch_does_not_have():
+    assert "torch.nn.functional.add_" not in apis("2.13.0")
 
 
 def test_tensor_mode_is_unsupported_in_2_13():
@@ -74,3 +100,12 @@ def test_index_default_and_aliases_resolve():
         assert idx["aliases"][".".join(version.split(".")[:2])] == version
     assert idx["aliases"]["1.11"] == "1.11.0"
     assert idx["aliases"]["2.7"] == idx["aliases"]["2.7.0"] == "2.7.1"
+
+
+def test_names_torch_2_13_lacks_get_no_unknown_row_in_2_13_only():
+    assert "torch.onnx.dynamo_export" not in apis("2.13.0")
+    assert apis("2.12.0")["torch.onnx.dynamo_export"][0] == "unknown"
+
+
+def test_reexported_api_takes_the_table_row_of_its_definition():
+    assert apis("2.13.0")["torch.distributions.Beta"] == apis("2.13.0")["torch.distributions.beta.Beta"]

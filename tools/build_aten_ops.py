@@ -33,8 +33,6 @@ REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "src" / "flake8_ascend" / "runtime" / "aten_ops"
 GENERATOR = "tools/build_aten_ops.py"
 STATUSES = ("kernel", "composite", "fallback", "unsupported")
-OTHER_BACKENDS = {"unsupported_cuda_only", "unsupported_other_backend_only"}
-COMPOSITE_STOCK = {"math kernel", "default backend kernel"}  # the TSV's stock PrivateUse1 kernel column
 NOTES = (
     "Op classification (composite, structured delegate, other-backend-only) of torch 2.13 from {tsv} for "
     "every version, with the NPU kernels of this version's wheel; ops absent from torch 2.13 are unknown. "
@@ -53,32 +51,13 @@ def _rules_builder():
 RULES = _rules_builder()
 
 
-def op_status(op: str, row: dict, kernels: set) -> str:
-    """The status of one ATen overload (a TSV row) given the NPU kernels of a version."""
-    if op in kernels:
-        return "kernel"
-    delegate = row["structured_delegate"]
-    if delegate:
-        return "kernel" if delegate in kernels else "fallback"
-    if row["stock_privateuse1_kernel"] in COMPOSITE_STOCK:
-        return "composite"
-    if row["npu_class"] in OTHER_BACKENDS:
-        return "unsupported"
-    return "fallback"
-
-
-def manual_kernels(aten: dict, yaml_2_13: set) -> set:
-    """Ops torch_npu registers in C++ outside its yaml: classified npu_kernel by the TSV, absent from the yaml."""
-    return {op for op, row in aten.items() if row["npu_class"] == "npu_kernel" and op not in yaml_2_13}
-
-
 def build_table(version: str, rel: str, wheel: dict, aten: dict, manual: set) -> dict:
     """The op-status table of one version."""
     kernels = RULES.kernel_ops(wheel) | manual
     lists = {status: [] for status in STATUSES}
     delegates = {}
     for op in sorted(aten):
-        status = op_status(op, aten[op], kernels)
+        status = RULES.op_status(op, aten[op], kernels)
         lists[status].append(op)
         if status == "fallback" and aten[op]["structured_delegate"]:
             delegates[op] = aten[op]["structured_delegate"]
@@ -100,7 +79,7 @@ def build(sources: Path, out: Path) -> list:
     wheels = RULES.load_wheels(sources)
     if "2.13.0" not in wheels:
         raise SystemExit(f"no torch_npu 2.13.0 wheel facts in {sources / 'wheels'} (the TSV's own version)")
-    manual = manual_kernels(aten, RULES.kernel_ops(wheels["2.13.0"][1]))
+    manual = RULES.manual_kernels(aten, RULES.kernel_ops(wheels["2.13.0"][1]))
     log = [f"{RULES.ATEN_TSV}: {len(aten)} ops; registered outside the yaml: {sorted(manual)}"]
     out.mkdir(parents=True, exist_ok=True)
     for version in sorted(wheels, key=RULES.version_key):

@@ -2,10 +2,12 @@
 """Build the linter's per-version rule data from the facts in rules_data/sources/.
 
 Pure standard library, deterministic, no network.  Writes src/flake8_ascend/data/torch_npu-<V>.json
-for every supported torch_npu version plus src/flake8_ascend/data/index.json, and prints a short log
-(disagreements between the two 2.7.1 tables, duplicate and repaired rows, skipped names).
+for every supported torch_npu version plus src/flake8_ascend/data/index.json, deciding each API from
+its table row, the ATen ops tools/trace_torch_apis.py traced and V's NPU kernels (the rules:
+rules_data/README.md), and writes the log to rules_data/build_log.txt (repaired and duplicate rows, and
+per version how many APIs each kind of decision or disagreement touched).
 
-    python tools/build_rules_data.py [--sources DIR] [--out DIR] [--quiet]
+    python tools/build_rules_data.py [--sources DIR] [--out DIR] [--log FILE] [--quiet]
 """
 from __future__ import annotations
 
@@ -42,17 +44,20 @@ TABLES = {
 }
 NO_WHEEL = {"1.11.0", "2.2.0"}  # torch_npu never published these wheels on the package index
 ATEN_TSV = "aten/aten_support_torch2.13.0_npu2.13.0.tsv"
-TRACE_JSON = "aten/python_api_to_aten_trace_torch2.13.json"
+TRACE_JSON = "aten/traced_apis_torch2.13.0.json"  # written by tools/trace_torch_apis.py
+TRACED_TORCH = "2.13."  # the torch release traced, and the torch_npu versions that run on it
+LOG = REPO / "rules_data" / "build_log.txt"
 KERNEL_SECTIONS = ("supported", "symint", "autograd")  # `custom` is npu::, `quant` quantized-only
-COMPOSITE_CLASSES = {"composite_implicit", "composite_explicit"}
+COMPOSITE_STOCK = {"math kernel", "default backend kernel"}  # the TSV's stock PrivateUse1 kernel column
+OTHER_BACKENDS = {"unsupported_cuda_only", "unsupported_other_backend_only"}
+BLOCKING = {"fallback", "unsupported"}  # op statuses that keep an API off the NPU
 NAMESPACES = {"linalg_": "torch.linalg.", "fft_": "torch.fft.", "special_": "torch.special."}
-TRACE_PREFIXES = {"F.": "torch.nn.functional.", "nn.": "torch.nn.", "x.": "torch.Tensor."}
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 STATUS_RANK = {"supported": 0, "partial": 1, "unsupported": 2}  # most permissive first
 NOTES = (
-    "Table rows (official_tool / docs) win over ATen rows. The ATen fallback for APIs the tables do not "
-    "list uses the composite and structured classification of torch 2.13 "
-    f"({ATEN_TSV}) for every version, with the NPU kernels of this version's wheel."
+    f"Decided from the table rows, the ATen ops of {TRACE_JSON} and this version's NPU kernels "
+    "(rules_data/README.md, decision rules); 'official' keeps the table rows the evidence overrides. "
+    f"The composite and structured classification is that of torch 2.13 ({ATEN_TSV}) for every version."
 )
 
 
@@ -142,7 +147,7 @@ def merge_tables(version: str, tables: list[dict[str, list[str]]], log: list[str
     return merged
 
 
-# ---------------------------------------------------------------- ATen fallback
+# ---------------------------------------------------------------- ATen ops and kernels
 
 
 def kernel_ops(wheel: dict) -> set[str]:
@@ -150,25 +155,35 @@ def kernel_ops(wheel: dict) -> set[str]:
     return {op for sections in wheel["yaml"].values() for s in KERNEL_SECTIONS for op in sections.get(s, [])}
 
 
-def op_runs(op: str, kernels: set[str], aten: dict[str, dict[str, str]]) -> str | None:
-    """How the ATen overload op runs on NPU ('has an NPU kernel' / 'is composite'), None if it does not."""
-    row = aten.get(op)
-    if op in kernels or (row and row["structured_delegate"] in kernels):
-        return "has an NPU kernel"
-    if row and row["npu_class"] in COMPOSITE_CLASSES:
-        return "is composite"
-    return None
+def manual_kernels(aten: dict, yaml_2_13: set) -> set:
+    """Ops torch_npu registers in C++ outside its yaml: classified npu_kernel by the TSV, absent from the yaml."""
+    return {op for op, row in aten.items() if row["npu_class"] == "npu_kernel" and op not in yaml_2_13}
+
+
+def op_status(op: str, row: dict, kernels: set) -> str:
+    """kernel / composite / fallback / unsupported for one ATen overload (a TSV row) given V's kernels."""
+    if op in kernels:
+        return "kernel"
+    delegate = row["structured_delegate"]
+    if delegate:
+        return "kernel" if delegate in kernels else "fallback"
+    if row["stock_privateuse1_kernel"] in COMPOSITE_STOCK:
+        return "composite"
+    if row["npu_class"] in OTHER_BACKENDS:
+        return "unsupported"
+    return "fallback"
 
 
 def base_verdicts(kernels: set[str], aten: dict[str, dict[str, str]]) -> dict[str, str | None]:
     """For each public ATen base name: how some overload of it runs on NPU, or None."""
     kernel_bases = {op.split(".")[0] for op in kernels}
     verdicts: dict[str, str | None] = {}
-    for op in aten:
+    for op, row in aten.items():
         base = op.split(".")[0]
         if base.startswith("_"):
             continue
-        how = "has an NPU kernel" if base in kernel_bases else op_runs(op, kernels, aten)
+        status = "kernel" if base in kernel_bases else op_status(op, row, kernels)
+        how = {"kernel": "has an NPU kernel", "composite": "is composite"}.get(status)
         if how and verdicts.get(base) != "has an NPU kernel":
             verdicts[base] = how
         verdicts.setdefault(base, None)
@@ -183,8 +198,8 @@ def python_names(base: str) -> list[str]:
     return [f"torch.{base}", f"torch.Tensor.{base}", f"torch.nn.functional.{base}"]
 
 
-def aten_rows(version: str, kernels: set[str], aten: dict[str, dict[str, str]]) -> dict[str, list[str]]:
-    """Rows for Python names mapped from ATen base names."""
+def aten_rows(version: str, kernels: set[str], aten: dict, existing: set[str]) -> dict[str, list[str]]:
+    """Rows for the Python names of ATen base names, only where torch 2.13 has that name."""
     rows = {}
     for base, how in base_verdicts(kernels, aten).items():
         if how:
@@ -192,38 +207,132 @@ def aten_rows(version: str, kernels: set[str], aten: dict[str, dict[str, str]]) 
         else:
             entry = ["unknown", f"aten::{base} has no NPU kernel in torch_npu {version} (CPU fallback)", "aten"]
         for name in python_names(base):
-            rows[name] = entry
+            if name in existing:
+                rows[name] = entry
     return rows
 
 
-def trace_api(key: str) -> str:
-    """The Python API of a trace key: 'F.huber_loss(a, b).backward()' -> 'torch.nn.functional.huber_loss'."""
-    name = re.match(r"[\w.]*", key).group(0).rstrip(".")
-    for short, full in TRACE_PREFIXES.items():
-        if name.startswith(short):
-            return full + name[len(short):]
-    return name
+# ---------------------------------------------------------------- traced evidence
 
 
-def traced_rows(version: str, kernels: set[str], aten: dict, trace: dict) -> dict[str, list[str]]:
-    """Rows for traced APIs: supported iff every ATen op of every trace of the API runs on NPU."""
-    calls_by_api: dict[str, list[str]] = {}
-    for call in trace:
-        calls_by_api.setdefault(trace_api(call), []).append(call)
-    rows = {}
-    for api, calls in calls_by_api.items():
-        failures = []
-        for call in calls:
-            ops = [op for op in trace[call]["aten_ops"] if "::" not in op]  # skip profiler:: and other namespaces
-            missing = [f"aten::{op}" for op in ops if not op_runs(op, kernels, aten)]
-            if missing:
-                failures.append(f"{call} -> {', '.join(missing)}")
-        if failures:
-            note = f"traced {'; '.join(failures)}: no NPU kernel in torch_npu {version} (CPU fallback)"
-            rows[api] = ["unknown", note, "traced"]
-        else:
-            rows[api] = ["supported", f"traced {'; '.join(calls)}: every ATen op runs on NPU", "traced"]
-    return rows
+def traced_ops(entry: dict) -> list[str]:
+    """The ATen ops of a trace, forward then backward, without other namespaces (profiler::) and without
+    the CPU backend's own choices (``_scaled_dot_product_flash_attention_for_cpu``: on NPU the op above
+    it dispatches to torch_npu's kernel instead)."""
+    ops = dict.fromkeys(entry["forward"] + entry["backward"])
+    return [op for op in ops if "::" not in op and not op.split(".")[0].endswith("_for_cpu")]
+
+
+def own_ops(api: str, entry: dict) -> set[str]:
+    """The ATen ops an API is named after: the trace's ``aten`` and its own name (torch.linalg.inv -> linalg_inv)."""
+    module, _, name = api.rpartition(".")
+    prefix = {module.rstrip("."): p for p, module in NAMESPACES.items()}.get(module, "")
+    return {op for op in (entry.get("aten"), prefix + name) if op}
+
+
+def kernel_evidence(api: str, entry: dict, kernels: set, aten: dict) -> tuple[str, list[str]]:
+    """('runs' | 'falls back' | 'fails', the ops that do not run) for one traced API in one version.
+
+    An NPU kernel for the op the API is named after (torch_npu registers some composite ops, e.g.
+    ``inverse``) runs before the decomposition the CPU trace shows.  Ops torch 2.13 does not classify
+    are no evidence either way.
+    """
+    if own_ops(api, entry) & kernels:
+        return "runs", []
+    missing = [op for op in traced_ops(entry) if op in aten and op_status(op, aten[op], kernels) in BLOCKING]
+    if not missing:
+        return "runs", []
+    fails = any(op_status(op, aten[op], kernels) == "unsupported" for op in missing)
+    return ("fails" if fails else "falls back"), missing
+
+
+def evidence_note(version: str, verdict: str, missing: list[str], entry: dict) -> str:
+    """Why, in one line: 'aten::mode has no NPU kernel in torch_npu 2.6.0 (CPU fallback; traced: ...)'."""
+    ops = ", ".join(f"aten::{op}" for op in missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+    verb = "has" if len(missing) == 1 else "have"
+    where = "kernels only for other backends: fails on NPU" if verdict == "fails" else "CPU fallback"
+    return f"{ops} {verb} no NPU kernel in torch_npu {version} ({where}; traced: {entry['sample']})"
+
+
+def kernels_note(version: str, api: str, entry: dict, kernels: set) -> str:
+    """Where the evidence says the API runs: the wheel has kernels for its own op or for all its ops."""
+    own = sorted(own_ops(api, entry) & kernels)
+    if own:
+        return f"torch_npu {version}'s wheel has an NPU kernel for aten::{own[0]}"
+    ops = [f"aten::{op}" for op in traced_ops(entry) if op != "detach"]
+    shown = ", ".join(ops[:4]) + (f" and {len(ops) - 4} more" if len(ops) > 4 else "")
+    return f"torch_npu {version}'s wheel has NPU kernels for every ATen op it dispatches ({shown})"
+
+
+KERNEL_FREE_NOTE = "needs no NPU kernel: {why}"
+
+
+def decide(version: str, api: str, table_row, trace: dict, kernels: set | None, aten: dict, later_ok: bool):
+    """(row, parity row, what happened) for one API in one version, from its table row and the evidence.
+
+    ``later_ok``: a later version's table lists the API as supported.  The parity row is the table row
+    with why the evidence overrides it (for ``--official-lists``), None when the row keeps the table's
+    status.  ``what`` is None when the evidence adds nothing, else the kind of decision, for the log.
+    """
+    free = trace["kernel_free"].get(api)
+    if free is not None and "OpInfo" in free and table_row and table_row[0] == "unsupported":
+        free = None  # an op whose float32 sample was a no-op (conj_physical): other dtypes dispatch it
+    if free is not None and table_row and table_row[0] == "partial" and not dtype_list_only(table_row[1], ()):
+        free = None  # a restriction of its arguments (profile: use_device="npu") matters without a kernel
+    if free is not None:
+        row = ["supported", KERNEL_FREE_NOTE.format(why=free), "kernel_free"]
+        if table_row and table_row[0] != "supported":
+            return row, overridden(table_row, f"kernel-free: {row[1]}"), f"table {table_row[0]}, kernel-free"
+        return (table_row or row), None, None
+    entry = trace["apis"].get(api)
+    if entry is None or kernels is None:
+        return table_row, None, None
+    verdict, missing = kernel_evidence(api, entry, kernels, aten)
+    if verdict == "runs":
+        has = kernels_note(version, api, entry, kernels)
+        if not table_row or table_row[0] != "unsupported":
+            return (table_row or ["supported", "traced: runs on NPU", "traced"]), None, None  # why: the log
+        if later_ok:
+            row = ["supported", f"listed unsupported, but {has} and a later list supports it", "traced"]
+            return row, overridden(table_row, f"stale: {has} and a later list supports it"), \
+                "table unsupported, kernels contradict, a later table supports it: stale"
+        listed = table_row[1] or f"listed unsupported by the torch_npu {version} support table"
+        row = ["unknown", f"{listed}, but {has}; no later list supports it", "traced"]  # check it on an NPU
+        return row, overridden(table_row, f"disputed: {has}"), \
+            "table unsupported, kernels contradict, no later table supports it: unknown"
+    why = evidence_note(version, verdict, missing, entry)
+    if table_row is None:
+        return ["unsupported", why, "traced"], None, "not listed, traced ops do not run"
+    if table_row[0] == "unsupported":
+        note = "; ".join(part for part in (table_row[1], why) if part)
+        return [table_row[0], note, table_row[2]], None, "table unsupported, trace agrees"
+    return table_row, None, f"table {table_row[0]}, traced ops do not run (table kept)"
+
+
+def broad_dtypes(table_row):
+    """(row, parity row, what) for a partial table row whose restriction is a dtype list only."""
+    if table_row and table_row[0] == "partial" and dtype_list_only(table_row[1]):
+        row = ["supported", "restriction is a dtype list only (kept in official)", "dtypes"]
+        return row, overridden(table_row, ""), "table partial, a dtype list with bf16/fp16/fp32 only: supported"
+    return table_row, None, None
+
+
+DTYPE = r"(?:bf16|fp16|fp32|fp64|u?int(?:8|16|32|64)|bool|complex(?:64|128))"
+DTYPE_CLAUSE = re.compile(rf"(?:[\w.]+仅)?支持{DTYPE}(?:[，,、]{DTYPE})*")  # "input仅支持fp16，fp32" / "支持fp16，fp32"
+TRAINING_DTYPES = ("bf16", "fp16", "fp32")
+
+
+def dtype_list_only(note: str, needed: tuple = TRAINING_DTYPES) -> bool:
+    """A restriction that only lists supported dtypes, ``needed`` among them: with bf16, fp16 and fp32 it
+    cannot matter to float training code (ASC103 would fire on every torch.cat)."""
+    clauses = [c.strip() for c in re.split(r"(?:^|\s)-\s|;", note) if c.strip()]
+    return bool(clauses) and all(DTYPE_CLAUSE.fullmatch(c) and all(t in c for t in needed) for c in clauses)
+
+
+def overridden(table_row: list[str], why: str) -> list[str]:
+    """The official row as --official-lists reports it: its own note, then why the evidence disagrees."""
+    status, note, method = table_row
+    return [status, "; ".join(part for part in (note, why) if part), method]
 
 
 # ---------------------------------------------------------------- assembling
@@ -250,7 +359,7 @@ def meta(version: str, sources_used: list[str], wheel: dict | None) -> dict:
     """The meta block of a version file."""
     notes = NOTES
     if wheel is None:
-        notes += (" No torch_npu wheel of this version exists: no ATen fallback; npu_all, transfer_to_npu,"
+        notes += (" No torch_npu wheel of this version exists: no kernel evidence; npu_all, transfer_to_npu,"
                   " contrib and aten_npu_ops are empty (unknown, not 'nothing').")
     elif wheel.get("fallback"):
         notes += f" Wheel: {wheel['fallback']}."
@@ -264,29 +373,77 @@ def meta(version: str, sources_used: list[str], wheel: dict | None) -> dict:
     }
 
 
-def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_entry, aten, trace) -> dict:
-    """The rule data of one version."""
+def absent_from_torch(version: str, api: str, trace: dict) -> bool:
+    """An API of a namespace the trace enumerated in full that torch 2.13 does not have, for torch_npu
+    2.13.x (which runs on torch 2.13): calling it fails on any device, it is no NPU question."""
+    namespace = api.rpartition(".")[0]
+    return (version.startswith(TRACED_TORCH) and namespace in trace["meta"]["namespaces"]
+            and not any(api in trace[part] for part in ("apis", "kernel_free", "untraced")))
+
+
+def count(decisions: Counter, version: str, what: str, api: str) -> None:
+    """Record one decision of a kind for the log (the count per kind and the APIs it touched)."""
+    decisions[(version, what)] += 1
+    decisions[(version, what, api)] += 1
+
+
+def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_entry, aten, manual, trace,
+                  decisions: Counter) -> dict:
+    """The rule data of one version; counts each decision kind into ``decisions``."""
     table = tables[version]
     apis: dict[str, list[str]] = {}
-    sources_used = list(TABLES[version])
-    wheel = None
+    sources_used = list(TABLES[version]) + [TRACE_JSON]
+    wheel = kernels = None
     if wheel_entry:
         rel, wheel = wheel_entry
-        sources_used += [rel, ATEN_TSV, TRACE_JSON]
-        kernels = kernel_ops(wheel)
-        apis.update(aten_rows(version, kernels, aten))
-        apis.update(traced_rows(version, kernels, aten, trace))
+        sources_used += [rel, ATEN_TSV]
+        kernels = kernel_ops(wheel) | manual
+        existing = set(trace["apis"]) | set(trace["kernel_free"]) | set(trace["untraced"])
+        apis.update(aten_rows(version, kernels, aten, existing))
     for api in sorted(listed_anywhere - set(table) - set(apis)):
+        if absent_from_torch(version, api, trace):
+            count(decisions, version, "not listed, and torch 2.13 has no such name: no row", api)
+            continue
         apis[api] = ["unknown", f"not in the torch_npu {version} support list", "not_listed"]
-    apis.update(table)
+    later = [v for v in TABLES if version_key(v) > version_key(version)]
+    official: dict[str, list[str]] = {}
+    table = dict(table)
+    for api in sorted(set(table) - set(trace["kernel_free"])):
+        row, parity, what = broad_dtypes(table[api])
+        if parity:  # the evidence below starts from the relaxed row
+            table[api], official[api] = row, parity
+            count(decisions, version, what, api)
+    for api in sorted(set(table) | set(trace["apis"]) | set(trace["kernel_free"])):
+        listed_as = api if api in listed_anywhere else trace["defined_as"].get(api, api)  # re-exports
+        later_ok = any(tables[v].get(listed_as, ("?",))[0] in ("supported", "partial") for v in later)
+        row, parity, what = decide(version, api, table.get(listed_as), trace, kernels, aten, later_ok)
+        if row is None:
+            continue
+        apis[api] = row
+        if parity:
+            official[api] = parity
+        if what:
+            count(decisions, version, what, api)
     return {
         "meta": meta(version, sources_used, wheel),
         "apis": apis,
+        "official": official,
         "npu_all": wheel["npu_all"] if wheel else [],
         "transfer_to_npu": wheel["transfer_to_npu"] if wheel else {},
         "contrib": wheel["contrib"] if wheel else {},
         "aten_npu_ops": sorted({op.split(".")[0] for op in kernel_ops(wheel)}) if wheel else [],
     }
+
+
+def decision_log(versions: list[str], decisions: Counter) -> list[str]:
+    """Per version: how many APIs each kind of decision/disagreement touched, with examples."""
+    log = []
+    for version in versions:
+        kinds = sorted({key[1] for key in decisions if len(key) == 2 and key[0] == version})
+        for kind in kinds:
+            names = sorted(key[2] for key in decisions if len(key) == 3 and key[:2] == (version, kind))
+            log.append(f"{version}: {kind}: {len(names)}, e.g. {', '.join(names[:8])}")
+    return log
 
 
 def build_index(versions: list[str]) -> dict:
@@ -305,24 +462,34 @@ def dump(obj: dict) -> str:
 
 
 def build(sources: Path, out: Path) -> list[str]:
-    """Write every version file and index.json into out; return the log lines."""
+    """Write every version file and index.json into out; return the log lines (rules_data/build_log.txt)."""
     log: list[str] = []
     aten = {row["aten_op"]: row for row in read_tsv(sources / ATEN_TSV)}
     tables = {v: merge_tables(v, [read_table(sources, r, log) for r in rels], log) for v, rels in TABLES.items()}
     private = {op.split(".")[0] for op in aten if op.startswith("_")}
-    log.append(f"{ATEN_TSV}: skipped {len(private)} private (_x) base names")
+    log.append(f"{ATEN_TSV}: skipped {len(private)} private (_x) base names for the name mapping")
     listed_anywhere = set().union(*tables.values())
     wheels = load_wheels(sources)
     trace = json.loads((sources / TRACE_JSON).read_text(encoding="utf-8"))
+    log.append(f"{TRACE_JSON}: {trace['meta']['counts']}")
+    unclassified = sorted({op for e in trace["apis"].values() for op in traced_ops(e) if op not in aten})
+    log.append(f"{TRACE_JSON}: {len(unclassified)} traced ops torch 2.13's table does not classify (no evidence): "
+               + ", ".join(unclassified))
+    if "2.13.0" not in wheels:
+        raise SystemExit(f"no torch_npu 2.13.0 wheel facts in {sources / 'wheels'} (the TSV's own version)")
+    manual = manual_kernels(aten, kernel_ops(wheels["2.13.0"][1]))
     versions = sorted(TABLES, key=version_key)
+    decisions: Counter = Counter()
     out.mkdir(parents=True, exist_ok=True)
     for version in versions:
         if version not in NO_WHEEL and version not in wheels:
             raise SystemExit(f"no wheel facts for torch_npu {version} in {sources / 'wheels'}")
-        data = build_version(version, tables, listed_anywhere, wheels.get(version), aten, trace)
+        data = build_version(version, tables, listed_anywhere, wheels.get(version), aten, manual, trace, decisions)
         (out / f"torch_npu-{version}.json").write_text(dump(data), encoding="utf-8")
         counts = Counter(status for status, _, _ in data["apis"].values())
-        log.append(f"torch_npu-{version}.json: {len(data['apis'])} APIs {dict(sorted(counts.items()))}")
+        log.append(f"torch_npu-{version}.json: {len(data['apis'])} APIs {dict(sorted(counts.items()))}, "
+                   f"{len(data['official'])} official rows the evidence overrides")
+    log += decision_log(versions, decisions)
     (out / "index.json").write_text(dump(build_index(versions)), encoding="utf-8")
     return log
 
@@ -332,9 +499,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sources", type=Path, default=SOURCES, help="facts directory (rules_data/sources)")
     parser.add_argument("--out", type=Path, default=OUT, help="output directory (src/flake8_ascend/data)")
+    parser.add_argument("--log", default=str(LOG), help="log file (rules_data/build_log.txt; '' for none)")
     parser.add_argument("--quiet", action="store_true", help="do not print the log")
     args = parser.parse_args(argv)
     log = build(args.sources, args.out)
+    if args.log:
+        Path(args.log).write_text("\n".join(log) + "\n", encoding="utf-8")
     if not args.quiet:
         print("\n".join(log))
     return 0

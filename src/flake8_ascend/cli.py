@@ -131,6 +131,9 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
     extra.add_argument("--per-file-ignores", default=None, metavar="PAIRS",
                        help="flake8's per-file-ignores, e.g. 'train_gpu.py:ASC5 tests/*:ASC2' "
                        "(relative paths: from the current directory)")
+    extra.add_argument("--official-lists", action="store_true",
+                       help="ASC101-103 as the official support lists say, also entries the version's "
+                       "kernels show to be stale (default: the kernel evidence decides)")
     extra.add_argument("--fail-on-findings", action="store_true", help="exit 1 when any report has rows (for CI)")
     extra.add_argument("-j", "--jobs", type=_positive, default=None, metavar="N",
                        help="worker processes (default: all cores)")
@@ -347,7 +350,7 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
     try:
         settings = read_settings(root, args)
         config = make_config(settings.options.ascend_torch_version, settings.options.ascend_api_files,
-                             project_dir=root)
+                             project_dir=root, official_lists=settings.options.ascend_official_lists)
     except ConfigError as error:
         raise UsageError(str(error)) from None
     target = out_dir / (mode.report_name(source, args) or report_name(source))

@@ -1,10 +1,11 @@
 """Run configuration shared by the flake8 plugin and ``ascend-analyse``.
 
 Settings come from the command line first, then from ``[tool.flake8-ascend]``
-in the analysed project's ``pyproject.toml`` (keys ``torch-version`` and
-``api-files``), then from defaults.  The project's configuration is untrusted
-data (docs/security.md): ``setting_text`` and ``setting_paths`` check each
-value, and nothing read through it is ever quoted in a message.
+in the analysed project's ``pyproject.toml`` (keys ``torch-version``,
+``api-files`` and ``official-lists``), then from defaults.  The project's
+configuration is untrusted data (docs/security.md): ``setting_text`` and
+``setting_paths`` check each value, and nothing read through it is ever quoted
+in a message.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
 
 THIRD_PARTY_COLUMNS = ("File", "3rd-party API", "Message")
 SECTION = "flake8-ascend"
-PYPROJECT_KEYS = ("api-files", "torch-version")
+PYPROJECT_KEYS = ("api-files", "official-lists", "torch-version")
 MAX_CONFIG_BYTES = 2**20  # a pyproject.toml is a few KiB
 _CSV_FIELD_LIMIT = 2**31 - 1  # third_party cells list every affected name and chain: far beyond csv's 128 KiB
 
@@ -39,6 +40,7 @@ class ConfigError(ValueError):
 class Config:
     version: str
     third_party_apis: FrozenSet[str] = field(default_factory=frozenset)
+    official_lists: bool = False  # ASC101-103 as the official lists say, stale entries included
 
     @property
     def data(self):
@@ -110,6 +112,10 @@ def find_pyproject_settings(start: Path) -> Dict[str, object]:
             settings["torch-version"] = setting_text(table["torch-version"], "torch-version", str(candidate))
         if "api-files" in table:
             settings["api-files"] = setting_paths(table["api-files"], "api-files", str(candidate), folder)
+        if "official-lists" in table:
+            if not isinstance(table["official-lists"], bool):
+                raise ConfigError(f"{candidate}: [tool.{SECTION}] official-lists must be true or false")
+            settings["official-lists"] = table["official-lists"]
         return settings
     return {}
 
@@ -148,9 +154,11 @@ def make_config(
     version: Optional[str] = None,
     api_files: Sequence[Union[str, Path]] = (),
     project_dir: Optional[Path] = None,
+    official_lists: bool = False,
 ) -> Config:
     """Build a Config, filling unset values from pyproject.toml; raises ConfigError."""
     settings = find_pyproject_settings((project_dir or Path.cwd()).resolve())
+    official_lists = official_lists or bool(settings.get("official-lists", False))
     if version is None:
         version = settings.get("torch-version")
     elif not version.strip():
@@ -161,4 +169,4 @@ def make_config(
         resolved = resolve_version(version)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    return Config(resolved, load_third_party_apis(api_files))
+    return Config(resolved, load_third_party_apis(api_files), official_lists)

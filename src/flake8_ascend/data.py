@@ -51,14 +51,19 @@ class VersionData:
         self.version: str = raw["meta"]["version"]
         self.meta: dict = raw["meta"]
         self.apis: Dict[str, List[str]] = raw["apis"]
+        self.official: Dict[str, List[str]] = raw.get("official", {})  # table rows the evidence overrides
         self.npu_all = frozenset(raw.get("npu_all", ()))
         self.transfer_to_npu: Dict[str, List[str]] = raw.get("transfer_to_npu", {})
         self.contrib: Dict[str, List[str]] = raw.get("contrib", {})
         self.aten_npu_ops = frozenset(raw.get("aten_npu_ops", ()))
 
-    def api_status(self, qualname: str) -> Optional[Tuple[str, str, str]]:
-        """(status, note, how decided) for a public torch API, or None when unknown to the data."""
-        row = self.apis.get(qualname)
+    def api_status(self, qualname: str, official: bool = False) -> Optional[Tuple[str, str, str]]:
+        """(status, note, how decided) for a public torch API, or None when unknown to the data.
+
+        ``official``: what the version's official support table says even where the kernel evidence
+        shows it is stale (``--official-lists``, for audits that must match the official tool).
+        """
+        row = (official and self.official.get(qualname)) or self.apis.get(qualname)
         return (row[0], row[1], row[2]) if row else None
 
     @property

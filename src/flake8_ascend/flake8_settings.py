@@ -106,6 +106,8 @@ def _command_line(args: argparse.Namespace) -> List[str]:
             argv.append(f"{flag}={','.join(values)}")
     if args.torch_version is not None:  # an empty -v is an error, not the default
         argv.append(f"--ascend-torch-version={args.torch_version}")
+    if args.official_lists:
+        argv.append("--ascend-official-lists")
     if args.per_file_ignores is not None:
         argv.append(f"--per-file-ignores={args.per_file_ignores}")
     return argv

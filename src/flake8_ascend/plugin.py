@@ -53,12 +53,21 @@ class AscendChecker:
             normalize_paths=True,
             help="third_party result CSVs (full_unsupported_results.csv) whose APIs ASC104 reports",
         )
+        parser.add_option(
+            "--ascend-official-lists",
+            default=False,
+            action="store_true",
+            parse_from_config=True,
+            help="ASC101-103 report what the official torch_npu support lists say, also entries the "
+            "version's kernels show to be stale (default: the kernel evidence decides)",
+        )
         parser.extend_default_ignore(sorted(optional_codes()))
 
     @classmethod
     def parse_options(cls, options) -> None:
         try:
-            cls.config = make_config(options.ascend_torch_version, options.ascend_api_files)
+            cls.config = make_config(options.ascend_torch_version, options.ascend_api_files,
+                                     official_lists=options.ascend_official_lists)
         except ConfigError as error:
             print(f"flake8-ascend: error: {error}", file=sys.stderr)
             sys.exit(2)  # a configuration error, not "findings" (1)

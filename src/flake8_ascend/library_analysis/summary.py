@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
 from ..config import Config
-from ..engine import analyze, unsuppressed
+from ..engine import Finding, analyze, unsuppressed
 from ..registry import rule_for
+from ..rules.api_support import inherited_status
 from .extensions import CUDA_OP, LOADER_NAMES, ExtensionCalls
 from .layout import absolute
 
@@ -44,6 +45,7 @@ __all__ = ["CUDA_OP", "MIGRATION", "UNKNOWN", "UNSUPPORTED", "Collector", "FileS
 CAUSE_CODES = ("ASC101", "ASC102", "ASC201", "ASC205", "ASC206")
 UNSUPPORTED, UNKNOWN, MIGRATION = "unsupported", "unknown", "migration"
 _CATEGORY = {"ASC101": UNSUPPORTED, "ASC102": UNKNOWN, "ASC205": MIGRATION, "ASC206": MIGRATION}
+_CODE = {UNSUPPORTED: "ASC101", UNKNOWN: "ASC102"}  # API status -> the code whose category it is
 _BUILTINS = frozenset(dir(builtins))
 
 _TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
@@ -110,6 +112,7 @@ class Collector(ExtensionCalls):
         self.instances: Dict[int, Ref] = {}  # id(binding of a variable) -> ref of what built it
         self.init_extensions()
         self.mentions: List[Tuple[int, int, int, int]] = []  # spans that name an API without running it
+        self.inherited: List[Finding] = []  # unsupported/unknown torch base classes (not findings of the rules)
         self.guarded: Set[int] = set()  # lines of imports under an ``if`` or ``try`` of their function or module
         self.module_scope = None
 
@@ -154,6 +157,12 @@ class Collector(ExtensionCalls):
             bases += [f"{self.s.module}.{b.id}" for b in node.bases
                       if isinstance(b, ast.Name) and ctx.qualname(b) is None]
             self.s.classes[path] = (node.lineno, bases)
+            for base in node.bases:
+                found = inherited_status(base, ctx)
+                if found and found[1] in _CODE:
+                    api, status, note = found
+                    self.inherited.append(Finding(base.lineno, base.col_offset, _CODE[status], "", api=api,
+                                                  tips=f"a subclass of {api}: {note}"))
             return
         cls = prefix[:-1]
         self.s.defs[path] = (node.lineno, cls)
@@ -379,4 +388,7 @@ def summarise(tree: ast.AST, lines: List[str], summary: FileSummary, config: Con
         if optional:
             tips = f"imported only under an if or try (an optional dependency), so not counted as unsupported; {tips}"
         summary.causes.append((owner(finding.line), category, finding.api, finding.line, tips, optional))
+    for finding in unsuppressed(collector.inherited, lines):
+        summary.causes.append((owner(finding.line), _CATEGORY[finding.code], finding.api, finding.line,
+                               finding.tips, False))
     return summary

@@ -29,17 +29,77 @@ def _inside_chain(node: ast.AST, ctx) -> bool:
     return isinstance(parent, ast.Attribute) and parent.value is node
 
 
-def status_of(node: ast.AST, ctx) -> Optional[Tuple[str, str, str, str]]:
-    """(api, status, note, how decided) when the data knows the API used at ``node``.
+_GENERICS = frozenset({"list", "dict", "tuple", "set", "frozenset", "type"})  # builtins subscripted in type hints
+_PASS_THROUGH = (ast.Tuple, ast.List, ast.Starred, ast.BinOp)  # (A, B) and A | B in isinstance/except/hints
 
-    Memoised per node: ASC101, ASC102 and ASC103 all ask about every name.
+
+def is_use(node: ast.AST, ctx) -> bool:
+    """Whether the API at ``node`` runs here: False for type hints, isinstance/issubclass arguments,
+    except clauses, base classes and the binding of an alias (``pool = nn.MaxPool2d``: its call reports)."""
+    child = node
+    for parent in reversed(ctx.stack):
+        if isinstance(parent, _PASS_THROUGH):
+            child = parent
+            continue
+        if isinstance(parent, ast.Call):
+            func = parent.func
+            return not (child is not func and isinstance(func, ast.Name) and func.id in ("isinstance", "issubclass")
+                        and len(parent.args) > 1 and child is parent.args[1] and ctx.qualname(func) is None)
+        if isinstance(parent, ast.Subscript):
+            if child is not parent.slice:
+                return True
+            generic = ctx.qualname(parent.value)
+            if generic is None and isinstance(parent.value, ast.Name):
+                return parent.value.id not in _GENERICS
+            return not (generic or "").startswith(("typing.", "typing_extensions.", "collections.abc."))
+        if isinstance(parent, ast.arg):
+            return child is not parent.annotation
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return child is not parent.returns
+        if isinstance(parent, ast.AnnAssign):
+            return child is not parent.annotation
+        if isinstance(parent, ast.ClassDef):
+            return child not in parent.bases
+        if isinstance(parent, ast.ExceptHandler):
+            return child is not parent.type
+        if isinstance(parent, ast.Assign):  # an alias the resolver follows to its call site
+            return not (child is node and parent.value is node and ctx.chain(node) is not None
+                        and all(isinstance(t, ast.Name) for t in parent.targets))
+        return True
+    return True
+
+
+def inherited_status(base: ast.AST, ctx) -> Optional[Tuple[str, str, str]]:
+    """(api, status, note) of a torch class a class derives from: not a use where it is named (no
+    finding there), but the library analysis counts the subclass as using it."""
+    api = ctx.qualname(base)
+    if api is None or not api.startswith("torch.") or api.startswith(_CUDA_DOMAIN):
+        return None
+    row = ctx.data.api_status(api, ctx.config.official_lists)
+    return (api, row[0], row[1]) if row else None
+
+
+def is_called(node: ast.AST, ctx) -> bool:
+    """``node(...)`` or ``functools.partial(node, ...)``: where an API's argument restrictions apply."""
+    parent = ctx.parent
+    if not isinstance(parent, ast.Call):
+        return False
+    return parent.func is node or (
+        bool(parent.args) and parent.args[0] is node and ctx.qualname(parent.func) == "functools.partial")
+
+
+def status_of(node: ast.AST, ctx) -> Optional[Tuple[str, str, str, str]]:
+    """(api, status, note, how decided) when the data knows the API *used* at ``node`` (see ``is_use``).
+
+    With ``--official-lists`` the version's official table row wins, stale or not.  Memoised per
+    node: ASC101, ASC102 and ASC103 all ask about every name.
     """
     cache = ctx.memo("api_status", lambda _: {})
     key = id(node)
     if key not in cache:
         api = api_of(node, ctx)
-        row = ctx.data.api_status(api) if api else None
-        cache[key] = (api, *row) if row else None
+        row = ctx.data.api_status(api, ctx.config.official_lists) if api else None
+        cache[key] = (api, *row) if row and row[0] != "supported" and is_use(node, ctx) else None
     return cache[key]
 
 
@@ -55,7 +115,23 @@ class _ApiStatusRule(Rule):
         found = status_of(node, ctx)
         if found and found[1] == self.wanted:
             api, _, note, how = found
-            self.emit(node, ctx, api, note, how)
+            self.emit(where(node), ctx, api, note, how)
+
+
+class _Span:
+    """A report position that is not a node's start."""
+
+    def __init__(self, line: int, col: int) -> None:
+        self.lineno = self.end_lineno = line
+        self.col_offset = col
+
+
+def where(node: ast.AST):
+    """Where to report: a method named on a later line than its receiver starts
+    (``torch.sparse_coo_tensor(\n...\n).to_dense()``) is reported on the method's own line."""
+    if isinstance(node, ast.Attribute) and node.end_lineno and node.end_lineno != node.lineno:
+        return _Span(node.end_lineno, max(node.end_col_offset - len(node.attr), 0))
+    return node
 
 
 class UnsupportedApi(_ApiStatusRule):
@@ -64,15 +140,21 @@ class UnsupportedApi(_ApiStatusRule):
     wanted = "unsupported"
     why = (
         "The operator has no NPU implementation in that release: the call fails at run time or falls back "
-        "to the CPU, which makes training slow or breaks it."
+        "to the CPU, which makes training slow or breaks it.  Decided from the ATen ops the API dispatches "
+        "(traced with torch) and the NPU kernels of that version's wheel; an official \"unsupported\" entry "
+        "those kernels and a later list contradict is stale and not reported (`--official-lists` reports it)."
     )
     example = "eigenvalues = torch.linalg.eig(a)"
     fix = "Use a supported equivalent, move that computation to the CPU explicitly, or pick a newer torch_npu."
 
     fires = [
         ("import torch\nx = torch.randn(4, 4)\nm = x.mode()\n", 3),
-        ("import torch\ny = torch.unique(x)\nz = y.unique_consecutive()\n", 3),
+        ("import torch\ny = torch.randn(3, 3)\nz = torch.linalg.inv(y)\n", 3),
         ("import torch\ndef f(t: torch.Tensor):\n    return t.mode()\n", 3),
+        ("import torch\ntorch._assert_async(flag)\n", 2),
+        ("import functools\nimport torch.nn as nn\nm = functools.partial(nn.MultiLabelMarginLoss, reduction='sum')\n",
+         3),
+        ("import torch.nn as nn\nLoss = nn.MultiLabelMarginLoss\nloss = Loss()\n", 3),
     ]
     passes = [
         "import pandas as pd\nm = pd.DataFrame({'a': [1]}).mode()\n",
@@ -81,11 +163,16 @@ class UnsupportedApi(_ApiStatusRule):
         "import numpy as torch\nv = torch.linalg.eig(a)\n",
         "import torch\ndef f(t):\n    return t.mode()\n",
         "import torch\ndef eig(a):\n    return a\nv = eig(1)\n",
+        "import torch.nn as nn\nok = isinstance(m, (nn.MultiLabelMarginLoss, nn.L1Loss))\n",
+        "import torch.nn as nn\nclass Loss(nn.MultiLabelMarginLoss):\n    pass\n",
+        "import torch.nn as nn\ndef f(loss: nn.MultiLabelMarginLoss) -> nn.MultiLabelMarginLoss:\n    return loss\n",
+        "import torch.nn as nn\nLoss = nn.MultiLabelMarginLoss\n",
     ]
 
     def emit(self, node, ctx, api, note, how) -> None:
-        ctx.report(node, self.code, f"{api} is not supported on NPU (torch_npu {ctx.data.version})",
-                   api=api, tips=note or "unsupported")
+        reason = note or f"listed unsupported by the torch_npu {ctx.data.version} support table"
+        ctx.report(node, self.code, f"{api} is not supported on NPU (torch_npu {ctx.data.version}: {reason})",
+                   api=api, tips=reason)
 
 
 class UnknownApi(_ApiStatusRule):
@@ -94,17 +181,27 @@ class UnknownApi(_ApiStatusRule):
     wanted = "unknown"
     csv = "unknown_api.csv"
     why = (
-        "The version's support list does not name the API, and the ATen ops it dispatches to do not all have "
-        "an NPU kernel in that torch_npu wheel (or no wheel data exists), so it may fail or fall back to the CPU."
+        "The evidence leaves NPU support open: the version's support list does not name the API and it "
+        "could not be traced (or its name's ATen op has no NPU kernel in that wheel, or no wheel data "
+        "exists); or every list says unsupported while the wheel has NPU kernels for every op it dispatches "
+        "(`F.adaptive_max_pool2d`). It may fail or fall back to the CPU: check it on an NPU.  APIs that "
+        "dispatch no ATen op at all (context managers, jit helpers, exception and type objects) are never "
+        "reported."
     )
-    example = "y = torch.nn.functional.huber_loss(a, b)"
+    example = "torch.hspmm(a, b)"
     fix = "Check the API on an NPU or with `ascend-analyse -m runtime_ops`; prefer an API the list supports."
 
     fires = [
-        ("import torch.nn.functional as F\nloss = F.huber_loss(a, b)\n", 2),
-        ("from torch import linalg\nv = linalg.eig(a)\n", 2),
+        ("import torch\nv = torch.hspmm(a, b)\n", 2),
     ]
-    passes = ["import torch.nn.functional as F\ny = F.relu(x)\n", "import torch\nw = torch.nn.Parameter(x)\n"]
+    passes = [
+        "import torch.nn.functional as F\ny = F.relu(x)\n",
+        "import torch\nw = torch.nn.Parameter(x)\n",
+        "import torch\n@torch.jit.ignore\ndef f(x):\n    return x\n",
+        "import torch\nif not torch.jit.is_scripting():\n    pass\n",
+        "import torch\nwith torch.inference_mode():\n    pass\n",
+        "import torch\nwith torch.set_grad_enabled(False):\n    pass\n",
+    ]
 
     def emit(self, node, ctx, api, note, how) -> None:
         reason = note or "absent from the support data"
@@ -117,12 +214,25 @@ class RestrictedApi(_ApiStatusRule):
     summary = "torch API supported on NPU only with restrictions (dtypes, arguments)"
     wanted = "partial"
     default_off = True
-    why = "The API runs on NPU but only for some dtypes or argument values; other inputs fail or lose precision."
+    why = (
+        "The API runs on NPU but only for some dtypes or argument values; other inputs fail or lose precision. "
+        "Reported on calls only (and `functools.partial(api, ...)`), never on type hints, isinstance or base "
+        "classes, nor on APIs that dispatch no ATen op."
+    )
     example = "d = torch.cdist(a, b)"
     fix = "Check the restriction in the message against your dtypes and arguments. Off by default: enable with `--extend-select ASC103`."
 
     fires = [("import torch\nd = torch.cdist(a, b)\n", 2)]
-    passes = ["import torch\nx = torch.zeros(3)\n"]
+    passes = [
+        "import torch\nx = torch.zeros(3)\n",
+        "import torch\nf = torch.cdist\n",
+        "import torch\ndef f(x: torch.Tensor) -> torch.Tensor:\n    return x\n",
+        "import torch.nn as nn\nclass Net(nn.Module):\n    pass\n",
+    ]
+
+    def check(self, node, ctx) -> None:
+        if is_called(node, ctx):
+            super().check(node, ctx)
 
     def emit(self, node, ctx, api, note, how) -> None:
         ctx.report(node, self.code, f"{api} is supported on NPU with restrictions (torch_npu {ctx.data.version}: {note})",
