@@ -14,7 +14,7 @@ from runtime_support import PACKAGE_SOURCE, header, read_rows, run_script  # noq
 
 REPORT = "msft_overflow_report.csv"
 HEADER = ["Iteration", "Phase", "Op", "Dtypes", "Input Shapes", "Output Shapes", "Non-finite", "File Path",
-          "Line Number", "Call Stack", "Dump"]
+          "Line Number", "Library Frame", "Call Stack", "Dump"]
 # fc2 overflows in iteration 2 only: fc1 gives 8 * scale (finite), fc2 16 * 8 * scale (beyond the dtype's range)
 TRAIN = textwrap.dedent('''\
     import sys
