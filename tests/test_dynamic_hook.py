@@ -122,6 +122,18 @@ def test_fixed_shapes_give_an_empty_report(project):
     assert read_report(copy) == [HEADER]
 
 
+def test_iterations_outside_the_recording_window_are_not_recorded(project, monkeypatch):
+    _, copy = project
+    monkeypatch.setenv("MSFT_SHAPES_ITERATIONS", "1")  # the first iteration only: nothing to compare it with
+    monkeypatch.setenv("MSFT_SHAPES_EVERY", "0")
+    run_script(copy / "train.py")
+    assert read_report(copy) == [HEADER]
+    monkeypatch.setenv("MSFT_SHAPES_EVERY", "2")  # then one in 2: iterations 0, 1 and 3 of 4
+    run_script(copy / "train.py")
+    select = [row for row in read_report(copy)[1:] if row[0] == "torch.Tensor.__getitem__"]
+    assert [(row[2], row[4]) for row in select] == [(str(SELECT_LINE), "3")]  # three selection sizes seen
+
+
 def test_each_rank_writes_its_own_report(project, monkeypatch):
     _, copy = project
     monkeypatch.setenv("WORLD_SIZE", "2")

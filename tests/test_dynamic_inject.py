@@ -1,6 +1,7 @@
 """The instrumented copy: which loops get wrapped, where the import goes, and that nothing else changes."""
 import hashlib
 import io
+import json
 import runpy
 import sys
 import textwrap
@@ -238,6 +239,8 @@ def test_dynamic_shape_mode_writes_hints_copy_and_log(project, tmp_path, capsys)
     assert "wrapped data loop: train.py:2: for x in train_loader:" in log
     assert "no data loop could be wrapped in tools/train_net.py" in log
     assert (project / "pytorch_analysis.txt").read_text(encoding="utf-8") == "an old log\n"
+    settings = (folder / PACKAGE / "settings.json").read_text(encoding="utf-8")
+    assert json.loads(settings) == {"dynamic_shape": {"every": 10, "iterations": 10}}
 
 
 def test_dynamic_shape_mode_with_the_output_inside_the_input(project, capsys):

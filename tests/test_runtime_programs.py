@@ -146,6 +146,17 @@ LIBRARY = textwrap.dedent('''\
 
     def positives(scores):
         return torch.nonzero(scores > 0)
+
+
+    def positives_op(scores):  # a compiled operator, as torchvision.ops.nms calls torch.ops.torchvision.nms
+        return torch.ops.fakelib.positives(scores)
+
+
+    try:
+        torch.library.define("fakelib::positives", "(Tensor scores) -> Tensor")
+        torch.library.impl("fakelib::positives", "CPU", lambda scores: torch.nonzero(scores > 0))
+    except RuntimeError:
+        pass  # defined by an earlier import in this process
     ''')
 LIBRARY_USER = textwrap.dedent('''\
     import os
@@ -163,7 +174,8 @@ LIBRARY_USER = textwrap.dedent('''\
         train_loader = [torch.randn(6) for _ in range(4)]
         for scores in train_loader:
             keep = fakelib.select.positives(scores * weight)
-            loss = (weight * scores).sum() + 0 * keep.numel()
+            kept = fakelib.select.positives_op(scores)
+            loss = (weight * scores).sum() + 0 * keep.numel() * kept.numel()
             loss.backward()
             optimizer.step()
 
@@ -187,8 +199,10 @@ def test_a_call_made_inside_a_library_is_reported_at_the_project_line_with_the_l
     found = {(r["Function Name"], r["File Path"], r["Line Number"]): r for r in rows}
     nonzero = found[("torch.nonzero", "train.py", str(CALL_LINE))]
     assert nonzero["Library Frame"] == "fakelib/select.py:5 in positives"
-    assert nonzero["Call Stacks"] == f"train.py:22 in <module> -> train.py:{CALL_LINE} in main"
+    assert nonzero["Call Stacks"] == f"train.py:23 in <module> -> train.py:{CALL_LINE} in main"
     assert nonzero["Phase"] == "train" and nonzero["Output Shape Range"].startswith("[(")
+    operator = found[("fakelib.positives", "train.py", str(CALL_LINE + 1))]
+    assert operator["Library Frame"] == "fakelib/select.py:9 in positives_op"
     assert all(r["File Path"] == "train.py" for r in rows)  # nothing reported at a library's own line
 
 

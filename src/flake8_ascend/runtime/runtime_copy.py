@@ -37,6 +37,20 @@ class Detector:
         return f"from {PACKAGE}.{self.module} import {self.name}{alias}"
 
 
+def whole_number(text: str) -> int:
+    """An argparse type: 0, 1, 2..."""
+    if not text.isdigit():
+        raise ValueError(text)
+    return int(text)
+
+
+def positive_number(text: str) -> int:
+    """An argparse type: 1, 2..."""
+    if whole_number(text) < 1:
+        raise ValueError(text)
+    return int(text)
+
+
 MAX_RUN_LINES = 8  # "to run ..." lines in the log
 SHAPES = Detector("hook", "DETECTOR", REPORT_NAME, "dynamic_shape")  # what the injector imports itself
 

@@ -323,14 +323,6 @@ class CallSites(object):
         calls = " -> ".join("%s:%d in %s" % (self.file(c), n, c.co_name) for c, n in reversed(stack))
         return self.file(code), line, calls, library
 
-    def where(self, frame):
-        """``train.py:28`` for the first project frame from ``frame`` outwards (a loop's place)."""
-        stack = self.stack(frame)
-        if not stack:
-            return "?"
-        code, line = stack[0]
-        return "%s:%d" % (self.path(code), line)
-
 
 class Loop(object):
     """One wrapped loop (its ``for`` line): its own iteration count, and whether it trains."""
@@ -414,10 +406,14 @@ class LoopDetector(object):
             self.save()
 
     def _loop_at(self, frame):
-        key = (frame.f_code, frame.f_lineno)
+        """The Loop of the for statement iterating from ``frame`` (or the first project frame outwards, when a
+        library iterates for it: ``tqdm(DETECTOR.start(loader))``)."""
+        stack = self.sites.stack(frame)
+        key = stack[0] if stack else (frame.f_code, frame.f_lineno)
         loop = self.loops.get(key)
         if loop is None:
-            loop = self.loops[key] = Loop(self.sites.where(frame))
+            code, line = key
+            loop = self.loops[key] = Loop("%s:%d" % (self.sites.path(code) or code.co_filename, line))
         return loop
 
     def _end_iteration(self):
@@ -662,7 +658,8 @@ class DynamicShapeDetector(LoopDetector):
             self._torch = torch
             self._backward = torch.Tensor.backward
             self._dispatch_files = _source_files(
-                [getattr(torch, name, None) for name in ("overrides", "_tensor", "functional", "_jit_internal")]
+                [getattr(torch, name, None)
+                 for name in ("overrides", "_tensor", "functional", "_jit_internal", "_ops")]
                 + [torch.nn.functional])
             self._module_files = _source_files([torch.nn.modules.module])
             self._plain_tensors = getattr(torch._C, "DisableTorchFunction", None)

@@ -6,9 +6,10 @@ Wrap the training data loop and run the script as usual::
     for images, labels in OPS.start(train_loader):
         ...
 
-The first iterations (2 by default) record every ATen operator run, forward
-and backward, with the line that issued it (for backward operators: the
-forward line that built the autograd node); later iterations run untouched.
+The first iterations (2 by default) of each wrapped loop record every ATen
+operator run, forward and backward, with the line that issued it (for backward
+operators: the forward line that built the autograd node) and the loop (train
+or eval); later iterations run untouched.
 When the loop ends, ``msft_runtime_ops_report.csv`` is written beside this
 package (``_rank<N>`` added in multi-process jobs): one row per operator,
 phase and call site whose NPU status for the chosen torch_npu version is

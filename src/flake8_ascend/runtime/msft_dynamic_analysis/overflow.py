@@ -11,7 +11,7 @@ after it ran: when one of its floating-point outputs holds inf or nan while
 none of its inputs did (in-place operators: before they ran), it is an
 overflowing operator.  The first ``max_ops`` of each iteration are written to
 ``msft_overflow_report.csv`` beside this package (``_rank<N>`` added in
-multi-process jobs) with the iteration (0-based), phase (forward, or backward
+multi-process jobs) with the iteration (0-based, over every wrapped loop), phase (forward, or backward
 with its autograd node), operator, dtypes, shapes, what was non-finite and the
 line of code that issued it (for backward operators: the forward line that
 built the node).  A report with only its header means nothing overflowed.
