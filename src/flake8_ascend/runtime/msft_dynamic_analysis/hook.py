@@ -9,21 +9,27 @@ project.  Wrap the training data loop and run the script as usual::
 
 When the loop ends (or the process exits) ``DETECTOR`` writes
 ``msft_dynamic_shape_analysis_report.csv`` beside this package: one row per
-call site (a line of the project calling a torch function, a tensor method or
-an ``nn.Module``) whose input or output shapes changed between iterations.
-A report with only its header means the shapes were static.
+torch function, tensor method or ``nn.Module`` class and project line (the
+line that called it, or that called into the library that did) whose input or
+output shapes changed between iterations of one loop, with the loops' phases
+(train/eval) and every call path that reached it.  A report with only its
+header means the shapes were static.  Each wrapped loop records its first 10
+iterations, then one in 10 (settings ``iterations`` and ``every``, environment
+``MSFT_SHAPES_ITERATIONS`` and ``MSFT_SHAPES_EVERY``).
 
 Needs the standard library and torch >= 1.11 only, and Python >= 3.7.
 Importing this module does nothing else; torch is imported when a detector
 starts.  Calls are intercepted without rewriting the project's code: a
 ``TorchFunctionMode`` sees every torch function, tensor method and operator
 (torch >= 1.13; older versions fall back to ``nn.Module`` calls only), and a
-global forward hook sees every ``nn.Module`` call.  Both exist only while an
-iteration runs, so data loading and the code after the loop run untouched.
+global forward hook sees every ``nn.Module`` call.  Both exist only while a
+recorded iteration runs, so data loading and the code after the loop run
+untouched.
 
 ``LoopDetector`` is the base the detectors of this package share: iteration
-tracking around the data loop, call-site capture (which line of the project
-made a call), rank-aware report names and atomic CSV writing.  A detector
+tracking around each wrapped loop, call-site capture (which line of the
+project made a call, and through which library), settings, rank-aware report
+names and atomic CSV writing.  A detector
 subclass supplies its interception (``_install``/``_resume``/``_pause``/
 ``_uninstall``), ``report_name``, ``header`` and ``rows()``.
 """
