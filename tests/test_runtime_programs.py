@@ -293,3 +293,24 @@ def test_recording_windows_and_sampling(tmp_path):
     checker = overflow.OverflowDetector()
     checker.window, checker.every = (4, 20), 5
     assert [i for i in range(30) if checker.checks(i)] == [4, 9, 14, 19]
+
+
+def test_loops_iterated_through_a_library_are_told_apart_by_their_own_lines(tmp_path, monkeypatch):
+    write(tmp_path / "site", {"passlib.py": "def passthrough(items):\n    for item in items:\n        yield item\n"})
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "passlib", raising=False)
+    script = textwrap.dedent('''\
+        import sys
+        import torch
+        from passlib import passthrough
+        from msft_dynamic_analysis.hook import DETECTOR
+
+        for x in passthrough(DETECTOR.start([torch.ones(2)] * 3)):  # a progress bar around the wrapped loader
+            x.sum()
+        for x in passthrough(DETECTOR.start([torch.ones(3)] * 2)):
+            x.sum()
+        print(sorted((loop.where, loop.iterations) for loop in DETECTOR.loops.values()), file=sys.stderr)
+        ''')
+    write(tmp_path / "proj", {"run.py": script})
+    instrument_tree(tmp_path / "proj", tmp_path / "copy")
+    assert "[('run.py:6', 3), ('run.py:8', 2)]" in run_script(tmp_path / "copy" / "run.py")
