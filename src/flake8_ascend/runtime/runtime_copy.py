@@ -129,6 +129,6 @@ def make_copy(job: Job, detector: Detector, settings: Dict[str, object], extra: 
         job.log(f"to run {rel} instrumented: {run_command(job.out_dir, final_folder(job), rel)}")
     if len(scripts) > MAX_RUN_LINES:
         job.log(f"... and {len(scripts) - MAX_RUN_LINES} more files with wrapped loops")
-    job.log(f"next: run the training script of the copy for a few iterations; {detector.report} appears in the copy's root "
-            "(one per rank in multi-process runs)")
+    job.log(f"next: run the training script of the copy for a few iterations; {detector.report} appears in the "
+            "copy's root (one per rank in multi-process runs)")
     return result
