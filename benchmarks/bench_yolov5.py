@@ -33,13 +33,12 @@ fetches it; default: its place in the corpus cache).  The benchmark:
    rounds; and the same ratio for the first 12 iterations and the whole run.
 
 Iteration times come from a launcher outside the project, which wraps yolov5's
-``Callbacks.run`` to time ``on_train_batch_end`` events.  When torchvision's C++
-operators cannot load (a CUDA-only wheel beside a CPU torch), the launcher
-defines ``torchvision::nms`` with a plain-torch greedy NMS kernel before
-importing torchvision, and says so: the call site and output sizes are those of
-the real program, the kernel is not torchvision's (a vectorised greedy NMS, fast
-enough that yolov5's NMS time limit, which makes its metrics depend on speed,
-is not reached).
+``Callbacks.run`` to time ``on_train_batch_end`` events, after importing
+``torchvision_cpu_ops`` (beside this file): when torchvision's C++ operators
+cannot load (a CUDA-only wheel beside a CPU torch), it defines
+``torchvision::nms`` with a plain-torch greedy NMS kernel and says so: the call
+site and output sizes are those of the real program, the kernel is not
+torchvision's.
 """
 from __future__ import annotations
 
@@ -70,43 +69,12 @@ import time
 import torch
 
 torch.set_num_threads(1)
-try:
-    import torchvision  # noqa: F401
-    torchvision.ops.nms(torch.zeros(1, 4), torch.zeros(1), 0.5)
-    print("torchvision operators: the wheel's own", file=sys.stderr)
-except Exception:
-    for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
-        del sys.modules[name]
-    torch.library.define("torchvision::nms", "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-    torch.library.define("torchvision::qnms", "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+sys.path.insert(0, os.environ["BENCH_HARNESS"])
+import torchvision_cpu_ops  # noqa: E402  (torchvision beside a CPU torch; harness, not the program)
 
-    @torch.library.impl("torchvision::nms", "CPU")
-    def nms(dets, scores, iou_threshold):
-        """Greedy NMS over the pairwise IoU matrix: the boxes kept, best score first."""
-        import numpy
+sys.path.remove(os.environ["BENCH_HARNESS"])
 
-        order = scores.argsort(descending=True)
-        x1, y1, x2, y2 = dets[order].double().unbind(1)
-        areas = (x2 - x1) * (y2 - y1)
-        width = (torch.minimum(x2[:, None], x2[None]) - torch.maximum(x1[:, None], x1[None])).clamp(min=0)
-        height = (torch.minimum(y2[:, None], y2[None]) - torch.maximum(y1[:, None], y1[None])).clamp(min=0)
-        inter = width * height
-        over = (inter / (areas[:, None] + areas[None] - inter) > iou_threshold).numpy()
-        removed = numpy.zeros(len(over), dtype=bool)
-        keep = []
-        for index in range(len(over)):
-            if not removed[index]:
-                keep.append(index)
-                removed |= over[index]
-        return order[torch.tensor(keep, dtype=torch.long)]
-
-    import torchvision
-    import torchvision.extension
-
-    torchvision.extension._has_ops = lambda: True
-    print("torchvision operators: cannot load (%s); torchvision::nms is a plain-torch kernel" % torchvision.__version__,
-          file=sys.stderr)
-
+print(torchvision_cpu_ops.STATUS, file=sys.stderr)
 sys.path.insert(0, os.getcwd())  # as `python -m yolov5.train` from here
 from yolov5.utils import callbacks  # noqa: E402
 
@@ -192,7 +160,8 @@ def train(python: str, cwd: Path, work: Path, name: str, args, data: Path) -> di
                "--imgsz", str(args.imgsz), "--batch-size", str(args.batch), "--epochs", str(args.epochs),
                "--device", "cpu", "--workers", "0", "--project", str(work / "runs"), "--name", name, "--exist-ok",
                "--noplots", "--seed", "0"]
-    env = {**os.environ, "BENCH_TIMES": str(times), "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled",
+    env = {**os.environ, "BENCH_TIMES": str(times), "BENCH_HARNESS": str(Path(__file__).resolve().parent),
+           "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled",
            "YOLOv5_VERBOSE": "False", "PYTHONPATH": "",
            "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1",  # yolov5 7.0 reloads the checkpoints it wrote with torch.load
            "YOLOV5_CONFIG_DIR": str(offline_config(python, work))}

@@ -10,7 +10,8 @@ project.  Wrap the training data loop and run the script as usual::
 When the loop ends (or the process exits) ``DETECTOR`` writes
 ``msft_dynamic_shape_analysis_report.csv`` beside this package: one row per
 torch function, tensor method or ``nn.Module`` class and project line (the
-line that called it, or that called into the library that did) whose input or
+line that called it, or that called into the library that did, with that
+library frame) whose input or
 output shapes changed between iterations of one loop, with the loops' phases
 (train/eval) and every call path that reached it.  A report with only its
 header means the shapes were static.  Each wrapped loop records its first 10
@@ -844,27 +845,25 @@ class DynamicShapeDetector(LoopDetector):
 
     # -- the report ------------------------------------------------------------------
     def rows(self):
-        """One row per function (or module class) and project line: the call paths, loops and library
-        frames that reached it merged, most distinct shapes first."""
-        merged = {}  # (name, file, line) -> [phases, library frames, call paths, signatures, inputs, outputs]
+        """One row per function (or module class), project line and library frame (if a library made the call):
+        the call paths and loops that reached it merged, most distinct shapes first."""
+        merged = {}  # (name, file, line, library) -> [phases, call paths, signatures, inputs, outputs]
         for (name, loop, site), record in list(self._records.items()):
             if not record.changed or not site:
                 continue
             path, line, calls, library = self.sites.describe(site)
-            row = merged.get((name, path, line))
+            row = merged.get((name, path, line, library))
             if row is None:
-                row = merged[(name, path, line)] = [set(), set(), set(), set(), [], []]
+                row = merged[(name, path, line, library)] = [set(), set(), set(), [], []]
             row[0].add(loop.phase)
-            if library:
-                row[1].add(library)
-            row[2].add(calls)
-            row[3].update(record.seen)
-            _merge(row[4], record.inputs)
-            _merge(row[5], record.outputs)
-        rows = [(name, path, line, ", ".join(sorted(phases)), len(signatures), "\n".join(sorted(libraries)),
-                 "\n".join(sorted(calls)), _ranges_text(inputs), _ranges_text(outputs))
-                for (name, path, line), (phases, libraries, calls, signatures, inputs, outputs) in merged.items()]
-        rows.sort(key=lambda row: (-row[4], row[1], row[2], row[0]))
+            row[1].add(calls)
+            row[2].update(record.seen)
+            _merge(row[3], record.inputs)
+            _merge(row[4], record.outputs)
+        rows = [(name, path, line, ", ".join(sorted(phases)), len(signatures), library, "\n".join(sorted(calls)),
+                 _ranges_text(inputs), _ranges_text(outputs))
+                for (name, path, line, library), (phases, calls, signatures, inputs, outputs) in merged.items()]
+        rows.sort(key=lambda row: (-row[4], row[1], row[2], row[0], row[5]))
         return rows
 
     def _saved(self, path, rows):
