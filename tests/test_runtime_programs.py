@@ -152,6 +152,11 @@ LIBRARY = textwrap.dedent('''\
         return torch.ops.fakelib.positives(scores)
 
 
+    def both_signs(scores):
+        up = torch.nonzero(scores > 0)
+        return up, torch.nonzero(scores < 0)
+
+
     try:
         torch.library.define("fakelib::positives", "(Tensor scores) -> Tensor")
         torch.library.impl("fakelib::positives", "CPU", lambda scores: torch.nonzero(scores > 0))
@@ -175,7 +180,8 @@ LIBRARY_USER = textwrap.dedent('''\
         for scores in train_loader:
             keep = fakelib.select.positives(scores * weight)
             kept = fakelib.select.positives_op(scores)
-            loss = (weight * scores).sum() + 0 * keep.numel() * kept.numel()
+            up, down = fakelib.select.both_signs(scores)
+            loss = (weight * scores).sum() + 0 * keep.numel() * kept.numel() * up.numel() * down.numel()
             loss.backward()
             optimizer.step()
 
@@ -199,10 +205,13 @@ def test_a_call_made_inside_a_library_is_reported_at_the_project_line_with_the_l
     found = {(r["Function Name"], r["File Path"], r["Line Number"]): r for r in rows}
     nonzero = found[("torch.nonzero", "train.py", str(CALL_LINE))]
     assert nonzero["Library Frame"] == "fakelib/select.py:5 in positives"
-    assert nonzero["Call Stacks"] == f"train.py:23 in <module> -> train.py:{CALL_LINE} in main"
+    assert nonzero["Call Stacks"] == f"train.py:24 in <module> -> train.py:{CALL_LINE} in main"
     assert nonzero["Phase"] == "train" and nonzero["Output Shape Range"].startswith("[(")
     operator = found[("fakelib.positives", "train.py", str(CALL_LINE + 1))]
     assert operator["Library Frame"] == "fakelib/select.py:9 in positives_op"
+    signs = [r["Library Frame"] for r in rows if r["Line Number"] == str(CALL_LINE + 2)]
+    assert sorted(signs) == ["fakelib/select.py:13 in both_signs", "fakelib/select.py:14 in both_signs"]
+
     assert all(r["File Path"] == "train.py" for r in rows)  # nothing reported at a library's own line
 
 
