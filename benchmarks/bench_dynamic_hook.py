@@ -7,8 +7,11 @@ with torch.optim.AdamW on random batches) into a temporary project, runs
 ``instrument_tree`` on it as ``ascend-analyse -m dynamic_shape`` does, then
 runs the original and the instrumented copy in fresh processes.  Each script
 times its own training loop (after a warm-up, so imports and first-call costs
-are excluded) and prints iterations/s; the two alternate, and the best of
-``--repeat`` runs of each is kept.
+are excluded) and prints iterations per CPU second (``time.process_time``, one
+thread: other load on a shared machine does not count); the two alternate, and
+the best of ``--repeat`` runs of each is kept.  The detector runs with its
+default recording window (the first 10 iterations, then one in 10);
+``MSFT_SHAPES_EVERY=1`` in the environment records every iteration.
 Needs torch.
 """
 from __future__ import annotations
@@ -59,12 +62,12 @@ SCRIPT = textwrap.dedent('''\
         started = None
         for step, x in enumerate(train_loader):
             if step == warmup:
-                started = time.perf_counter()
+                started = time.process_time()
             loss = model(x)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-        print(ITERATIONS / (time.perf_counter() - started))
+        print(ITERATIONS / (time.process_time() - started))
 
 
     if __name__ == "__main__":

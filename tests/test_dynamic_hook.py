@@ -58,6 +58,8 @@ TRAIN = textwrap.dedent('''\
         main()
     ''')
 SELECT_LINE = 17  # picked = ... x[x > 0]
+HEADER = ["Function Name", "File Path", "Line Number", "Phase", "Distinct Shapes", "Library Frame", "Call Stacks",
+          "Input Shape Range", "Output Shape Range"]
 LAYER_LINE = 18  # self.layer(...)
 
 
@@ -100,14 +102,15 @@ def test_varying_selection_is_reported_and_losses_match_the_original(project):
     assert original.count("loss") == 4
     assert instrumented == original  # same loss values, bit for bit
     header, *rows = read_report(copy)
-    assert header == ["Function Name", "File Path", "Line Number", "Call Stack", "Input Shape Range",
-                      "Output Shape Range"]
+    assert header == HEADER
     by_site = {(r[0], r[1], int(r[2])): r for r in rows}
+    assert len(by_site) == len(rows)  # one row per function and line
     select = by_site[("torch.Tensor.__getitem__", "train.py", SELECT_LINE)]
-    low, high = select[5].strip("[]").split("-")
+    low, high = select[8].strip("[]").split("-")
     assert low != high and low.startswith("(") and low.endswith(",)")  # a 1-d result of varying length
-    assert select[4] == "[(4, 6)-(4, 6)], [(4, 6)-(4, 6)]"  # the batch and its mask never change
-    assert "train.py:17 in forward" in select[3] and "in main" in select[3]
+    assert select[7] == "[(4, 6)-(4, 6)], [(4, 6)-(4, 6)]"  # the batch and its mask never change
+    assert "train.py:17 in forward" in select[6] and "in main" in select[6]
+    assert select[3] == "train" and select[5] == "" and int(select[4]) > 1
     assert ("torch.nn.Linear", "train.py", LAYER_LINE) in by_site
     assert all(row[1] == "train.py" for row in rows)  # nothing from torch's own code (optimizer, loader)
     assert not (source / REPORT_NAME).exists()  # the original tree is untouched
@@ -116,8 +119,19 @@ def test_varying_selection_is_reported_and_losses_match_the_original(project):
 def test_fixed_shapes_give_an_empty_report(project):
     _, copy = project
     run_script(copy / "train.py", "--fixed")
-    assert read_report(copy) == [["Function Name", "File Path", "Line Number", "Call Stack", "Input Shape Range",
-                                  "Output Shape Range"]]
+    assert read_report(copy) == [HEADER]
+
+
+def test_iterations_outside_the_recording_window_are_not_recorded(project, monkeypatch):
+    _, copy = project
+    monkeypatch.setenv("MSFT_SHAPES_ITERATIONS", "1")  # the first iteration only: nothing to compare it with
+    monkeypatch.setenv("MSFT_SHAPES_EVERY", "0")
+    run_script(copy / "train.py")
+    assert read_report(copy) == [HEADER]
+    monkeypatch.setenv("MSFT_SHAPES_EVERY", "2")  # then one in 2: iterations 0, 1 and 3 of 4
+    run_script(copy / "train.py")
+    select = [row for row in read_report(copy)[1:] if row[0] == "torch.Tensor.__getitem__"]
+    assert [(row[2], row[4]) for row in select] == [(str(SELECT_LINE), "3")]  # three selection sizes seen
 
 
 def test_each_rank_writes_its_own_report(project, monkeypatch):
@@ -138,17 +152,15 @@ def test_without_torch_function_mode_module_calls_are_still_recorded(project, mo
     assert names == {"torch.nn.Linear"}
 
 
-def test_a_copy_whose_detector_is_not_started_runs_like_the_original(tmp_path):
-    # list(...) hides the loader from the loop recogniser: only the import is added
-    script = TRAIN.replace("in enumerate(train_loader):", "in enumerate(list(train_loader)):")
-    (tmp_path / "proj").mkdir()
-    (tmp_path / "proj" / "train.py").write_text(script, encoding="utf-8")
-    result = instrument_tree(tmp_path / "proj", tmp_path / "copy")
-    assert result.wrapped == [] and result.manual == ["train.py"]
-    copied = (tmp_path / "copy" / "train.py").read_text(encoding="utf-8")
-    assert "import DETECTOR" in copied
-    assert run_script(tmp_path / "copy" / "train.py") == run_script(tmp_path / "proj" / "train.py")
-    assert not (tmp_path / "copy" / REPORT_NAME).exists()
+def test_a_copy_whose_detector_is_not_started_runs_like_the_original(project):
+    source, copy = project
+    script = copy / "train.py"
+    text = script.read_text(encoding="utf-8")
+    script.write_text(text.replace("DETECTOR.start(enumerate(train_loader))", "enumerate(train_loader)"),
+                      encoding="utf-8")  # imported, never started
+    assert "import DETECTOR" in script.read_text(encoding="utf-8")
+    assert run_script(script) == run_script(source / "train.py")
+    assert not (copy / REPORT_NAME).exists()
 
 
 def load_hook(copy: Path):

@@ -1,6 +1,7 @@
 """The instrumented copy: which loops get wrapped, where the import goes, and that nothing else changes."""
 import hashlib
 import io
+import json
 import runpy
 import sys
 import textwrap
@@ -13,8 +14,11 @@ from flake8_ascend.cli import main
 from flake8_ascend.runtime.inject import IMPORT_LINE, PACKAGE, PACKAGE_SOURCE, instrument_source, instrument_tree
 
 
-def wrap(source, name="train.py", depth=0):
-    done = instrument_source(textwrap.dedent(source).encode(), name, depth)
+TRAINING_WHILE = "while False:\n    loss.backward()\n    optimizer.step()\n"  # a training loop start() cannot wrap
+
+
+def wrap(source, depth=0):
+    done = instrument_source(textwrap.dedent(source).encode(), depth)
     return done.code.decode(), done
 
 
@@ -54,16 +58,54 @@ def test_a_progress_bar_assigned_around_a_loader_is_followed():
 
 
 @pytest.mark.parametrize("source", [
-    "for x in val_loader:\n    pass\n",  # evaluation data
+    "for x in val_loader:\n    pass\n",  # evaluation data: a loop of its own, with its own recording window
     "for x in test_dl:\n    pass\n",
     "def evaluate(model, loader):\n    for x in loader:\n        pass\n",  # an evaluation function
+])
+def test_evaluation_loops_are_wrapped_too(source):
+    after, done = wrap(source)
+    assert len(done.loops) == 1 and "DETECTOR.start(" in after and not done.manual
+
+
+@pytest.mark.parametrize("source", [
+    "for step in range(100):\n    loss = model(next(it))\n    loss.backward()\n    opt.step()\n",
+    "for x in batches():\n    with autocast():\n        loss = f(x)\n    scaler.scale(loss).backward()\n"
+    "    scaler.step(optimizer)\n",
+    "def fit(model, stream):\n    for i, x in enumerate(stream):\n        if i % 2:\n"
+    "            model(x).sum().backward()\n            optimizer.zero_grad()\n",
+])
+def test_a_loop_running_a_training_step_is_wrapped_whatever_it_iterates(source):
+    after, done = wrap(source)
+    assert len(done.loops) == 1 and done.imports and not done.manual
+    assert IMPORT_LINE in after
+
+
+def test_only_the_loop_that_runs_the_step_itself_is_wrapped():
+    source = "for epoch in range(3):\n    for x in batches():\n        f(x).backward()\n        opt.step()\n"
+    after, done = wrap(source)
+    assert [line for line, _ in done.loops] == [2]
+
+
+@pytest.mark.parametrize("source", [
+    # yolov5 utils/torch_utils.py profile(): backward in a timing loop, no optimizer: not a training script
+    "def profile(ops, n=10):\n    for m in ops:\n        for _ in range(n):\n            y = m(x)\n"
+    "            y.sum().backward()\n",
+    "loss.backward()\noptimizer.step()\n",  # a step outside any loop
+    "def step(batch):\n    loss(batch).backward()\n    optimizer.step()\n\nfor x in data:\n    step(x)\n",
+])
+def test_backward_outside_a_training_loop_makes_no_training_script(source):
+    after, done = wrap(source)
+    assert done.loops == [] and not done.manual and not done.imports and after == textwrap.dedent(source)
+
+
+@pytest.mark.parametrize("source", [
     "for epoch in range(3):\n    pass\n",
     "for name, p in model.named_parameters():\n    pass\n",
     "async def f(loader):\n    async for x in loader:\n        pass\n",
     "for x in [loader_a, loader_b]:\n    pass\n",
 ])
 def test_other_loops_are_left_alone(source):
-    after, done = wrap(source, name="helpers.py")
+    after, done = wrap(source)
     assert done.loops == [] and after == source
 
 
@@ -94,29 +136,27 @@ def test_an_already_instrumented_file_is_not_changed_again():
     ("import torch  # noqa: F401\n", 1, f"import torch; {IMPORT_LINE}  # noqa: F401"),
 ])
 def test_the_import_shares_an_existing_line(source, line, expected):
-    after, done = wrap(source + "x.backward()\n")
-    assert changed_lines(source + "x.backward()\n", after) == [(line, expected)] and not done.shifted
+    after, done = wrap(source + TRAINING_WHILE)
+    assert changed_lines(source + TRAINING_WHILE, after) == [(line, expected)] and not done.shifted
     compile(after, "train.py", "exec")
 
 
 def test_a_file_starting_with_a_compound_statement_gets_one_new_line():
-    source = "if True:\n    import torch\nloss.backward()\n"
+    source = "if True:\n    import torch\n" + TRAINING_WHILE
     after, done = wrap(source)
     assert after == f"{IMPORT_LINE}\n{source}" and done.shifted
 
 
-def test_training_scripts_without_a_loop_are_marked_for_manual_wrapping():
-    _, done = wrap("import torch\nwhile True:\n    loss.backward()\n")
+def test_training_loops_that_cannot_be_wrapped_are_marked_for_manual_wrapping():
+    _, done = wrap("import torch\nwhile True:\n    loss.backward()\n    optimizer.step()\n")
     assert done.manual and done.imports and done.loops == []
-    _, done = wrap("import torch\nif __name__ == '__main__':\n    run()\n", name="train_net.py")
-    assert done.manual
-    after, done = wrap("import torch\ndef f(x):\n    return x\n", name="model.py")
+    after, done = wrap("import torch\nif __name__ == '__main__':\n    run()\n")  # train_net.py: no loop, no line
     assert not done.manual and not done.imports and IMPORT_LINE not in after
 
 
 def test_line_endings_and_encoding_are_kept():
     source = "# -*- coding: latin-1 -*-\r\nname = '\xe9'\r\nfor b in train_loader:\r\n    b.backward()\r\n"
-    done = instrument_source(source.encode("latin-1"), "train.py")
+    done = instrument_source(source.encode("latin-1"))
     text = done.code.decode("latin-1")
     assert text.count("\r\n") == 4 and "'\xe9'" in text and "DETECTOR.start(train_loader)" in text
 
@@ -133,7 +173,8 @@ def project(tmp_path):
     (root / "data").mkdir()
     (root / "train.py").write_text("import torch\nfor x in train_loader:\n    x.backward()\n", encoding="utf-8")
     (root / "tools" / "train_net.py").write_text(
-        "import sys\nif __name__ == '__main__':\n    print(type(DETECTOR).__name__)\n", encoding="utf-8")
+        "import sys\nif __name__ == '__main__':\n    print(type(DETECTOR).__name__)\n" + TRAINING_WHILE,
+        encoding="utf-8")
     (root / "tools" / "broken.py").write_text("def f(:\n    loss.backward()\n", encoding="utf-8")
     (root / "data" / "labels.txt").write_text("cat\n", encoding="utf-8")
     (root / "pytorch_analysis.txt").write_text("an old log\n", encoding="utf-8")
@@ -196,8 +237,10 @@ def test_dynamic_shape_mode_writes_hints_copy_and_log(project, tmp_path, capsys)
     assert (folder / PACKAGE / "hook.py").is_file() and (folder / "train.py").is_file()
     log = (folder / "pytorch_analysis.txt").read_text(encoding="utf-8")
     assert "wrapped data loop: train.py:2: for x in train_loader:" in log
-    assert "no data loop found in tools/train_net.py" in log
+    assert "no data loop could be wrapped in tools/train_net.py" in log
     assert (project / "pytorch_analysis.txt").read_text(encoding="utf-8") == "an old log\n"
+    settings = (folder / PACKAGE / "settings.json").read_text(encoding="utf-8")
+    assert json.loads(settings) == {"dynamic_shape": {"every": 10, "iterations": 10}}
 
 
 def test_dynamic_shape_mode_with_the_output_inside_the_input(project, capsys):

@@ -14,7 +14,7 @@ from runtime_support import PACKAGE_SOURCE, header, read_rows, run_script  # noq
 
 REPORT = "msft_overflow_report.csv"
 HEADER = ["Iteration", "Phase", "Op", "Dtypes", "Input Shapes", "Output Shapes", "Non-finite", "File Path",
-          "Line Number", "Call Stack", "Dump"]
+          "Line Number", "Library Frame", "Call Stack", "Dump"]
 # fc2 overflows in iteration 2 only: fc1 gives 8 * scale (finite), fc2 16 * 8 * scale (beyond the dtype's range)
 TRAIN = textwrap.dedent('''\
     import sys
@@ -92,9 +92,9 @@ def test_overflow_is_reported_at_its_layer_and_iteration_and_dumped(tmp_path, dt
 
 
 def test_mode_flags_reach_the_copy(tmp_path, capsys):
-    copy = analyse(tmp_path, "--dump-all", "3", "--overflow-iterations", "2-5")
+    copy = analyse(tmp_path, "--dump-all", "3", "--overflow-iterations", "2-5", "--overflow-every", "2")
     settings = json.loads((copy / "msft_dynamic_analysis" / "settings.json").read_text(encoding="utf-8"))
-    assert settings == {"overflow": {"dump": 0, "dump_all": 3, "iterations": "2-5"}}
+    assert settings == {"overflow": {"dump": 0, "dump_all": 3, "every": 2, "iterations": "2-5"}}
     log = (copy / "pytorch_analysis.txt").read_text(encoding="utf-8")
     assert "wrapped data loop: train.py:25: for x in train_loader:" in log
     assert "detector: msft_dynamic_analysis.overflow.OVERFLOW" in log
@@ -103,6 +103,9 @@ def test_mode_flags_reach_the_copy(tmp_path, capsys):
     assert cli.main(["-m", "overflow", "-i", str(tmp_path / "proj"), "-o", str(tmp_path / "out"),
                      "--overflow-iterations", "5-2"]) == 2
     assert "argument --overflow-iterations: expected all, N or A-B" in capsys.readouterr().err
+    assert cli.main(["-m", "overflow", "-i", str(tmp_path / "proj"), "-o", str(tmp_path / "out"),
+                     "--overflow-every", "0"]) == 2
+    assert "argument --overflow-every: expected a positive number, got '0'" in capsys.readouterr().err
 
 
 def test_a_stable_model_reports_nothing(tmp_path):

@@ -11,7 +11,8 @@ from flake8_ascend import cli  # noqa: E402
 from runtime_support import PACKAGE_SOURCE, header, read_rows, run_script  # noqa: E402
 
 REPORT = "msft_runtime_ops_report.csv"
-HEADER = ["Op", "NPU Status", "Count", "Dtypes", "Phase", "File Path", "Line Number", "Call Stack", "Tips"]
+HEADER = ["Op", "NPU Status", "Count", "Dtypes", "Phase", "Loop", "File Path", "Line Number", "Library Frame",
+          "Call Stack", "Tips"]
 TRAIN = textwrap.dedent('''\
     import os
     import sys
@@ -88,14 +89,16 @@ def test_ops_without_an_npu_kernel_are_reported_at_their_lines(copy):
         ("aten::huber_loss_backward.out", "backward (HuberLossBackward0)", "train.py", "18"),
         ("aten::mode", "forward", "train.py", "19"),
         ("aten::linalg_eig", "forward", "train.py", "20"),
-        ("aten::mode", "forward", "fakelib/ops.py", "5"),  # issued inside a library: its line, then the project's
+        ("aten::mode", "forward", "train.py", "21"),  # issued inside a library: the project line calling into it
     }
     assert {r["NPU Status"] for r in rows} == {"fallback"}
     mode = found[("aten::mode", "forward", "train.py", "19")]
     assert (mode["Count"], mode["Dtypes"]) == ("2", "float32")  # the first 2 of 4 iterations
     assert mode["Call Stack"] == "train.py:32 in <module> -> train.py:19 in main"
-    assert found[("aten::mode", "forward", "fakelib/ops.py", "5")]["Call Stack"] == \
-        "train.py:32 in <module> -> train.py:21 in main -> fakelib/ops.py:5 in most_common"
+    assert mode["Library Frame"] == "" and {r["Loop"] for r in rows} == {"train (train.py:15)"}
+    library = found[("aten::mode", "forward", "train.py", "21")]
+    assert library["Library Frame"] == "fakelib/ops.py:5 in most_common"
+    assert library["Call Stack"] == "train.py:32 in <module> -> train.py:21 in main"
     assert "no NPU kernel in torch_npu 2.13.0" in mode["Tips"] and "called by" not in mode["Tips"]
     inner = found[("aten::huber_loss_backward.out", "backward (HuberLossBackward0)", "train.py", "18")]
     assert inner["Tips"].endswith("called by aten::huber_loss_backward, which has no NPU kernel of its own (composite)")
@@ -111,7 +114,7 @@ def test_results_are_stable_across_runs(copy):
 def test_supported_ops_only_give_an_empty_report(copy):
     log = run_script(copy / "train.py", "supported")
     assert header(copy / REPORT) == HEADER and read_rows(copy / REPORT) == []
-    assert "no operators without an NPU kernel in the first 2 iterations" in log
+    assert "no operators without an NPU kernel in the recorded iterations (train.py:15: 2)" in log
 
 
 def test_all_ops_and_iterations_from_the_environment(copy, monkeypatch):

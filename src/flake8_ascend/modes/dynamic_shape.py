@@ -8,7 +8,7 @@ the static dynamic-shape hints (ASC401-404) to ``dynamic_shape_hints.csv``.
 from __future__ import annotations
 
 from ..runtime.inject import PACKAGE, REPORT_NAME
-from ..runtime.runtime_copy import SHAPES, make_copy
+from ..runtime.runtime_copy import SHAPES, make_copy, whole_number
 from ._lint import LintMode, Table
 from ..rules.value_dependent_ops import HINTS_CSV
 from . import Job, Mode
@@ -34,7 +34,15 @@ class DynamicShape(Mode):
     formats = _Hints.formats
     uses_rules = True
 
+    @classmethod
+    def add_arguments(cls, group) -> None:
+        group.add_argument("--shape-iterations", type=whole_number, default=10, metavar="N",
+                           help="iterations of each wrapped loop recorded in full (default: 10)")
+        group.add_argument("--shape-every", type=whole_number, default=10, metavar="K",
+                           help="after those, record one iteration in K (default: 10; 0: none), so a long run's "
+                           "steady state stays close to the original's speed")
+
     def run(self, job: Job):
         counts = _Hints().run(job)
-        make_copy(job, SHAPES, {})
+        make_copy(job, SHAPES, {"iterations": job.args.shape_iterations, "every": job.args.shape_every})
         return counts

@@ -4,16 +4,10 @@ from __future__ import annotations
 import argparse
 
 from ..runtime.inject import PACKAGE
-from ..runtime.runtime_copy import Detector, make_copy
+from ..runtime.runtime_copy import Detector, make_copy, positive_number, whole_number
 from . import Job, Mode
 
 DETECTOR = Detector("overflow", "OVERFLOW", "msft_overflow_report.csv", "overflow")
-
-
-def _count(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a number (0 or more), got {text!r}")
-    return int(text)
 
 
 def _window(text: str) -> str:
@@ -32,16 +26,20 @@ class Overflow(Mode):
 
     @classmethod
     def add_arguments(cls, group) -> None:
-        group.add_argument("--dump", type=_count, default=0, metavar="N",
+        group.add_argument("--dump", type=whole_number, default=0, metavar="N",
                            help="save the inputs and outputs of the first N overflowing operators (.pt files)")
         group.add_argument("--overflow-iterations", type=_window, default="all", metavar="RANGE",
                            help="iterations checked: all (default), N or A-B (0-based)")
-        group.add_argument("--dump-all", type=_count, default=None, metavar="STEP",
+        group.add_argument("--overflow-every", type=positive_number, default=1, metavar="K",
+                           help="check one iteration in K of those (default: 1, each); K=10 brings a long run's "
+                           "steady state close to the original's speed")
+        group.add_argument("--dump-all", type=whole_number, default=None, metavar="STEP",
                            help="save the inputs and outputs of every operator of iteration STEP (0-based), "
                            "for ascend-analyse compare")
 
     def run(self, job: Job):
-        settings = {"dump": job.args.dump, "iterations": job.args.overflow_iterations}
+        settings = {"dump": job.args.dump, "iterations": job.args.overflow_iterations,
+                    "every": job.args.overflow_every}
         if job.args.dump_all is not None:
             settings["dump_all"] = job.args.dump_all
         make_copy(job, DETECTOR, settings)

@@ -1,12 +1,10 @@
 """``-m runtime_ops``: an instrumented copy of the project that reports the ATen operators the NPU lacks."""
 from __future__ import annotations
 
-import argparse
-
 from pathlib import Path
 
 from ..runtime.inject import PACKAGE
-from ..runtime.runtime_copy import Detector, make_copy
+from ..runtime.runtime_copy import Detector, make_copy, positive_number
 from . import Job, JobError, Mode
 
 DETECTOR = Detector("ops", "OPS", "msft_runtime_ops_report.csv", "runtime_ops")
@@ -19,12 +17,6 @@ def table_versions():
     return sorted(versions, key=lambda v: tuple(int(x) for x in v.split(".")))
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return int(text)
-
-
 class RuntimeOps(Mode):
     name = "runtime_ops"
     help = (f"copy the project with its data loops wrapped in an ATen operator recorder (run the copy to get "
@@ -33,7 +25,7 @@ class RuntimeOps(Mode):
 
     @classmethod
     def add_arguments(cls, group) -> None:
-        group.add_argument("--ops-iterations", type=_positive, default=2, metavar="N",
+        group.add_argument("--ops-iterations", type=positive_number, default=2, metavar="N",
                            help="iterations recorded (default: 2; later ones run untouched)")
         group.add_argument("--all-ops", action="store_true",
                            help="list every operator run, not only those without an NPU kernel")

@@ -4,24 +4,28 @@
 ``dest`` with ``msft_dynamic_analysis/`` beside it, and rewrites the training
 scripts of the copy with libcst, changing nothing else in them:
 
-* the data loop is wrapped where it can be recognised: ``for ... in ITER:``
-  becomes ``for ... in DETECTOR.start(ITER):`` when ITER is a DataLoader, a
-  name or attribute bound to one (or spelled like one: ``train_loader``,
-  ``dataloader``, ``train_dl``), a call of a function named like one
+* the data loops are wrapped where they can be recognised: ``for ... in ITER:``
+  becomes ``for ... in DETECTOR.start(ITER):`` when its body runs a training
+  step (a ``.backward(`` call and an optimizer call: ``.step(``, ``.zero_grad(``
+  or a name saying ``optim``), whatever ITER is, or when ITER is a DataLoader,
+  a name or attribute bound to one (or spelled like one: ``train_loader``,
+  ``val_dataloader``, ``train_dl``), a call of a function named like one
   (``build_train_loader()``), or ``enumerate``/``zip``/``iter``/a progress bar
-  (``tqdm``, ``track``...) around one.  Loops over names that say val/test/
-  eval, loops inside functions named like evaluation, and loops nested in a
-  wrapped loop are left alone;
+  (``tqdm``, ``track``...) around one.  Evaluation loops are wrapped too: each
+  wrapped loop has its own recording window, and the detectors tell training
+  from evaluation at run time.  Loops nested in a wrapped loop and ``async
+  for`` are left alone;
 * ``from msft_dynamic_analysis.hook import DETECTOR`` is appended to the first
   line that may hold it (the docstring, the last ``__future__`` import, or the
   first statement), so every other line keeps its number and the report's line
   numbers are the original's; scripts in subfolders first append the analysis
   folder to ``sys.path`` on that same line.
 
-A training script is a file that calls ``.backward(`` or, named ``*train*``,
-has a ``__main__`` block; those where no loop was found still get the import
-and are listed so the user can wrap the loop by hand.  The source tree is only
-read.
+A training script is a file with a loop (``for`` or ``while``) whose body
+runs a training step; those where no loop could be wrapped (a ``while`` loop)
+still get the import and are listed so the user can wrap the loop by hand.  A
+``.backward(`` elsewhere (a profiling helper) makes no training script.  The
+source tree is only read.
 """
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..files import SKIPPED_FOLDERS, SourceError, read_regular, regular_file_problem
-from ..rules.dataloader_last_batch import says_eval, words
+from ..rules.dataloader_last_batch import words
 
 PACKAGE = "msft_dynamic_analysis"
 PACKAGE_SOURCE = Path(__file__).parent / PACKAGE
@@ -46,7 +50,6 @@ IMPORT_LINE = f"from {PACKAGE}.hook import DETECTOR"
 REPORT_NAME = "msft_dynamic_shape_analysis_report.csv"
 MAX_NESTING = 1000  # syntax-tree depth handed to libcst; it crashed at 5,000 nested lambdas, not at 2,500
 _WRAPPERS = frozenset({"enumerate", "zip", "iter", "islice", "track"})
-_EVAL_FUNCTIONS = ("eval", "evaluate", "validate", "validation", "val", "test", "predict", "inference", "infer")
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ class Instrumented:
     code: bytes
     loops: List[Tuple[int, str]]  # (line, original header) of each wrapped loop
     imports: bool  # the file imports the detector (added now or already there)
-    manual: bool  # a training script in which no data loop was found: wrap it by hand
+    manual: bool  # a training loop that could not be wrapped (a while loop): wrap it by hand
     shifted: bool = False  # the import needed a line of its own: later lines moved down by one
 
 
@@ -77,16 +80,11 @@ class Injection:
     shifted: List[str] = field(default_factory=list)  # files whose lines moved down by one
     skipped: List[Tuple[str, str]] = field(default_factory=list)  # (path, why) copied unchanged or left out
     copied: int = 0  # files written into the copy
+    package: str = ""  # the input was this package's folder: the copy holds it as <dest>/<package>/
 
 
 def says_loader(name: str) -> bool:
     return any("loader" in w or w == "dl" for w in words(name))
-
-
-def _evaluates(function: str) -> bool:
-    """``evaluate``, ``val_epoch``, ``run_test``: but not ``train_and_validate``."""
-    found = words(function)
-    return any(w in _EVAL_FUNCTIONS for w in found) and not any("train" in w for w in found)
 
 
 def _callee(func: cst.BaseExpression) -> str:
@@ -139,7 +137,7 @@ class _LoopWrapper(cst.CSTTransformer):
         super().__init__()
         self.assignments = assignments
         self.module = module
-        self.functions: List[str] = []
+        self.training = False  # a loop of the module runs a training step
         self.open_loops: List[bool] = []  # for each enclosing for loop: is it a data loop?
         self.wrap: Set[int] = set()
         self.loops: List[Tuple[int, str]] = []
@@ -154,28 +152,24 @@ class _LoopWrapper(cst.CSTTransformer):
                 return True
             if name in _WRAPPERS or "tqdm" in name.lower() or "progress" in name.lower():
                 return any(self.is_loader(arg.value, depth + 1) for arg in node.args if arg.keyword is None)
-            return says_loader(name) and not says_eval(name)
+            return says_loader(name)
         dotted = _dotted(node)
         if dotted is None:
             return False
         last = dotted.rsplit(".", 1)[-1]
-        if says_eval(last):
-            return False
         return says_loader(last) or any(self.is_loader(v, depth + 1) for v in self.assignments.get(dotted, ()))
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.functions.append(node.name.value)
-
-    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
-        self.functions.pop()
-        return updated
+    def visit_While(self, node: cst.While) -> None:
+        if _runs_training_step(node.body):
+            self.training = True
 
     def visit_For(self, node: cst.For) -> None:
         data_loop = False
+        steps = _runs_training_step(node.body)
+        self.training = self.training or steps
         if _is_detector_start(node.iter):
             self.already_wrapped = data_loop = True
-        elif (node.asynchronous is None and not any(self.open_loops) and self.is_loader(node.iter)
-              and not any(_evaluates(f) for f in self.functions)):
+        elif node.asynchronous is None and not any(self.open_loops) and (steps or self.is_loader(node.iter)):
             data_loop = True
             self.wrap.add(id(node))
             line = self.get_metadata(PositionProvider, node).start.line
@@ -191,6 +185,36 @@ class _LoopWrapper(cst.CSTTransformer):
             return updated
         start = cst.Attribute(value=cst.Name("DETECTOR"), attr=cst.Name("start"))
         return updated.with_changes(iter=cst.Call(func=start, args=[cst.Arg(value=updated.iter)]))
+
+
+class _TrainingStep(cst.CSTVisitor):
+    """The calls of a loop body, not entering nested loops, functions or classes: backward and optimizer calls."""
+
+    def __init__(self) -> None:
+        self.backward = self.optimizer = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = _callee(node.func)
+        if name == "backward" and isinstance(node.func, cst.Attribute):
+            self.backward = True
+        elif name in ("step", "zero_grad") or "optim" in (_dotted(node.func) or "").lower():
+            self.optimizer = True
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if "optim" in node.value.lower():  # scaler.step(optimizer), optimizer_step(...)
+            self.optimizer = True
+
+    def _stop(self, node: cst.CSTNode) -> bool:
+        return False  # do not enter
+
+    visit_For = visit_While = visit_FunctionDef = visit_ClassDef = visit_Lambda = _stop
+
+
+def _runs_training_step(body: cst.BaseSuite) -> bool:
+    """Whether a loop body runs a training step itself: a ``.backward(`` call and an optimizer call."""
+    found = _TrainingStep()
+    body.visit(found)
+    return found.backward and found.optimizer
 
 
 def _import_statements(depth: int) -> List[cst.BaseSmallStatement]:
@@ -338,21 +362,14 @@ def _longest_statement(source: bytes) -> int:
     return longest
 
 
-def looks_like_training(source: bytes, name: str) -> bool:
-    """A training script: calls ``.backward(``, or is named ``*train*`` and has a ``__main__`` block."""
-    return b".backward(" in source or ("train" in name.lower() and b"__main__" in source)
-
-
-def instrument_source(source: bytes, name: str = "train.py", depth: int = 0) -> Instrumented:
+def instrument_source(source: bytes, depth: int = 0) -> Instrumented:
     """Wrap the data loops of one file and add the detector import; raises ``libcst.ParserSyntaxError``
     or ``TooDeep``.
 
-    ``name`` is the file name (for the training-script test), ``depth`` its
-    folder depth below the analysis root (0: beside ``msft_dynamic_analysis``).
+    ``depth`` is the file's folder depth below the analysis root (0: beside ``msft_dynamic_analysis``).
     """
-    training = looks_like_training(source, name)
-    if not training and not (b"for " in source and (b"oader" in source or b"dl" in source or b"DETECTOR" in source)
-                             and may_have_data_loop(source)):
+    loader_words = b"oader" in source or b"dl" in source or b"DETECTOR" in source
+    if not (b".backward(" in source or (b"for " in source and loader_words and may_have_data_loop(source))):
         return Instrumented(source, [], IMPORT_LINE.encode() in source, False)
     check_nesting(source)
     module = cst.parse_module(source)
@@ -360,6 +377,7 @@ def instrument_source(source: bytes, name: str = "train.py", depth: int = 0) -> 
     module.visit(assignments)
     wrapper = _LoopWrapper(assignments.values, module)
     module = MetadataWrapper(module, unsafe_skip_copy=True).visit(wrapper)
+    training = wrapper.training
     already = IMPORT_LINE.encode() in source
     shifted = False
     if (wrapper.loops or training) and not already:
@@ -413,6 +431,9 @@ def _copy_file(source: Path, target: Path) -> str:
 def instrument_tree(source: Path, dest: Path, exclude: Iterable[Path] = ()) -> Injection:
     """Copy ``source`` (a project folder or one file) into the folder ``dest``, instrumented; see the module doc.
 
+    A package folder (one with ``__init__.py``) is copied into ``dest/<its name>/``, so the copy keeps the
+    importable layout (``import yolov5.utils``, relative imports) and runs as ``python -m yolov5.train``
+    from ``dest``; any other folder's contents go straight into ``dest`` (``src/`` layouts stay as they are).
     ``dest`` is created if needed; ``exclude`` lists folders of the source to
     leave out (an output folder inside the project).  Files that libcst cannot
     parse are copied unchanged and listed in ``skipped``.
@@ -429,9 +450,10 @@ def instrument_tree(source: Path, dest: Path, exclude: Iterable[Path] = ()) -> I
             rel = Path(os.path.relpath(error.filename, source)).as_posix()
             result.skipped.append((rel, f"left out: cannot list folder ({error.strerror})"))
 
+        result.package = source.name if (source / "__init__.py").is_file() else ""
         for folder, subfolders, names in os.walk(source, onerror=unreadable, followlinks=False):
             here = Path(folder)
-            rel_folder = here.relative_to(source)
+            rel_folder = Path(result.package, here.relative_to(source))
             depth = len(rel_folder.parts)
             keep = []
             for name in sorted(subfolders):
@@ -481,7 +503,7 @@ def _instrument_file(path: Path, target: Path, rel: str, depth: int, result: Inj
         result.skipped.append((rel, f"left out: {error}"))
         return
     try:
-        done = instrument_source(raw, path.name, depth)
+        done = instrument_source(raw, depth)
     except TooDeep as error:
         result.skipped.append((rel, f"copied unchanged: {error}, more than libcst parses safely"))
         shutil.copy2(path, target)

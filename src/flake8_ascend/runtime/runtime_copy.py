@@ -14,6 +14,8 @@ detector reads them at run time; environment variables override them).
 """
 from __future__ import annotations
 
+import argparse
+
 import json
 import shutil
 from dataclasses import dataclass
@@ -38,7 +40,29 @@ class Detector:
         return f"from {PACKAGE}.{self.module} import {self.name}{alias}"
 
 
+def whole_number(text: str) -> int:
+    """An argparse type: 0, 1, 2..."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a number (0 or more), got {text!r}")
+    return int(text)
+
+
+def positive_number(text: str) -> int:
+    """An argparse type: 1, 2..."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return int(text)
+
+
+MAX_RUN_LINES = 8  # "to run ..." lines in the log
 SHAPES = Detector("hook", "DETECTOR", REPORT_NAME, "dynamic_shape")  # what the injector imports itself
+
+
+def final_folder(job: Job) -> Path:
+    """``OUT/<name>_analysis``: where the copy lies once the run succeeded (``job.out_dir`` is temporary)."""
+    from ..cli import report_name  # the CLI imports the modes; import it only when running
+
+    return job.out_dir.parent / report_name(job.input)
 
 
 def excluded(job: Job) -> List[Path]:
@@ -53,6 +77,21 @@ def point_imports(dest: Path, files: Iterable[str], detector: Detector) -> None:
     for rel in files:
         path = dest / rel
         path.write_bytes(path.read_bytes().replace(old, new, 1))
+
+
+def run_command(copy: Path, shown: Path, rel: str) -> str:
+    """How to run the script ``rel`` of ``copy`` (which will lie at ``shown``) so that the copy's own modules are
+    imported, not an installed original: ``python -m yolov5.train`` from the folder above the package,
+    ``python tools/train.py`` for a plain script."""
+    parts = rel.split("/")
+    folders = len(parts) - 1
+    top = folders
+    while top > 0 and (copy.joinpath(*parts[:top]) / "__init__.py").is_file():
+        top -= 1
+    if top == folders:
+        return f"cd {shown} && python {rel}"
+    module = ".".join([*parts[top:folders], parts[-1][:-len(".py")]])
+    return f"cd {shown.joinpath(*parts[:top])} && python -m {module}"
 
 
 def make_copy(job: Job, detector: Detector, settings: Dict[str, object], extra: Dict[str, Path] = None) -> Injection:
@@ -73,14 +112,21 @@ def make_copy(job: Job, detector: Detector, settings: Dict[str, object], extra: 
     for loop in result.wrapped:
         job.log(f"wrapped data loop: {loop.path}:{loop.line}: {loop.header}")
     for rel in result.manual:
-        job.log(f"no data loop found in {rel}: wrap your training loop by hand, e.g. "
-                "`for batch in DETECTOR.start(train_loader):` (DETECTOR is imported)")
+        job.log(f"no data loop could be wrapped in {rel}, whose loop runs a training step: wrap your training loop "
+                "by hand, e.g. `for batch in DETECTOR.start(train_loader):` (DETECTOR is imported)")
     for rel in result.shifted:
         job.log(f"{rel}: the detector import needed a line of its own, so report lines there are one more "
                 "than in the original")
     if not result.importing:
-        job.log(f"no training script found (no `.backward(` call, no data loop): add `{detector.import_line}` "
-                "and wrap your data loop by hand")
-    job.log(f"next: run the training script of the copy for a few iterations; {detector.report} appears in the copy's root "
-            "(one per rank in multi-process runs)")
+        job.log(f"no training script found (no loop running `.backward(` and an optimizer step, no data loop): add "
+                f"`{detector.import_line}` and wrap your data loop by hand")
+    if result.package:
+        job.log(f"{job.input.name} is a package: the copy keeps it as {result.package}/ so that its imports resolve")
+    scripts = sorted({loop.path for loop in result.wrapped} | set(result.manual))
+    for rel in scripts[:MAX_RUN_LINES]:
+        job.log(f"to run {rel} instrumented: {run_command(job.out_dir, final_folder(job), rel)}")
+    if len(scripts) > MAX_RUN_LINES:
+        job.log(f"... and {len(scripts) - MAX_RUN_LINES} more files with wrapped loops")
+    job.log(f"next: run the training script of the copy for a few iterations; {detector.report} appears in the "
+            "copy's root (one per rank in multi-process runs)")
     return result

@@ -9,28 +9,37 @@ project.  Wrap the training data loop and run the script as usual::
 
 When the loop ends (or the process exits) ``DETECTOR`` writes
 ``msft_dynamic_shape_analysis_report.csv`` beside this package: one row per
-call site (a line of the project calling a torch function, a tensor method or
-an ``nn.Module``) whose input or output shapes changed between iterations.
-A report with only its header means the shapes were static.
+torch function, tensor method or ``nn.Module`` class and project line (the
+line that called it, or that called into the library that did, with that
+library frame) whose input or
+output shapes changed between iterations of one loop, with the loops' phases
+(train/eval) and every call path that reached it.  A report with only its
+header means the shapes were static.  Each wrapped loop records its first 10
+iterations, then one in 10 (settings ``iterations`` and ``every``, environment
+``MSFT_SHAPES_ITERATIONS`` and ``MSFT_SHAPES_EVERY``).
 
 Needs the standard library and torch >= 1.11 only, and Python >= 3.7.
 Importing this module does nothing else; torch is imported when a detector
 starts.  Calls are intercepted without rewriting the project's code: a
 ``TorchFunctionMode`` sees every torch function, tensor method and operator
 (torch >= 1.13; older versions fall back to ``nn.Module`` calls only), and a
-global forward hook sees every ``nn.Module`` call.  Both exist only while an
-iteration runs, so data loading and the code after the loop run untouched.
+global forward hook sees every ``nn.Module`` call.  Both exist only while a
+recorded iteration runs, so data loading and the code after the loop run
+untouched.
 
 ``LoopDetector`` is the base the detectors of this package share: iteration
-tracking around the data loop, call-site capture (which line of the project
-made a call), rank-aware report names and atomic CSV writing.  A detector
+tracking around each wrapped loop, call-site capture (which line of the
+project made a call, and through which library), settings, rank-aware report
+names and atomic CSV writing.  A detector
 subclass supplies its interception (``_install``/``_resume``/``_pause``/
 ``_uninstall``), ``report_name``, ``header`` and ``rows()``.
 """
 import atexit
 import csv
+import json
 import os
 import sys
+import sysconfig
 import tempfile
 import threading
 
@@ -39,9 +48,10 @@ from .cells import safe_row
 PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__))
 ROOT = os.path.dirname(PACKAGE_DIR)  # the analysis folder: the instrumented project lives here
 STACK_DEPTH = 5  # project frames kept per call site
-MAX_FRAMES = 64  # frames walked when capturing a call stack
+MAX_FRAMES = 200  # frames walked when capturing a call stack (nn.Module calls nest deeply)
 MAX_SITES = 50000  # call sites recorded before the detector stops learning new ones
 MAX_SIGNATURES = 256  # distinct shape signatures remembered per call site
+SETTINGS_FILE = os.path.join(PACKAGE_DIR, "settings.json")  # written by ascend-analyse
 _START_DIR = os.getcwd()  # relative code file names are relative to where the program started
 
 
@@ -90,13 +100,120 @@ def write_csv(path, header, rows):
         raise
 
 
+def load_settings(section):
+    """The ``section`` of settings.json beside this package ({} without one)."""
+    try:
+        with open(SETTINGS_FILE, encoding="utf-8") as handle:
+            value = json.load(handle).get(section, {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def setting(given, section, key, env, default, convert):
+    """``given[key]``, else the environment variable ``env``, else settings.json, else ``default``; converted.
+
+    A bad value in the environment or settings.json is logged and skipped: it must not stop a training run.
+    """
+    if given.get(key) is not None:
+        return convert(given[key])  # the caller's own argument: a bad one is the caller's error
+    for where, raw in ((env, os.environ.get(env)), ("settings.json " + key, section.get(key))):
+        if raw is None or raw == "":
+            continue
+        try:
+            return convert(raw)
+        except (TypeError, ValueError):
+            log("ignoring %s=%r: not a valid value" % (where, raw))
+    return default
+
+
+def flag(value):
+    """A yes/no setting: True, 1, "1", "yes", "true", "on"."""
+    return value is True or str(value).strip().lower() in ("1", "yes", "true", "on")
+
+
+def natural(value):
+    """A whole number >= 0 (a setting)."""
+    number = int(value)
+    if number < 0:
+        raise ValueError(value)
+    return number
+
+
+def positive(value):
+    """A whole number >= 1 (a setting)."""
+    number = int(value)
+    if number < 1:
+        raise ValueError(value)
+    return number
+
+
+def _library_roots():
+    """sys.path folders, longest first, to name library files (torchvision/ops/boxes.py)."""
+    roots = set()
+    for entry in sys.path:
+        if entry and os.path.isdir(entry):
+            roots.add(os.path.realpath(entry) + os.sep)
+    return sorted(roots, key=len, reverse=True)
+
+
+def _project_names():
+    """Top-level module names the copy provides: its root's (and ``src/``'s) packages and modules."""
+    names = set()
+    for folder in (ROOT, os.path.join(ROOT, "src")):
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.endswith(".py"):
+                names.add(entry[:-3])
+            elif os.path.isfile(os.path.join(folder, entry, "__init__.py")):
+                names.add(entry)
+    names.discard(os.path.basename(PACKAGE_DIR))
+    return names
+
+
+def foreign_project_modules():
+    """Warn about modules named like the copy's that were imported from elsewhere (an installed original):
+    their calls are not the copy's, so they are neither instrumented nor attributed.  Returns their names."""
+    names = _project_names()
+    root = os.path.realpath(ROOT) + os.sep
+    foreign = {}
+    for name, module in list(sys.modules.items()):
+        filename = getattr(module, "__file__", None)
+        if filename and name.partition(".")[0] in names:
+            full = os.path.realpath(filename)
+            if not full.startswith(root):
+                foreign[name] = full
+    if foreign:
+        first = sorted(foreign)[0]
+        log("%d modules named like this copy's were imported from elsewhere (%s from %s): they run uninstrumented "
+            "and their calls are not reported; run the copy from its root as the log of ascend-analyse says "
+            "(python -m package.module)" % (len(foreign), first, foreign[first]))
+    return sorted(foreign)
+
+
+PROJECT, LIBRARY, TORCH, STDLIB = "project", "library", "torch", "stdlib"
+
+
 class CallSites(object):
-    """Which line of the project made a call: frames of files under ROOT, outside this package."""
+    """Which line made a call: project frames (files under ROOT, outside this package), and the library frame
+    between them and torch when the call was made inside a library (torchvision.ops.nms, a timm model).
+
+    A site is a hashable stack key ``((code, line), ...)``, innermost first: the project frames (up to
+    STACK_DEPTH), preceded by the library frame that made the call when a library made it.
+    """
 
     def __init__(self, root=ROOT):
         self.root = os.path.realpath(root) + os.sep
         self.package = PACKAGE_DIR + os.sep
         self._paths = {}  # code object -> path relative to ROOT ("/" separators), or None
+        self._kinds = {}  # code object -> PROJECT, LIBRARY, TORCH (torch or this package) or STDLIB
+        self._names = {}  # code object -> the file as reports show it
+        self._torch = None  # torch's folder
+        self._stdlib = None
+        self._roots = None
 
     def path(self, code):
         """The project-relative file of a code object, or None when it is not project code."""
@@ -113,13 +230,55 @@ class CallSites(object):
         self._paths[code] = relative
         return relative
 
-    def caller(self, frame, skipped_files):
-        """The first frame outwards from ``frame`` not in ``skipped_files``, if it is project code."""
-        while frame is not None and frame.f_code.co_filename in skipped_files:
+    def kind(self, code):
+        """PROJECT, LIBRARY, TORCH (torch's or this package's code) or STDLIB (cached per code object)."""
+        try:
+            return self._kinds[code]
+        except KeyError:
+            pass
+        if self._torch is None:
+            torch = sys.modules.get("torch")
+            self._torch = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep if torch else self.package
+            stdlib = sysconfig.get_paths().get("stdlib")
+            self._stdlib = os.path.realpath(stdlib) + os.sep if stdlib else None
+        filename = code.co_filename
+        if self.path(code) is not None:
+            found = PROJECT
+        elif filename.startswith("<"):  # <frozen importlib>, <string> from torch's codegen; <ipython-input>
+            found = LIBRARY if filename.startswith("<ipython") else STDLIB
+        else:
+            full = os.path.realpath(filename)
+            if full.startswith((self._torch, self.package)):
+                found = TORCH
+            elif self._stdlib is not None and full.startswith(self._stdlib) and "-packages" + os.sep not in full:
+                found = STDLIB
+            else:
+                found = LIBRARY
+        self._kinds[code] = found
+        return found
+
+    def site(self, frame, torch_calls=False):
+        """The site of a call made by ``frame`` (see the class doc), or () when there is none to report.
+
+        Standard-library frames are looked through.  A frame of torch's own code first means torch made the
+        call itself (inside an ``nn.Module``, an optimizer): () unless ``torch_calls``, which looks through
+        torch too (ATen operators are issued by torch's Python code for the line that called it).
+        """
+        library = None
+        for _ in range(MAX_FRAMES):
+            if frame is None:
+                break
+            code = frame.f_code
+            kind = self._kinds.get(code) or self.kind(code)
+            if kind is PROJECT:
+                stack = self.stack(frame)
+                return stack if library is None else (library,) + stack[:STACK_DEPTH - 1]
+            if kind is LIBRARY and library is None:
+                library = (code, frame.f_lineno)
+            elif kind is TORCH and library is None and not torch_calls:
+                return ()
             frame = frame.f_back
-        if frame is None or self.path(frame.f_code) is None:
-            return None
-        return frame
+        return (library,) if library is not None else ()
 
     def stack(self, frame):
         """A hashable key of up to STACK_DEPTH project frames from ``frame`` outwards: ((code, line), ...)."""
@@ -136,41 +295,106 @@ class CallSites(object):
             walked += 1
         return tuple(found)
 
+    def file(self, code):
+        """Project-relative path, else the path below its sys.path folder, else the full path."""
+        try:
+            return self._names[code]
+        except KeyError:
+            pass
+        name = self.path(code)
+        if name is None:
+            name = full = os.path.realpath(code.co_filename)
+            if self._roots is None:
+                self._roots = _library_roots()
+            for root in self._roots:
+                if full.startswith(root):
+                    name = full[len(root):].replace(os.sep, "/")
+                    break
+        self._names[code] = name
+        return name
+
     def describe(self, stack):
-        """(file, line, "train.py:40 in main -> train.py:12 in step") of a stack key, outermost first."""
+        """(file, line, "train.py:40 in main -> train.py:12 in step", library frame) of a site.
+
+        File and line are the innermost project frame's (the line a user can change); the library frame,
+        ``torchvision/ops/boxes.py:41 in nms``, is "" when the project made the call itself.
+        """
+        if not stack:
+            return "", "", "", ""
+        library = ""
         code, line = stack[0]
-        calls = " -> ".join("%s:%d in %s" % (self.path(c), n, c.co_name) for c, n in reversed(stack))
-        return self.path(code), line, calls
+        if self.path(code) is None:
+            library = "%s:%d in %s" % (self.file(code), line, code.co_name)
+            if len(stack) == 1:  # no project frame called into the library: name the library's line
+                return self.file(code), line, library, library
+            stack = stack[1:]
+            code, line = stack[0]
+        calls = " -> ".join("%s:%d in %s" % (self.file(c), n, c.co_name) for c, n in reversed(stack))
+        return self.file(code), line, calls, library
+
+
+class Loop(object):
+    """One wrapped loop (its ``for`` line): its own iteration count, and whether it trains."""
+
+    __slots__ = ("where", "iterations", "training")
+
+    def __init__(self, where):
+        self.where = where  # "train.py:28"
+        self.iterations = 0  # its iterations so far, over every time the loop ran
+        self.training = False  # an iteration ran backward (or an optimizer step)
+
+    @property
+    def phase(self):
+        return "train" if self.training else "eval"
 
 
 class LoopDetector(object):
-    """Base of the detectors: follows the iterations of the wrapped data loop and owns the report."""
+    """Base of the detectors: follows the iterations of the wrapped data loops and owns the report.
+
+    Each wrapped loop (each ``for`` line running ``start()``) is followed on its own: a ``Loop`` counts
+    its iterations (so recording windows are per loop) and learns its phase, ``train`` once one of its
+    iterations runs backward or an optimizer step, else ``eval``.
+    """
 
     report_name = ""  # the CSV file written at ROOT (a rank suffix is added in multi-process jobs)
     header = ()
+    settings_section = ""  # its section of settings.json
 
     def __init__(self):
         self.sites = CallSites()
         self.iteration = 0  # iterations finished so far, over every loop this detector wrapped
+        self.loop = None  # the Loop running now
+        self.loops = {}  # (code, line) of a loop's for statement -> Loop
+        self._options = {}
         self._active = False
         self._owner = None  # (process id, thread id) of the loop being recorded
         self._rank = None
         self._exit_hook = False
         self._unsaved = False
 
+    def option(self, key, env, default, convert):
+        return setting(self._options, load_settings(self.settings_section), key, env, default, convert)
+
     # -- the loop --------------------------------------------------------------------
-    def start(self, loader):
-        """Yield the items of ``loader`` and record what every iteration does; report when the loop ends."""
+    def start(self, loader, **options):
+        """Yield the items of ``loader`` and record what every iteration does; report when the loop ends.
+
+        Keyword arguments override the environment and settings.json.
+        """
         if self._active:  # a loop nested in the recorded one: already covered
             for item in loader:
                 yield item
             return
+        consumer = sys._getframe(1)  # the frame running the for statement (or what iterates for it)
+        self.loop = self._loop_at(consumer)
         iterator = iter(loader)  # DataLoader workers start here, before any interception exists
+        self._options = options
         self._active = True
         self._owner = (os.getpid(), threading.current_thread().ident)
         if not self._exit_hook:
             atexit.register(self._at_exit)
             self._exit_hook = True
+            foreign_project_modules()
         try:
             self._install()
             while True:
@@ -190,8 +414,20 @@ class LoopDetector(object):
             self._active = False
             self.save()
 
+    def _loop_at(self, frame):
+        """The Loop of the for statement iterating from ``frame`` (or the first project frame outwards, when a
+        library iterates for it: ``tqdm(DETECTOR.start(loader))``)."""
+        stack = self.sites.stack(frame)
+        key = stack[0] if stack else (frame.f_code, frame.f_lineno)
+        loop = self.loops.get(key)
+        if loop is None:
+            code, line = key
+            loop = self.loops[key] = Loop("%s:%d" % (self.sites.path(code) or code.co_filename, line))
+        return loop
+
     def _end_iteration(self):
         self.iteration += 1
+        self.loop.iterations += 1
         if self._rank is None:
             self._rank = process_rank()
         self._iteration_done()
@@ -295,6 +531,16 @@ def _extend(ranges, shapes):
         shape_range.add(shape)
 
 
+def _merge(ranges, others):
+    """Widen ``ranges`` (ShapeRange per argument position) by ``others``."""
+    while len(ranges) < len(others):
+        ranges.append(ShapeRange())
+    for shape_range, other in zip(ranges, others):
+        for low, high in other.bounds.values():
+            shape_range.add(low)
+            shape_range.add(high)
+
+
 def _ranges_text(ranges):
     return ", ".join(str(r) for r in ranges) if ranges else "None"
 
@@ -379,28 +625,38 @@ def _source_files(modules):
 
 
 class DynamicShapeDetector(LoopDetector):
-    """Records the tensor shapes of every torch call and module call the project makes, per iteration."""
+    """Records the tensor shapes of every torch call and module call the project makes, per iteration.
+
+    Each loop's first ``iterations`` iterations are recorded, then one in ``every`` (0: none): the
+    iterations between run untouched, which keeps a long run's steady state near the original's speed.
+    """
 
     report_name = "msft_dynamic_shape_analysis_report.csv"
-    header = ("Function Name", "File Path", "Line Number", "Call Stack", "Input Shape Range", "Output Shape Range")
+    header = ("Function Name", "File Path", "Line Number", "Phase", "Distinct Shapes", "Library Frame",
+              "Call Stacks", "Input Shape Range", "Output Shape Range")
+    settings_section = "dynamic_shape"
 
     def __init__(self):
         super(DynamicShapeDetector, self).__init__()
-        self._records = {}  # (name, stack) -> CallSite
-        self._counts = {}  # (name, stack) -> calls so far in this iteration
+        self._records = {}  # (name, loop, site) -> CallSite
+        self._counts = {}  # (name, loop, site) -> calls so far in this iteration
         self._names = {}  # torch callable -> report name (None: not recorded)
         self._recording = False
         self._intercepted = False
         self._torch = None
+        self._backward = None  # torch.Tensor.backward: a loop whose iteration calls it trains
         self._mode_class = None  # a TorchFunctionMode subclass, when this torch has a working one
         self._mode = None
         self._module_hook = None
+        self._register_module_hook = None
         self._optimizer_hooks = []
         self._stepping = None  # the mode set aside while one of torch's optimizers steps
         self._plain_tensors = None  # torch._C.DisableTorchFunction, where torch has it
         self._dispatch_files = frozenset()  # torch files between a project line and an intercepted call
         self._module_files = frozenset()
         self._full = False
+        self.first = 10
+        self.every = 10
 
     # -- interception ----------------------------------------------------------------
     def _install(self):
@@ -409,22 +665,24 @@ class DynamicShapeDetector(LoopDetector):
             import torch
 
             self._torch = torch
+            self._backward = torch.Tensor.backward
             self._dispatch_files = _source_files(
-                [getattr(torch, name, None) for name in ("overrides", "_tensor", "functional", "_jit_internal")]
+                [getattr(torch, name, None)
+                 for name in ("overrides", "_tensor", "functional", "_jit_internal", "_ops")]
                 + [torch.nn.functional])
             self._module_files = _source_files([torch.nn.modules.module])
             self._plain_tensors = getattr(torch._C, "DisableTorchFunction", None)
             self._mode_class = self._working_mode_class(torch)
-        register = getattr(self._torch.nn.modules.module, "register_module_forward_hook", None)
-        if register is not None:
-            self._module_hook = register(self._on_module)
+            self._register_module_hook = getattr(torch.nn.modules.module, "register_module_forward_hook", None)
+        self.first = self.option("iterations", "MSFT_SHAPES_ITERATIONS", 10, natural)
+        self.every = self.option("every", "MSFT_SHAPES_EVERY", 10, natural)
         optimizer = sys.modules.get("torch.optim.optimizer")  # loaded when the project uses torch.optim
         before = getattr(optimizer, "register_optimizer_step_pre_hook", None)
         after = getattr(optimizer, "register_optimizer_step_post_hook", None)
-        if self._mode_class is not None and before is not None and after is not None:
+        if before is not None and after is not None:
             self._optimizer_hooks = [before(self._before_step), after(self._after_step)]
         if first:
-            self._describe_interception(register is not None)
+            self._describe_interception(self._register_module_hook is not None)
 
     def _describe_interception(self, modules):
         seen = []
@@ -437,7 +695,9 @@ class DynamicShapeDetector(LoopDetector):
                 % self._torch.__version__)
         elif self._mode_class is None:
             log("torch %s has no usable TorchFunctionMode: recording nn.Module calls only" % self._torch.__version__)
-        log("recording %s per iteration; report: %s" % (" and ".join(seen) or "nothing", self.report_path()))
+        then = "then one in %d" % self.every if self.every else "then none"
+        log("recording %s in the first %d iterations of each loop, %s; report: %s"
+            % (" and ".join(seen) or "nothing", self.first, then, self.report_path()))
 
     def _working_mode_class(self, torch):
         """A TorchFunctionMode subclass calling ``_on_function``, if entering one really intercepts calls."""
@@ -462,11 +722,19 @@ class DynamicShapeDetector(LoopDetector):
             return None
         return _ShapeMode if self._intercepted else None
 
+    def records(self, iteration):
+        """Whether a loop's ``iteration`` (0-based) is recorded: the first ones, then one in ``every``."""
+        return iteration < self.first or (self.every > 0 and (iteration - self.first) % self.every == 0)
+
     def _resume(self):
+        if not self.records(self.loop.iterations):
+            return
         if self._mode_class is not None:
             mode = self._mode_class()
             mode.__enter__()
             self._mode = mode
+        if self._register_module_hook is not None:
+            self._module_hook = self._register_module_hook(self._on_module)
         self._recording = True
 
     def _pause(self):
@@ -475,21 +743,24 @@ class DynamicShapeDetector(LoopDetector):
         if mode is not None and mode is not self._stepping:  # an optimizer step that raised left it exited
             mode.__exit__(None, None, None)
         self._stepping = None
-
-    def _uninstall(self):
-        self._pause()
         if self._module_hook is not None:
             self._module_hook.remove()
             self._module_hook = None
+
+    def _uninstall(self):
+        self._pause()
         for handle in self._optimizer_hooks:
             handle.remove()
         self._optimizer_hooks = []
 
     def _before_step(self, optimizer, args, kwargs):
         """Set the mode aside while one of torch's own optimizers steps: none of its calls is project code."""
+        if not self.owns_thread():
+            return None
+        self.loop.training = True
         mode = self._mode
         current = getattr(self._torch.overrides, "_get_current_function_mode", None)
-        if (mode is None or current is None or not self.owns_thread() or self._stepping is not None
+        if (mode is None or current is None or self._stepping is not None
                 or not type(optimizer).__module__.startswith("torch.")):
             return None
         if current() is mode:  # only when it is on top of the mode stack (never pop a mode of the user's)
@@ -512,9 +783,15 @@ class DynamicShapeDetector(LoopDetector):
         if not self._recording:
             self._intercepted = True
             return result
+        if func is self._backward:
+            self.loop.training = True
         # frames: 0 this handler, 1 the mode's __torch_function__, 2 the caller (or torch's dispatch code)
-        frame = self.sites.caller(sys._getframe(2), self._dispatch_files)
-        if frame is None:
+        frame = sys._getframe(2)
+        skipped = self._dispatch_files
+        while frame is not None and frame.f_code.co_filename in skipped:
+            frame = frame.f_back
+        site = self.sites.site(frame)
+        if not site:
             return result  # called by torch itself (inside an nn.Module, an optimizer, a data loader...)
         try:
             name = self._names[func]
@@ -527,14 +804,18 @@ class DynamicShapeDetector(LoopDetector):
             inputs = tensor_shapes(args, tensor)
             if kwargs:
                 inputs += tensor_shapes(kwargs.values(), tensor)
-            self._record(name, frame, inputs, tensor_shapes((result,), tensor))
+            self._record(name, site, inputs, tensor_shapes((result,), tensor))
         return result
 
     def _on_module(self, module, inputs, output):
         if not self._recording or not self.owns_thread():
             return None
-        frame = self.sites.caller(sys._getframe(1), self._module_files)
-        if frame is None:
+        frame = sys._getframe(1)
+        skipped = self._module_files
+        while frame is not None and frame.f_code.co_filename in skipped:
+            frame = frame.f_back
+        site = self.sites.site(frame)
+        if not site:
             return None
         tensor = self._torch.Tensor
         if self._mode is not None and self._plain_tensors is not None:
@@ -547,31 +828,44 @@ class DynamicShapeDetector(LoopDetector):
             name = self._names[cls]
         except KeyError:
             name = self._names[cls] = module_name(module)
-        self._record(name, frame, shapes[0], shapes[1])
+        self._record(name, site, shapes[0], shapes[1])
         return None
 
-    def _record(self, name, frame, inputs, outputs):
-        key = (name, self.sites.stack(frame))
+    def _record(self, name, site, inputs, outputs):
+        key = (name, self.loop, site)
         occurrence = self._counts.get(key, 0)
         self._counts[key] = occurrence + 1
-        site = self._records.get(key)
-        if site is None:
+        record = self._records.get(key)
+        if record is None:
             if len(self._records) >= MAX_SITES:
                 if not self._full:
                     self._full = True
                     log("more than %d call sites: new ones are no longer recorded" % MAX_SITES)
                 return
-            site = self._records[key] = CallSite()
-        site.add(occurrence, inputs, outputs)
+            record = self._records[key] = CallSite()
+        record.add(occurrence, inputs, outputs)
 
     # -- the report ------------------------------------------------------------------
     def rows(self):
-        rows = []
-        for (name, stack), site in list(self._records.items()):
-            if site.changed and stack:
-                path, line, calls = self.sites.describe(stack)
-                rows.append((name, path, line, calls, _ranges_text(site.inputs), _ranges_text(site.outputs)))
-        rows.sort(key=lambda row: (row[1], row[2], row[0], row[3]))
+        """One row per function (or module class), project line and library frame (if a library made the call):
+        the call paths and loops that reached it merged, most distinct shapes first."""
+        merged = {}  # (name, file, line, library) -> [phases, call paths, signatures, inputs, outputs]
+        for (name, loop, site), record in list(self._records.items()):
+            if not record.changed or not site:
+                continue
+            path, line, calls, library = self.sites.describe(site)
+            row = merged.get((name, path, line, library))
+            if row is None:
+                row = merged[(name, path, line, library)] = [set(), set(), set(), [], []]
+            row[0].add(loop.phase)
+            row[1].add(calls)
+            row[2].update(record.seen)
+            _merge(row[3], record.inputs)
+            _merge(row[4], record.outputs)
+        rows = [(name, path, line, ", ".join(sorted(phases)), len(signatures), library, "\n".join(sorted(calls)),
+                 _ranges_text(inputs), _ranges_text(outputs))
+                for (name, path, line, library), (phases, calls, signatures, inputs, outputs) in merged.items()]
+        rows.sort(key=lambda row: (-row[4], row[1], row[2], row[0], row[5]))
         return rows
 
     def _saved(self, path, rows):

@@ -6,9 +6,10 @@ Wrap the training data loop and run the script as usual::
     for images, labels in OPS.start(train_loader):
         ...
 
-The first iterations (2 by default) record every ATen operator run, forward
-and backward, with the line that issued it (for backward operators: the
-forward line that built the autograd node); later iterations run untouched.
+The first iterations (2 by default) of each wrapped loop record every ATen
+operator run, forward and backward, with the line that issued it (for backward
+operators: the forward line that built the autograd node) and the loop (train
+or eval); later iterations run untouched.
 When the loop ends, ``msft_runtime_ops_report.csv`` is written beside this
 package (``_rank<N>`` added in multi-process jobs): one row per operator,
 phase and call site whose NPU status for the chosen torch_npu version is
@@ -41,8 +42,8 @@ import json
 import os
 import re
 
-from .aten import AtenDetector, dtype_name, flag, phase, tensors
-from .hook import PACKAGE_DIR, log
+from .aten import AtenDetector, dtype_name, phase, tensors
+from .hook import PACKAGE_DIR, flag, log, positive
 
 STATUSES = ("kernel", "composite", "fallback", "unsupported")
 PROBLEMS = ("fallback", "unsupported", "unknown")
@@ -85,13 +86,6 @@ def op_key(name):
     return name[len("aten::"):] if name.startswith("aten::") else name
 
 
-def _positive(value):
-    number = int(value)
-    if number < 1:
-        raise ValueError(value)
-    return number
-
-
 def composite_kernel(torch, func):
     """The dispatch key of the default (CompositeExplicitAutograd) kernel an NPU without a kernel of its own
     would run for ``func``, or None: views (they only alias), torch without ``_op_dk``, or no such kernel."""
@@ -122,7 +116,8 @@ class OpsDetector(AtenDetector):
     """Records the ATen operators of the first iterations and reports those without an NPU kernel."""
 
     report_name = "msft_runtime_ops_report.csv"
-    header = ("Op", "NPU Status", "Count", "Dtypes", "Phase", "File Path", "Line Number", "Call Stack", "Tips")
+    header = ("Op", "NPU Status", "Count", "Dtypes", "Phase", "Loop", "File Path", "Line Number", "Library Frame",
+              "Call Stack", "Tips")
     settings_section = "runtime_ops"
 
     def __init__(self):
@@ -132,12 +127,12 @@ class OpsDetector(AtenDetector):
         self.version = None
         self.status = {}
         self.delegates = {}
-        self.usage = {}  # (op name, phase, site, calling composite operator or "") -> Usage
+        self.usage = {}  # (op name, phase, loop, site, calling composite operator or "") -> Usage
         self._ops = {}  # func -> (op name, status, the dispatch key of its composite kernel or None)
         self._parents = []  # the composite operators whose default kernels are running
 
     def _configure(self):
-        self.iterations = self.option("iterations", "MSFT_OPS_ITERATIONS", 2, _positive)
+        self.iterations = self.option("iterations", "MSFT_OPS_ITERATIONS", 2, positive)
         self.all_ops = self.option("all_ops", "MSFT_OPS_ALL", False, flag)
         wanted = self.option("version", "MSFT_OPS_VERSION", None, str)
         version, path = find_table(wanted)
@@ -149,11 +144,15 @@ class OpsDetector(AtenDetector):
             self.status, self.delegates = load_table(path)
             self.version = version
             self._ops.clear()
-        log("recording the ATen operators of the first %d iterations; NPU status of torch_npu %s (%s)"
-            % (self.iterations, version, os.path.basename(path)))
+            log("NPU status of torch_npu %s (%s)" % (version, os.path.basename(path)))
 
     def records(self, iteration):
         return iteration < self.iterations
+
+    def _begin_iteration(self):
+        if self.loop.iterations == 0:  # this loop's window opens (each wrapped loop has its own)
+            log("recording the ATen operators of the first %d iterations of the loop at %s"
+                % (self.iterations, self.loop.where))
 
     def on_operator(self, func, args, kwargs, node, site):
         try:
@@ -176,7 +175,7 @@ class OpsDetector(AtenDetector):
 
     def _count(self, name, status, args, kwargs, node, site):
         parent = self._parents[-1] if self._parents else ""
-        key = (name, phase(node), site, parent)
+        key = (name, phase(node), self.loop, site, parent)
         usage = self.usage.get(key)
         if usage is None:
             usage = self.usage[key] = Usage()
@@ -207,12 +206,13 @@ class OpsDetector(AtenDetector):
 
     def rows(self):
         rows = []
-        for (name, where, site, parent), usage in list(self.usage.items()):
+        for (name, where, loop, site, parent), usage in list(self.usage.items()):
             status = self._status(name)
-            path, line, calls = self.site_finder.describe(site)
+            path, line, calls, library = self.sites.describe(site)
             dtypes = ", ".join(sorted(dtype_name(d) for d in usage.dtypes)) or "-"
-            rows.append((name, status, usage.count, dtypes, where, path, line, calls, self.tips(name, status, parent)))
-        rows.sort(key=lambda row: (row[5], row[6] if row[6] != "" else 0, row[0], row[4], row[7]))
+            rows.append((name, status, usage.count, dtypes, where, "%s (%s)" % (loop.phase, loop.where), path, line,
+                         library, calls, self.tips(name, status, parent)))
+        rows.sort(key=lambda row: (row[6], row[7] if row[7] != "" else 0, row[0], row[4], row[5], row[8], row[9]))
         return rows
 
     def _status(self, name):
@@ -220,11 +220,12 @@ class OpsDetector(AtenDetector):
 
     def _saved(self, path, rows):
         shown = "operators" if self.all_ops else "operators without an NPU kernel"
+        loops = ", ".join("%s: %d" % (loop.where, min(loop.iterations, self.iterations))
+                          for loop in self.loops.values())
         if rows:
-            log("%d %s (call sites) in the first %d iterations: see %s"
-                % (len(rows), shown, min(self.iteration, self.iterations), path))
+            log("%d %s (call sites) in the recorded iterations (%s): see %s" % (len(rows), shown, loops, path))
         else:
-            log("no %s in the first %d iterations: %s" % (shown, min(self.iteration, self.iterations), path))
+            log("no %s in the recorded iterations (%s): %s" % (shown, loops, path))
 
 
 OPS = OpsDetector()

@@ -11,7 +11,7 @@ after it ran: when one of its floating-point outputs holds inf or nan while
 none of its inputs did (in-place operators: before they ran), it is an
 overflowing operator.  The first ``max_ops`` of each iteration are written to
 ``msft_overflow_report.csv`` beside this package (``_rank<N>`` added in
-multi-process jobs) with the iteration (0-based), phase (forward, or backward
+multi-process jobs) with the iteration (0-based, over every wrapped loop), phase (forward, or backward
 with its autograd node), operator, dtypes, shapes, what was non-finite and the
 line of code that issued it (for backward operators: the forward line that
 built the node).  A report with only its header means nothing overflowed.
@@ -22,6 +22,7 @@ Settings (``start()`` keyword, environment variable, ``settings.json`` key):
 keyword        environment variable         meaning
 ============== =========================== =====================================================
 iterations     MSFT_OVERFLOW_ITERATIONS     iterations to check: ``all`` (default), ``N`` or ``A-B``
+every          MSFT_OVERFLOW_EVERY          check one iteration in K of those (1: each; default)
 max_ops        MSFT_OVERFLOW_MAX_OPS        overflowing operators reported per iteration (8)
 dump           MSFT_OVERFLOW_DUMP           save the tensors of the first N overflowing operators (0)
 dump_all       MSFT_OVERFLOW_DUMP_ALL       save the tensors of every operator of this iteration
@@ -42,7 +43,7 @@ import math
 import os
 
 from .aten import AtenDetector, dtype_name, phase, shape_text, tensors
-from .hook import ROOT, log, process_rank, write_csv
+from .hook import ROOT, log, natural, positive, process_rank, write_csv
 
 DUMP_HEADER = ("Index", "Op", "Phase", "Why", "Inputs", "Outputs", "File Path", "Line Number", "Call Stack")
 
@@ -60,15 +61,8 @@ def iteration_range(text):
     return first, last
 
 
-def _natural(value):
-    number = int(value)
-    if number < 0:
-        raise ValueError(value)
-    return number
-
-
 def _optional_step(value):
-    return None if str(value).strip().lower() in ("", "none", "off", "-1") else _natural(value)
+    return None if str(value).strip().lower() in ("", "none", "off", "-1") else natural(value)
 
 
 class Record(object):
@@ -86,7 +80,7 @@ class OverflowDetector(AtenDetector):
 
     report_name = "msft_overflow_report.csv"
     header = ("Iteration", "Phase", "Op", "Dtypes", "Input Shapes", "Output Shapes", "Non-finite", "File Path",
-              "Line Number", "Call Stack", "Dump")
+              "Line Number", "Library Frame", "Call Stack", "Dump")
     settings_section = "overflow"
 
     def __init__(self):
@@ -100,6 +94,7 @@ class OverflowDetector(AtenDetector):
         self._dumped_ops = 0
         self._folder = None
         self.window = None
+        self.every = 1
         self.max_ops = 8
         self.dump = 0
         self.dump_all = None
@@ -108,8 +103,9 @@ class OverflowDetector(AtenDetector):
     # -- settings --------------------------------------------------------------------
     def _configure(self):
         self.window = self.option("iterations", "MSFT_OVERFLOW_ITERATIONS", None, iteration_range)
-        self.max_ops = self.option("max_ops", "MSFT_OVERFLOW_MAX_OPS", 8, _natural)
-        self.dump = self.option("dump", "MSFT_OVERFLOW_DUMP", 0, _natural)
+        self.every = self.option("every", "MSFT_OVERFLOW_EVERY", 1, positive)
+        self.max_ops = self.option("max_ops", "MSFT_OVERFLOW_MAX_OPS", 8, natural)
+        self.dump = self.option("dump", "MSFT_OVERFLOW_DUMP", 0, natural)
         self.dump_all = self.option("dump_all", "MSFT_OVERFLOW_DUMP_ALL", None, _optional_step)
         path = self.option("dump_path", "MSFT_OVERFLOW_DUMP_PATH", None, str)
         if path:
@@ -118,7 +114,8 @@ class OverflowDetector(AtenDetector):
             log("dumps go to %s" % self.dump_path)
 
     def records(self, iteration):
-        return self.dump_all == iteration or self.checks(iteration)
+        # iterations are counted over every wrapped loop here (the report's Iteration, the dump's step)
+        return self.dump_all == self.iteration or self.checks(self.iteration)
 
     def _begin_iteration(self):
         self._checking = self.checks(self.iteration)
@@ -137,8 +134,12 @@ class OverflowDetector(AtenDetector):
 
     # -- one operator ----------------------------------------------------------------
     def checks(self, iteration):
-        """Whether ``iteration`` is checked for overflow (it may be recorded only for ``dump_all``)."""
-        return self.window is None or self.window[0] <= iteration <= self.window[1]
+        """Whether ``iteration`` is checked for overflow (it may be recorded only for ``dump_all``): in the
+        window, and one in ``every`` from the window's start."""
+        first = 0 if self.window is None else self.window[0]
+        if self.window is not None and not first <= iteration <= self.window[1]:
+            return False
+        return (iteration - first) % self.every == 0
 
     def on_operator(self, func, args, kwargs, node, site):
         index = self._index
@@ -231,7 +232,7 @@ class OverflowDetector(AtenDetector):
         except (OSError, RuntimeError) as error:
             log("cannot dump %s: %s" % (prefix, error))
             return ""
-        path, line, calls = self.site_finder.describe(site)
+        path, line, calls, _ = self.sites.describe(site)
         self._manifest.append((index, func.name(), phase(node), why, shape_text(inputs), shape_text(outputs),
                                path, line, calls))
         return "%d/%d/%s" % (self.iteration, rank, prefix)
@@ -240,9 +241,9 @@ class OverflowDetector(AtenDetector):
     def rows(self):
         rows = []
         for record in self.found:
-            path, line, calls = self.site_finder.describe(record.site) if self.site_finder else ("", "", "")
+            path, line, calls, library = self.sites.describe(record.site)
             rows.append((record.iteration, record.phase, record.op, record.dtypes, record.inputs, record.outputs,
-                         record.nonfinite, path, line, calls, record.dump))
+                         record.nonfinite, path, line, library, calls, record.dump))
         return rows
 
     def _saved(self, path, rows):

@@ -1,0 +1,325 @@
+"""The runtime copies on programs shaped like real ones: packages, library internals, train and eval loops.
+
+Issue 16: yolov5 as a package, torchvision.ops.nms inside a library, validation loops
+never recorded, report rows merging train and val paths.  Each case is a small
+project built here and run with torch 2.13 on CPU.
+"""
+import io
+import runpy
+import sys
+import textwrap
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from flake8_ascend import cli  # noqa: E402
+from flake8_ascend.runtime.inject import REPORT_NAME, instrument_tree  # noqa: E402
+from runtime_support import forget_package, read_rows, run_script  # noqa: E402
+
+MODEL = textwrap.dedent('''\
+    import torch
+    from torch import nn
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = nn.Linear(1, 1)
+
+        def forward(self, x):
+            picked = x[x > 0]  # how many: varies per batch
+            return self.head(picked.unsqueeze(1)).mean()
+    ''')
+PICK_LINE = 11
+PACKAGE_FILES = {
+    "mypkg/__init__.py": "",
+    "mypkg/model.py": MODEL,
+    "mypkg/data/__init__.py": "from .batches import batches  # a relative import\n",
+    "mypkg/data/batches.py": textwrap.dedent('''\
+        import torch
+
+
+        def batches(count):
+            generator = torch.Generator().manual_seed(0)
+            for _ in range(count):
+                yield torch.randn(4, 6, generator=generator)
+        '''),
+    "mypkg/train.py": textwrap.dedent('''\
+        import torch
+
+        from mypkg.model import Net  # absolute
+        from .data import batches  # relative
+
+
+        def main():
+            torch.manual_seed(0)
+            model = Net()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x in batches(4):  # a generator: wrapped because its body runs a training step
+                loss = model(x)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                print("loss %.6f" % loss.item())
+
+
+        if __name__ == "__main__":
+            main()
+        '''),
+}
+
+
+def write(root: Path, files):
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+
+
+def analyse(mode, source: Path, out: Path, capsys, *extra):
+    out.mkdir(exist_ok=True)
+    assert cli.main(["-m", mode, "-i", str(source), "-o", str(out), *extra]) == 0
+    return capsys.readouterr()
+
+
+def python(first: Path, target: str, installed: Path):
+    """Run ``python -m target`` (or ``python target`` for a file) in this process as from ``first`` with the
+    original project installed (last on sys.path); returns (stdout, stderr)."""
+    saved_path, saved_argv = list(sys.path), list(sys.argv)
+    forget_package()
+    for name in [m for m in sys.modules if m.partition(".")[0] == "mypkg"]:
+        del sys.modules[name]
+    sys.path[:] = [str(first)] + [p for p in saved_path if p not in ("", ".")] + [str(installed)]
+    sys.argv = [target]
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            if target.endswith(".py"):
+                runpy.run_path(target, run_name="__main__")
+            else:
+                runpy.run_module(target, run_name="__main__", alter_sys=True)
+    finally:
+        sys.path[:], sys.argv[:] = saved_path, saved_argv
+        for name in [m for m in sys.modules if m.partition(".")[0] == "mypkg"]:
+            del sys.modules[name]
+    return out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("at_package", [True, False], ids=["-i package", "-i its parent"])
+def test_a_packaged_project_runs_instrumented_from_its_copy(tmp_path, capsys, at_package):
+    project = tmp_path / "proj"
+    write(project, PACKAGE_FILES)
+    source = project / "mypkg" if at_package else project
+    analyse("dynamic_shape", source, tmp_path / "out", capsys)
+    copy = tmp_path / "out" / f"{source.name}_analysis"
+    log = (copy / "pytorch_analysis.txt").read_text(encoding="utf-8")
+    assert (copy / "mypkg" / "train.py").is_file() and (copy / "msft_dynamic_analysis" / "hook.py").is_file()
+    assert f"to run mypkg/train.py instrumented: cd {copy} && python -m mypkg.train" in log
+    assert ("is a package: the copy keeps it as mypkg/" in log) == at_package
+    original, _ = python(project, "mypkg.train", project)
+    # the original importable too (an installed package): the copy's modules must still be the ones run
+    instrumented, log = python(copy, "mypkg.train", project)
+    assert instrumented == original and original.count("loss") == 4
+    assert "imported from elsewhere" not in log
+    rows = read_rows(copy / REPORT_NAME)
+    assert ("torch.Tensor.__getitem__", "mypkg/model.py", str(PICK_LINE)) in {
+        (r["Function Name"], r["File Path"], r["Line Number"]) for r in rows}
+
+
+def test_a_copy_run_against_an_installed_original_says_so(tmp_path, capsys):
+    project = tmp_path / "proj"
+    write(project, PACKAGE_FILES)
+    analyse("dynamic_shape", project, tmp_path / "out", capsys)
+    copy = tmp_path / "out" / "proj_analysis"
+    script = copy / "mypkg" / "train.py"
+    text = script.read_text(encoding="utf-8").replace("from .data import", "from mypkg.data import")
+    script.write_text(text, encoding="utf-8")  # runnable as a file, so that `mypkg` comes from PYTHONPATH
+    _, log = python(script.parent, str(script), project)
+    assert "modules named like this copy's were imported from elsewhere (mypkg from " in log
+
+
+LIBRARY = textwrap.dedent('''\
+    import torch
+
+
+    def positives(scores):
+        return torch.nonzero(scores > 0)
+
+
+    def positives_op(scores):  # a compiled operator, as torchvision.ops.nms calls torch.ops.torchvision.nms
+        return torch.ops.fakelib.positives(scores)
+
+
+    def both_signs(scores):
+        up = torch.nonzero(scores > 0)
+        return up, torch.nonzero(scores < 0)
+
+
+    try:
+        torch.library.define("fakelib::positives", "(Tensor scores) -> Tensor")
+        torch.library.impl("fakelib::positives", "CPU", lambda scores: torch.nonzero(scores > 0))
+    except RuntimeError:
+        pass  # defined by an earlier import in this process
+    ''')
+LIBRARY_USER = textwrap.dedent('''\
+    import os
+    import sys
+    import torch
+
+    sys.path.insert(0, os.environ["FAKELIB_PATH"])
+    import fakelib.select
+
+
+    def main():
+        torch.manual_seed(0)
+        weight = torch.nn.Parameter(torch.ones(6))
+        optimizer = torch.optim.SGD([weight], lr=0.1)
+        train_loader = [torch.randn(6) for _ in range(4)]
+        for scores in train_loader:
+            keep = fakelib.select.positives(scores * weight)
+            kept = fakelib.select.positives_op(scores)
+            up, down = fakelib.select.both_signs(scores)
+            loss = (weight * scores).sum() + 0 * keep.numel() * kept.numel() * up.numel() * down.numel()
+            loss.backward()
+            optimizer.step()
+
+
+    if __name__ == "__main__":
+        main()
+    ''')
+CALL_LINE = 15
+
+
+def test_a_call_made_inside_a_library_is_reported_at_the_project_line_with_the_library_frame(tmp_path, monkeypatch):
+    library = tmp_path / "site" / "fakelib"
+    write(library, {"__init__.py": "", "select.py": LIBRARY})
+    monkeypatch.setenv("FAKELIB_PATH", str(tmp_path / "site"))
+    for name in ("fakelib", "fakelib.select"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    write(tmp_path / "proj", {"train.py": LIBRARY_USER})
+    instrument_tree(tmp_path / "proj", tmp_path / "copy")
+    run_script(tmp_path / "copy" / "train.py")
+    rows = read_rows(tmp_path / "copy" / REPORT_NAME)
+    found = {(r["Function Name"], r["File Path"], r["Line Number"]): r for r in rows}
+    nonzero = found[("torch.nonzero", "train.py", str(CALL_LINE))]
+    assert nonzero["Library Frame"] == "fakelib/select.py:5 in positives"
+    assert nonzero["Call Stacks"] == f"train.py:24 in <module> -> train.py:{CALL_LINE} in main"
+    assert nonzero["Phase"] == "train" and nonzero["Output Shape Range"].startswith("[(")
+    operator = found[("fakelib.positives", "train.py", str(CALL_LINE + 1))]
+    assert operator["Library Frame"] == "fakelib/select.py:9 in positives_op"
+    signs = [r["Library Frame"] for r in rows if r["Line Number"] == str(CALL_LINE + 2)]
+    assert sorted(signs) == ["fakelib/select.py:13 in both_signs", "fakelib/select.py:14 in both_signs"]
+
+    assert all(r["File Path"] == "train.py" for r in rows)  # nothing reported at a library's own line
+
+
+TRAIN_AND_VALIDATE = textwrap.dedent('''\
+    import torch
+    from torch import nn
+
+
+    def deep(layer, x, depth):  # more nested frames than a call stack keeps
+        return layer(x) if depth == 0 else deep(layer, x, depth - 1)
+
+
+    def main():
+        torch.manual_seed(0)
+        model = nn.Linear(6, 6)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        train_loader = [torch.randn(4, 6) for _ in range(3)]
+        val_loader = [torch.randn(8, 6) for _ in range(3)]  # another batch size
+        for epoch in range(2):
+            for x in train_loader:
+                out = deep(model, x, 6)
+                out.sum().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            with torch.no_grad():
+                for x in val_loader:
+                    out = deep(model, x, 6)
+                    values, _ = torch.mode(out, 1)  # only in validation; no NPU kernel (fallback)
+                    kept = out[out > 0]
+
+
+    if __name__ == "__main__":
+        main()
+    ''')
+TRAIN_LOOP, VAL_LOOP, MODE_LINE, KEPT_LINE = 16, 22, 24, 25
+
+
+def test_each_loop_has_its_own_recording_window(tmp_path, capsys):
+    write(tmp_path / "proj", {"train.py": TRAIN_AND_VALIDATE})
+    analyse("runtime_ops", tmp_path / "proj", tmp_path / "out", capsys, "-v", "2.13")
+    copy = tmp_path / "out" / "proj_analysis"
+    log = (copy / "pytorch_analysis.txt").read_text(encoding="utf-8")
+    assert f"wrapped data loop: train.py:{TRAIN_LOOP}" in log and f"wrapped data loop: train.py:{VAL_LOOP}" in log
+    stderr = run_script(copy / "train.py")
+    assert stderr.count("recording the ATen operators of the first 2 iterations") == 2  # once per loop
+    assert f"of the loop at train.py:{VAL_LOOP}" in stderr
+    rows = read_rows(copy / "msft_runtime_ops_report.csv")
+    mode = [r for r in rows if r["Op"] == "aten::mode"]
+    assert [(r["Line Number"], r["Loop"], r["Count"]) for r in mode] == \
+        [(str(MODE_LINE), f"eval (train.py:{VAL_LOOP})", "2")]
+
+
+def test_one_row_per_site_with_its_phase_and_no_row_from_merged_train_and_val_paths(tmp_path):
+    write(tmp_path / "proj", {"train.py": TRAIN_AND_VALIDATE})
+    instrument_tree(tmp_path / "proj", tmp_path / "copy")
+    run_script(tmp_path / "copy" / "train.py")
+    rows = read_rows(tmp_path / "copy" / REPORT_NAME)
+    sites = [(r["Function Name"], r["File Path"], r["Line Number"]) for r in rows]
+    assert len(sites) == len(set(sites))
+    # nn.Linear sees batch 4 in training and 8 in validation, always: a static shape in each loop
+    assert not [r for r in rows if r["Function Name"] == "torch.nn.Linear"]
+    kept = [r for r in rows if r["Line Number"] == str(KEPT_LINE)]
+    assert {r["Phase"] for r in kept} == {"eval"} and kept
+    distinct = [int(r["Distinct Shapes"]) for r in rows]
+    assert distinct == sorted(distinct, reverse=True)
+
+
+def test_the_phase_cell_joins_the_loops_a_site_varies_in(tmp_path):
+    script = TRAIN_AND_VALIDATE.replace("out = deep(model, x, 6)\n", "out = deep(model, x, 6)[x[:, 0] > 0]\n")
+    assert script.count("[x[:, 0] > 0]") == 2
+    write(tmp_path / "proj", {"train.py": script})
+    instrument_tree(tmp_path / "proj", tmp_path / "copy")
+    run_script(tmp_path / "copy" / "train.py")
+    rows = read_rows(tmp_path / "copy" / REPORT_NAME)
+    masks = [r for r in rows if r["Function Name"] == "torch.Tensor.__getitem__" and r["Line Number"] in
+             (str(TRAIN_LOOP + 1), str(VAL_LOOP + 1))]
+    expected = {(str(TRAIN_LOOP + 1), "train"), (str(VAL_LOOP + 1), "eval")}
+    assert {(r["Line Number"], r["Phase"]) for r in masks} == expected
+
+
+def test_recording_windows_and_sampling(tmp_path):
+    from flake8_ascend.runtime.msft_dynamic_analysis import hook, overflow
+    shapes = hook.DynamicShapeDetector()
+    shapes.first, shapes.every = 2, 3
+    assert [i for i in range(12) if shapes.records(i)] == [0, 1, 2, 5, 8, 11]
+    shapes.every = 0
+    assert [i for i in range(12) if shapes.records(i)] == [0, 1]
+    checker = overflow.OverflowDetector()
+    checker.window, checker.every = (4, 20), 5
+    assert [i for i in range(30) if checker.checks(i)] == [4, 9, 14, 19]
+
+
+def test_loops_iterated_through_a_library_are_told_apart_by_their_own_lines(tmp_path, monkeypatch):
+    write(tmp_path / "site", {"passlib.py": "def passthrough(items):\n    for item in items:\n        yield item\n"})
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "passlib", raising=False)
+    script = textwrap.dedent('''\
+        import sys
+        import torch
+        from passlib import passthrough
+        from msft_dynamic_analysis.hook import DETECTOR
+
+        for x in passthrough(DETECTOR.start([torch.ones(2)] * 3)):  # a progress bar around the wrapped loader
+            x.sum()
+        for x in passthrough(DETECTOR.start([torch.ones(3)] * 2)):
+            x.sum()
+        print(sorted((loop.where, loop.iterations) for loop in DETECTOR.loops.values()), file=sys.stderr)
+        ''')
+    write(tmp_path / "proj", {"run.py": script})
+    instrument_tree(tmp_path / "proj", tmp_path / "copy")
+    assert "[('run.py:6', 3), ('run.py:8', 2)]" in run_script(tmp_path / "copy" / "run.py")
