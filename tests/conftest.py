@@ -1,14 +1,26 @@
-"""Shared helpers: run the engine on a snippet with a given configuration."""
+"""Shared helpers: run the engine on a snippet with a given configuration; load a data tool from tools/."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from flake8_ascend.config import Config
 from flake8_ascend.data import default_version
 from flake8_ascend.engine import analyze
+
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
+
+
+def load_tool(name: str):
+    """The module ``tools/<name>.py`` (the tools are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_rules(source: str, version: str = None, codes=None, **settings):

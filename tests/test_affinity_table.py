@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 from itertools import combinations
 from pathlib import Path
@@ -10,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from flake8_ascend import affinity
+from conftest import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("build_affinity", REPO / "tools" / "build_affinity.py")
-build_affinity = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(build_affinity)
+build_affinity = load_tool("build_affinity")
 WHEELS = sorted((REPO / "rules_data" / "sources" / "wheels").glob("torch_npu-*.json"))
 HEADER = "api_type\tnative\tmatch\taffinity_api\tdeprecated_from\tsource\n"
 

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from conftest import load_tool
 
 REPO = Path(__file__).resolve().parent.parent
 TABLES = REPO / "src" / "flake8_ascend" / "runtime" / "aten_ops"
@@ -22,10 +22,7 @@ EXPECTED = {
 
 
 def load_builder():
-    spec = importlib.util.spec_from_file_location("build_aten_ops", REPO / "tools" / "build_aten_ops.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("build_aten_ops")
 
 
 def statuses(version: str) -> dict:

@@ -1,11 +1,9 @@
 """The README rule table and docs/rules.md are generated from the registry and must be current."""
-import importlib.util
 from pathlib import Path
+from conftest import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("gen_rule_docs", ROOT / "tools" / "gen_rule_docs.py")
-gen = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(gen)
+gen = load_tool("gen_rule_docs")
 
 
 def test_readme_rule_table_is_current():

@@ -1,21 +1,18 @@
 """The mmcv.ops table ASC206 uses: in sync with its facts, and right on the names the real corpora import."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from flake8_ascend.data import load_mmcv_ops
+from conftest import load_tool
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def _builder():
-    spec = importlib.util.spec_from_file_location("build_mmcv_ops", REPO / "tools" / "build_mmcv_ops.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("build_mmcv_ops")
 
 
 def test_packaged_table_matches_a_rebuild():

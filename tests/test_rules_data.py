@@ -1,11 +1,11 @@
 """The shipped rule data: in sync with rules_data/sources/ and well-formed (load time: benchmarks/bench_startup.py)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from conftest import load_tool
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "src" / "flake8_ascend" / "data"
@@ -15,11 +15,7 @@ METHODS = {"official_tool", "docs", "aten", "traced", "kernel_free", "dtypes", "
 
 
 def load_builder():
-    """tools/build_rules_data.py as a module (tools/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("build_rules_data", REPO / "tools" / "build_rules_data.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("build_rules_data")
 
 
 def index() -> dict:

@@ -1,10 +1,10 @@
 """tools/trace_torch_apis.py on its hand-written samples (torch only; the OpInfo/ModuleInfo part needs numpy
 and expecttest and runs in `make data`): the committed trace holds what a rerun records."""
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from conftest import load_tool
 
 torch = pytest.importorskip("torch")
 
@@ -13,10 +13,7 @@ TRACE = REPO / "rules_data" / "sources" / "aten" / "traced_apis_torch2.13.0.json
 
 
 def load_tracer():
-    spec = importlib.util.spec_from_file_location("trace_torch_apis", REPO / "tools" / "trace_torch_apis.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("trace_torch_apis")
 
 
 @pytest.fixture(scope="module")

@@ -1,22 +1,19 @@
 """transfer_to_npu awareness: a migrated file is quiet about what it maps and still told what it does not."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_tool
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "transfer_to_npu"
 
 
 def _builder():
-    spec = importlib.util.spec_from_file_location("build_transfer_to_npu", REPO / "tools" / "build_transfer_to_npu.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("build_transfer_to_npu")
 
 
 def test_packaged_data_matches_a_rebuild():

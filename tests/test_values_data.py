@@ -1,22 +1,19 @@
 """data/torch_types.json: a fresh build from the installed torch's stubs, and the facts the value model needs."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_tool
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "src" / "flake8_ascend" / "data" / "torch_types.json"
 
 
 def load_builder():
-    spec = importlib.util.spec_from_file_location("build_torch_types", REPO / "tools" / "build_torch_types.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("build_torch_types")
 
 
 def installed_torch():

@@ -150,6 +150,7 @@ class Tracer:
             with time_limit(self.seconds), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 for run, leaves in calls:
+                    torch.manual_seed(0)  # a random sample (trunc_normal_'s rejection loop) takes one path
                     try:
                         f, b = trace_call(run, leaves)
                     except Timeout:
@@ -544,7 +545,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0, help="time budget per API")
     parser.add_argument("--samples", type=int, default=3, help="OpInfo/ModuleInfo samples per API")
     args = parser.parse_args(argv)
-    torch.manual_seed(0)
     torch.set_num_threads(1)
     tracer = Tracer(args.seconds, args.samples)
     trace_hand(tracer)
