@@ -81,13 +81,18 @@ class HardCodedCudaDevice(Rule):
         "def f(backend='cuda'):\n    return backend\n",
         "NAME = 'cuda'\nprint(NAME)\n",
         "def f(mode='cuda'):\n    return {'mode': mode}\n",
+        # a cuda() override forwarding its caller's request (mmdet kd_one_stage.py:93-94, base_boxes.py:246)
+        "class KD(SingleStageDetector):\n    def cuda(self, device=None):\n"
+        "        self.teacher_model.cuda(device=device)\n        return super().cuda(device=device)\n",
+        "class BaseBoxes:\n    def cuda(self, *args, **kwargs):\n"
+        "        return type(self)(self.tensor.cuda(*args, **kwargs), clone=False)\n",
     ]
 
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.Call):
             func = node.func
             if (isinstance(func, ast.Attribute) and func.attr == "cuda" and ctx.qualname(func) is None
-                    and not migrated(ctx)):
+                    and not migrated(ctx) and not self._forwarding(ctx)):
                 ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or .to(device))",
                            api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu")
             return
@@ -95,6 +100,12 @@ class HardCodedCudaDevice(Rule):
                 and (not migrated(ctx) or self._compared(ctx))):
             ctx.report(node, self.code, f"hard-coded CUDA device string {node.value!r} (use 'npu' or a configured device)",
                        api=repr(node.value), tips="cuda device string -> npu")
+
+    @staticmethod
+    def _forwarding(ctx) -> bool:
+        """Inside a ``def cuda(...)`` override: the call passes on a device the caller chose."""
+        function = ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
+        return function is not None and function.name == "cuda"
 
     @staticmethod
     def _compared(ctx) -> bool:
