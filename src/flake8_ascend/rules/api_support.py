@@ -15,11 +15,12 @@ _SOURCE = (
 
 
 def api_of(node: ast.AST, ctx) -> Optional[str]:
-    """The torch API a name/attribute chain uses: an import path, or ``torch.Tensor.m`` on a tensor."""
+    """The torch API a name/attribute chain names: an import path, or ``torch.Tensor.m`` for a method
+    (whether its receiver is a tensor is for the caller to ask, and only when the data knows the method)."""
     qualname = ctx.chain(node)
     if qualname is not None:
         return qualname if qualname.startswith("torch.") and not qualname.startswith(_CUDA_DOMAIN) else None
-    if isinstance(node, ast.Attribute) and not _inside_chain(node, ctx) and ctx.is_tensor(node.value):
+    if isinstance(node, ast.Attribute) and not _inside_chain(node, ctx):
         return f"torch.Tensor.{node.attr}"
     return None
 
@@ -99,6 +100,8 @@ def status_of(node: ast.AST, ctx) -> Optional[Tuple[str, str, str, str]]:
     if key not in cache:
         api = api_of(node, ctx)
         row = ctx.data.api_status(api, ctx.config.official_lists) if api else None
+        if row and row[0] != "supported" and api.startswith("torch.Tensor.") and ctx.chain(node) is None:
+            row = row if ctx.is_tensor(node.value) else None  # the costly question, asked last
         cache[key] = (api, *row) if row and row[0] != "supported" and is_use(node, ctx) else None
     return cache[key]
 
