@@ -181,8 +181,9 @@ class Tracer:
 
 
 def opinfo_api(name: str) -> str:
-    """'nn.functional.relu' -> 'torch.nn.functional.relu'; 'abs' -> 'torch.abs'."""
-    return f"torch.{name}"
+    """'nn.functional.relu' -> 'torch.nn.functional.relu'; 'abs' -> 'torch.abs'; a few OpInfos are
+    already spelled in full ('torch._scaled_mm', 'torch.special.gammainc')."""
+    return name if name.startswith("torch.") else f"torch.{name}"
 
 
 def lookup(api: str):
