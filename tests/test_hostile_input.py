@@ -84,6 +84,8 @@ MALICIOUS_PYPROJECT = {
     "array of tables": "[[tool.flake8-ascend]]\napi-files = []\n",
     "version as a number": "[tool.flake8-ascend]\ntorch-version = 2.10\n",
     "unknown key": "[tool.flake8-ascend]\napi-file = 'x.csv'\n",
+    "version that is not one": f"[tool.flake8-ascend]\ntorch-version = '{SECRET}'\n",
+    "official-lists as text": "[tool.flake8-ascend]\nofficial-lists = 'yes'\n",
     "FIFO": None,
 }
 
@@ -96,6 +98,30 @@ def test_malicious_pyproject_values_give_one_line_and_exit_2(project, monkeypatc
         os.mkfifo(source / "pyproject.toml")
     else:
         (source / "pyproject.toml").write_text(MALICIOUS_PYPROJECT[name])
+    status, err = run_main("-i", source, "-o", out, "-q")
+    assert status == 2
+    one_line_error(err)
+    assert SECRET not in err and list(out.iterdir()) == []
+
+
+# flake8's configuration files, which ascend-analyse reads as flake8 does, are data of the project too
+MALICIOUS_FLAKE8_CONFIG = {
+    "version that is not one": ("setup.cfg", f"[flake8]\nascend-torch-version = {SECRET}\n".encode()),
+    "wrong per-file-ignores": ("tox.ini", f"[flake8]\nper-file-ignores = {SECRET}\n".encode()),
+    "not UTF-8": (".flake8", b"[flake8]\nselect = \xff\xfe\n"),
+    "over 1 MiB": ("setup.cfg", b"[flake8]\n" + b"#" * (2**20 + 1)),
+    "FIFO": ("tox.ini", None),
+}
+
+
+@pytest.mark.parametrize("name", MALICIOUS_FLAKE8_CONFIG)
+def test_malicious_flake8_configuration_gives_one_line_and_exit_2(project, name):
+    source, out = project
+    file_name, content = MALICIOUS_FLAKE8_CONFIG[name]
+    if content is None:
+        os.mkfifo(source / file_name)
+    else:
+        (source / file_name).write_bytes(content)
     status, err = run_main("-i", source, "-o", out, "-q")
     assert status == 2
     one_line_error(err)

@@ -5,6 +5,7 @@ Each version file is loaded at most once per process.
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -29,6 +30,9 @@ def default_version() -> str:
     return _index()["default"]
 
 
+_VERSION_LIKE = re.compile(r"\d{1,3}(\.\d{1,3}){0,2}(\.post\d{1,3}|rc\d{1,3})?")
+
+
 def resolve_version(spelling: Optional[str]) -> str:
     """``None`` -> the default; ``2.7`` -> ``2.7.1``; unknown -> UnknownVersionError."""
     if spelling is None or spelling == "":
@@ -39,9 +43,9 @@ def resolve_version(spelling: Optional[str]) -> str:
         return spelling
     if spelling in index["aliases"]:
         return index["aliases"][spelling]
-    raise UnknownVersionError(
-        f"unknown torch_npu version {spelling!r}; known versions: {', '.join(index['versions'])}"
-    )
+    # the value may come from the analysed project's configuration: quote it only when it is a version number
+    shown = repr(spelling) if _VERSION_LIKE.fullmatch(spelling) else "(not a version number)"
+    raise UnknownVersionError(f"unknown torch_npu version {shown}; known versions: {', '.join(index['versions'])}")
 
 
 class VersionData:
