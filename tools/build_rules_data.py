@@ -77,7 +77,10 @@ def clean_note(text: str) -> str:
 
 
 def clean_name(raw: str) -> str:
-    """An API name without markdown escapes, leaked `abstract`/`static` keywords or trailing prose."""
+    """An API name without markdown escapes, leaked `abstract`/`static` keywords, trailing prose or a doubled
+    ``torch.torch.`` prefix (the docs spell ``torch.torch.default_generator``)."""
+    if raw.startswith("torch.torch."):
+        raw = raw[len("torch."):]
     if IDENTIFIER.fullmatch(raw):
         return raw
     name = re.sub(r"\.(?:abstract|static|classmethod) ", ".", raw.replace("\\_", "_"))
