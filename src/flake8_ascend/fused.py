@@ -305,3 +305,36 @@ def attention_scores(ctx) -> FrozenSet[int]:
         return frozenset(found)
 
     return ctx.memo(f"fused.attention.{id(patterns.owner)}", build)
+
+
+_SDPA = "scaled_dot_product_attention"
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def sdpa_in_other_branch(node: ast.AST, ctx) -> bool:
+    """``node`` is in one branch of an ``if`` whose other branch calls ``scaled_dot_product_attention``.
+
+    timm's ``if self.fused_attn: F.scaled_dot_product_attention(...) else: <q @ k.T, softmax, @ v>``:
+    torch_npu runs SDPA as its fused attention, so the hand-written branch is the fallback nobody takes
+    by default and rewriting it gains nothing.
+    """
+    path = [*ctx.stack, node]
+    for parent, child in zip(reversed(path[:-1]), reversed(path[1:])):
+        if isinstance(parent, _SCOPES):
+            return False
+        if isinstance(parent, ast.If):
+            other = parent.orelse if any(s is child for s in parent.body) else (
+                parent.body if any(s is child for s in parent.orelse) else [])
+            if other and ctx.memo(f"fused.sdpa.{id(other)}", lambda _: _calls_sdpa(other)):
+                return True
+    return False
+
+
+def _calls_sdpa(statements: List[ast.stmt]) -> bool:
+    for statement in statements:
+        for sub in ast.walk(statement):
+            if isinstance(sub, ast.Call):
+                func = sub.func
+                if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) == _SDPA:
+                    return True
+    return False

@@ -5,7 +5,7 @@ import ast
 from typing import Optional, Tuple
 
 from .. import affinity
-from ..fused import attention_scores
+from ..fused import attention_scores, sdpa_in_other_branch
 from ..registry import Rule
 
 _TRANSPOSE_LAST_TWO = ({-2, -1},)
@@ -82,6 +82,16 @@ _CAIT_ATTENTION = (  # timm 1.0.31 models/cait.py:63-73 (ClassAttn.forward, the 
     "        q = q * self.scale\n        attn = q @ k.transpose(-2, -1)\n        attn = attn.softmax(dim=-1)\n"
     "        attn = self.attn_drop(attn)\n        x_cls = attn @ v\n        return x_cls\n"
 )
+# timm 1.0.31 layers/attention.py:123-135: SDPA by default, the hand-written attention only as a fallback
+_TIMM_SDPA_OR_MANUAL = (
+    "import torch.nn.functional as F\nfrom torch import nn\n\nclass Attention(nn.Module):\n"
+    "    def forward(self, q, k, v, attn_mask=None):\n        if self.fused_attn:\n"
+    "            x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)\n        else:\n"
+    "            q = q * self.scale\n            attn = q @ k.transpose(-2, -1)\n"
+    "            attn = attn.softmax(dim=-1)\n            attn = self.attn_drop(attn)\n            x = attn @ v\n"
+    "        return x\n"
+)
+
 
 class AffinityTorchCall(Rule):
     """A call of a torch API the affinity table maps to an NPU affinity or fused API.
@@ -131,13 +141,15 @@ class AffinityTorchCall(Rule):
         # the first product of a hand-written attention: ASC304 reports the whole fused pattern instead
         _CAIT_ATTENTION,
         _CAIT_ATTENTION.replace("q @ k.transpose(-2, -1)", "torch.matmul(q, k.transpose(-2, -1))"),
+        # the fallback branch of a module that calls scaled_dot_product_attention (NPU-fused) by default
+        _TIMM_SDPA_OR_MANUAL.replace("attn = attn.softmax(dim=-1)", "attn = attn * 2"),
     ]
 
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.MatMult) and transposed_last_two(node.right, ctx) and (
                     ctx.values.maybe_tensor(node.left) and ctx.values.maybe_tensor(node.right)) and (
-                    id(node) not in attention_scores(ctx)):
+                    id(node) not in attention_scores(ctx)) and not sdpa_in_other_branch(node, ctx):
                 self._emit(node, ctx, "torch.matmul", "the operands must be rewritten (q, k)")
             return
         qualname = ctx.qualname(node.func)
@@ -147,7 +159,8 @@ class AffinityTorchCall(Rule):
         why_not = _unfit(node, entry)
         when = entry.get("when")
         if when == "transposed_rhs":
-            if len(node.args) < 2 or not transposed_last_two(node.args[1], ctx) or id(node) in attention_scores(ctx):
+            if (len(node.args) < 2 or not transposed_last_two(node.args[1], ctx) or id(node) in attention_scores(ctx)
+                    or sdpa_in_other_branch(node, ctx)):
                 return
             why_not = "the operands must be rewritten (q, k) and it does not broadcast in dynamic shapes"
         elif when == "hw_roll":

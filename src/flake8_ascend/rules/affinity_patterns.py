@@ -7,11 +7,11 @@ from typing import Dict, Optional
 
 from .. import affinity
 from ..semantic.flow import Flow
-from ..fused import STARTS, function_patterns
+from ..fused import STARTS, function_patterns, sdpa_in_other_branch
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
 from ..semantic.values import ARRAY, COMPARE, MASK, NUMBER
 from ..registry import Rule
-from .affinity_calls import _CAIT_ATTENTION
+from .affinity_calls import _CAIT_ATTENTION, _TIMM_SDPA_OR_MANUAL
 
 _LABELS = {
     "rms_norm": "RMSNorm (pow-mean-add-rsqrt-mul)",
@@ -74,6 +74,8 @@ class AffinityPattern(Rule):
         ("import torch\ndef f(bboxes, scores):\n    keep = scores > 0.5\n    bboxes[keep] = bboxes.new_zeros(4)\n", 4),
     ]
     passes = [
+        # the hand-written fallback of a module whose default path is scaled_dot_product_attention (NPU-fused)
+        _TIMM_SDPA_OR_MANUAL,
         "import numpy as np\nimport torch\na = np.zeros(3)\na[a > 0] = 0\n",
         "import torch\nstate_dict = {}\nfor k, v in model.state_dict().items():\n    state_dict[k] = v\n",
         "import torch\nx = torch.randn(4)\nx[idx] = 0\n",
@@ -192,7 +194,7 @@ class AffinityPattern(Rule):
             gated = patterns.gated(node)
             found = [gated] if gated else []
         for pattern, span in found:
-            if span is not None:
+            if span is not None and not (pattern == "attention" and sdpa_in_other_branch(node, ctx)):
                 self._report_fused(pattern, span, ctx)
 
     def _report_fused(self, pattern: str, span, ctx) -> None:
