@@ -39,6 +39,26 @@ def _cuda_only(module: str):
     return None
 
 
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+
+def _optional(node: ast.AST, ctx) -> bool:
+    """An import in a ``try`` whose ``except ImportError`` carries on without it (a fallback, not a raise):
+    where the package is missing, as on an NPU machine, the code takes the other path."""
+    path = [*ctx.stack, node]
+    for parent, child in zip(reversed(path[:-1]), reversed(path[1:])):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return False
+        if isinstance(parent, ast.Try) and any(s is child for s in parent.body):
+            for handler in parent.handlers:
+                names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+                caught = handler.type is None or any(isinstance(n, ast.Name) and n.id in _IMPORT_ERRORS
+                                                     for n in names)
+                if caught and not isinstance(handler.body[-1], ast.Raise):
+                    return True
+    return False
+
+
 class CudaOnlyPackage(Rule):
     code = "ASC206"
     summary = "import of a CUDA-only third-party package (apex, flash_attn, xformers, bitsandbytes, triton, mmcv.ops...)"
@@ -57,6 +77,8 @@ class CudaOnlyPackage(Rule):
         ("from mmcv.ops.carafe import CARAFEPack\n", 1),
         ("from mmcv import ops\n", 1),
         ("import triton.language as tl\n", 1),
+        # a required import: the handler gives up instead of falling back
+        ("try:\n    from apex import amp\nexcept ImportError:\n    raise ImportError('install apex')\n", 2),
     ]
     passes = ["import mmcv\n", "from mmcv.cnn import ConvModule\n", "import apexlib\n", "from . import triton\n",
               # mmdet 3.1.0 models/utils/point_sample.py:3 (pure Python) and mmseg 1.2.2
@@ -65,9 +87,15 @@ class CudaOnlyPackage(Rule):
               "from mmcv.ops import point_sample, rel_roi_point_to_rel_img_point\n",
               "try:\n    from mmcv.ops import PSAMask\nexcept ModuleNotFoundError:\n    PSAMask = None\n",
               "from mmcv.ops import batched_nms, nms\n",
-              "from mmcv.ops.merge_cells import GlobalPoolingCell, SumCell\n"]
+              "from mmcv.ops.merge_cells import GlobalPoolingCell, SumCell\n",
+              # an optional accelerator with a fallback (timm 1.0.31 layers/fast_norm.py:14-18, utils/cuda.py:7-12)
+              "try:\n    from apex.normalization.fused_layer_norm import fused_layer_norm_affine\n"
+              "    has_apex = True\nexcept ImportError:\n    has_apex = False\n",
+              "try:\n    from apex import amp\n    has_apex = True\nexcept (ImportError, OSError):\n    amp = None\n"]
 
     def check(self, node, ctx) -> None:
+        if _optional(node, ctx):
+            return
         if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith(MMCV_OPS + "."):
             node_module = node.module[len(MMCV_OPS) + 1:]
             self._mmcv_names(node, [f"{node_module}.{alias.name}" for alias in node.names], ctx)
