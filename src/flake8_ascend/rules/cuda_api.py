@@ -4,7 +4,16 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
+from ._device_dispatch import cuda_guarded, has_npu_branch
 from ._transfer_to_npu import quiet
+
+
+DISPATCHES_PER_DEVICE = (
+    "import torch\n\ndef init_device(device_type, device):\n"
+    "    if device_type == 'cuda':\n        assert torch.cuda.is_available(), 'no CUDA'\n"
+    "    if device_type == 'npu':\n        assert torch.npu.is_available(), 'no NPU'\n"
+    "    is_cuda = device.type == 'cuda' and torch.cuda.is_available()\n    return is_cuda\n"
+)
 
 
 class CudaApi(Rule):
@@ -27,6 +36,9 @@ class CudaApi(Rule):
         ("import torch\ng = torch.cuda.CUDAGraph()\n", 2),
         # transfer_to_npu maps no torch.cuda.nvtx (torch_npu.npu has none)
         ("import torch\nimport torch_npu.contrib.transfer_to_npu\ntorch.cuda.nvtx.range_push('step')\n", 3),
+        # a CUDA case with no NPU case next to it
+        ("import torch\n\ndef sync(device):\n    if device.type == 'cuda':\n        torch.cuda.synchronize()\n"
+         "    elif device.type == 'mps':\n        torch.mps.synchronize()\n", 5),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
@@ -36,13 +48,15 @@ class CudaApi(Rule):
         "import torch\nfrom torch_npu.contrib import transfer_to_npu\ntorch.cuda.synchronize()\n",
         "import torch\nimport torch_npu.contrib.transfer_to_npu  # noqa: F401\ng = torch.cuda.CUDAGraph()\n",
         "from torch_npu.contrib.transfer_to_npu import *\nimport torch\ntorch.cuda.random.manual_seed(0)\n",
+        # the CUDA case of code that also has an NPU case (timm 1.0.31 utils/distributed.py:161-164, loader.py:127)
+        DISPATCHES_PER_DEVICE,
     ]
 
     def check(self, node, ctx) -> None:
         qualname = ctx.chain(node)
         if not qualname or not qualname.startswith("torch.cuda.") or qualname.startswith("torch.cuda.amp"):
             return
-        if quiet(ctx, qualname):
+        if quiet(ctx, qualname) or (cuda_guarded(node, ctx) and has_npu_branch(ctx)):
             return
         name = qualname.split(".")[2]
         data = ctx.data

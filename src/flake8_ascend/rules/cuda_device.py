@@ -6,6 +6,8 @@ import re
 from typing import FrozenSet, List
 
 from ..registry import Rule
+from .cuda_api import DISPATCHES_PER_DEVICE
+from ._device_dispatch import has_npu_branch
 from ._transfer_to_npu import migrated
 
 _CUDA_STRING = re.compile(r"cuda(:\d+)?")
@@ -68,6 +70,9 @@ class HardCodedCudaDevice(Rule):
         ("def f(x, where='cuda'):\n    return x.to(where)\n", 1),
         ("GPU = 'cuda:0'\ndef f(x):\n    return x.to(GPU)\n", 1),
         ("import torch\nscaler = torch.amp.GradScaler('cuda')\n", 2),
+        # a CUDA case with no NPU case next to it
+        ("def sync(device):\n    if device.type == 'cuda':\n        pass\n    elif device.type == 'mps':\n"
+         "        pass\n", 2),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
@@ -86,6 +91,8 @@ class HardCodedCudaDevice(Rule):
         "        self.teacher_model.cuda(device=device)\n        return super().cuda(device=device)\n",
         "class BaseBoxes:\n    def cuda(self, *args, **kwargs):\n"
         "        return type(self)(self.tensor.cuda(*args, **kwargs), clone=False)\n",
+        # the CUDA case of code that also has an NPU case (timm 1.0.31 utils/distributed.py:161-164)
+        DISPATCHES_PER_DEVICE,
     ]
 
     def check(self, node, ctx) -> None:
@@ -97,7 +104,7 @@ class HardCodedCudaDevice(Rule):
                            api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu")
             return
         if (isinstance(node.value, str) and _CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
-                and (not migrated(ctx) or self._compared(ctx))):
+                and (not migrated(ctx) or self._compared(ctx)) and not (self._compared(ctx) and has_npu_branch(ctx))):
             ctx.report(node, self.code, f"hard-coded CUDA device string {node.value!r} (use 'npu' or a configured device)",
                        api=repr(node.value), tips="cuda device string -> npu")
 
