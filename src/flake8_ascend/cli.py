@@ -313,7 +313,7 @@ def _check_replaceable(target: Path) -> None:
     if target.is_symlink() or not target.is_dir():
         return
     for folder, subfolders, _ in os.walk(target):
-        if not os.access(folder, os.W_OK | os.X_OK):
+        if not os.access(folder, os.W_OK | os.X_OK) and os.path.isdir(folder):  # gone: a concurrent run swapped it
             raise UsageError(f"the previous report {target} cannot be replaced: {folder} is not writable by you")
 
 

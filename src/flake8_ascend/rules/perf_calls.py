@@ -88,6 +88,10 @@ class DoublePrecisionTensor(Rule):
         "y = x.double(2)\n",
         "import torch\nTYPES = {torch.float64: 'double'}\n",
         "import torch\ndef weights(sizes):\n    return torch.arange(len(sizes), dtype=torch.float64)\n",
+        # converted on the CPU (timm 1.0.31 data/scheduled_sampler.py:143-148; a .cpu() copy)
+        "import torch\ndef weights(sizes):\n    d = torch.arange(len(sizes)).abs()\n"
+        "    return (d == d.min()).to(torch.float64)\n",
+        "def f(output):\n    kept = output.cpu()\n    return kept.double()\n",
         "import torch\ndef f(x):\n    t = torch.zeros(3, dtype=torch.float64, device='cpu')\n    return x.to('cuda') + 1\n",
     ]
 
@@ -95,7 +99,7 @@ class DoublePrecisionTensor(Rule):
         if isinstance(node, ast.Call):
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr == "double" and not node.args and not node.keywords \
-                    and ctx.chain(func) is None:
+                    and ctx.chain(func) is None and not ctx.values.host_side(func.value):
                 self._report(node, ctx, "torch.Tensor.double", ".double()")
             return
         if isinstance(node, ast.Attribute) and node.attr not in _DOUBLE_LASTS:
@@ -109,8 +113,10 @@ class DoublePrecisionTensor(Rule):
         parent = ctx.parent
         if dtype and (isinstance(parent, ast.keyword) or (isinstance(parent, ast.Call) and node in parent.args)):
             call = ctx.stack[-2] if isinstance(parent, ast.keyword) and len(ctx.stack) > 1 else parent
-            if isinstance(call, ast.Call) and ctx.values.host_only(call):
-                return  # a CPU table (timm scheduled_sampler.py:143): the NPU never sees it
+            if isinstance(call, ast.Call) and (ctx.values.host_only(call) or (
+                    isinstance(call.func, ast.Attribute) and call.func.attr in ("to", "type")
+                    and ctx.values.host_side(call.func.value))):
+                return  # a CPU table (timm scheduled_sampler.py:143, 148): the NPU never sees it
             self._report(node, ctx, dtype, qualname)
 
     def _report(self, node, ctx, api, spelling) -> None:

@@ -212,6 +212,17 @@ class Values:
         value = self.of(expr)
         return value.tensor and value.device == HOST
 
+    def host_side(self, expr: ast.AST) -> bool:
+        """Lives on the CPU: said so (``.cpu()``, ``device='cpu'``), or a constant table built in a function
+        that places nothing on a device (``torch.arange(n)`` there never reaches the NPU)."""
+        value = self.of(expr)
+        if value.device == HOST:
+            return True
+        if not (value.tensor and value.const and value.device is None):
+            return False
+        owner = self.ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
+        return owner is not None and not self._places_on_device(owner)
+
     def maybe_tensor(self, expr: ast.AST) -> bool:
         """For pattern rules: a tensor, or unknown in a function that uses no numpy / pandas / cupy.
 
@@ -709,6 +720,8 @@ class Values:
         if receiver.kind in (UNKNOWN, COMPARE) and name in TENSOR_ONLY:
             receiver = Value(MASK if receiver.kind == COMPARE else TENSOR)  # only a tensor has this method
         if not receiver.tensor:
+            if name == "cpu" and receiver.kind == UNKNOWN:
+                return Value(UNKNOWN, HOST)  # a tensor's or a module's copy on the CPU
             if name in ("size", "dim", "numel") and receiver.kind == UNKNOWN:
                 return SIZES if name == "size" and not call.args else Value(NUMBER)
             if name == "numpy":
