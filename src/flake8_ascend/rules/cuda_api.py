@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
+from ._cuda_fixes import name_fix
 from ._transfer_to_npu import quiet
 
 
@@ -19,7 +20,8 @@ class CudaApi(Rule):
         "transfer_to_npu is only told about the names it does not map."
     )
     example = "torch.cuda.set_device(local_rank)"
-    fix = "Call `torch_npu.npu.<name>` (or `torch.npu.<name>`), or import `torch_npu.contrib.transfer_to_npu` first."
+    fix = ("Call `torch_npu.npu.<name>` (or `torch.npu.<name>`), or import `torch_npu.contrib.transfer_to_npu` "
+           "first. `--fix` rewrites the names the version's `torch_npu.npu` has and adds `import torch_npu`.")
     source = "torch_npu wheel: torch_npu/npu/__init__.py __all__ and torch_npu/contrib/transfer_to_npu.py"
     fires = [
         ("import torch\ntorch.cuda.synchronize()\n", 2),
@@ -52,4 +54,5 @@ class CudaApi(Rule):
             how = f"transfer_to_npu maps it to torch_npu.npu.{name}"
         else:
             how = f"torch_npu.npu has no {name} in torch_npu {data.version}: rewrite by hand"
-        ctx.report(node, self.code, f"{qualname} is a CUDA API ({how})", api=qualname, tips=how)
+        ctx.report(node, self.code, f"{qualname} is a CUDA API ({how})", api=qualname, tips=how,
+                   fix=name_fix(qualname, data))

@@ -6,6 +6,7 @@ import re
 from typing import FrozenSet, List
 
 from ..registry import Rule
+from ._cuda_fixes import method_fix, string_fix
 from ._transfer_to_npu import migrated
 
 _CUDA_STRING = re.compile(r"cuda(:\d+)?")
@@ -51,7 +52,8 @@ class HardCodedCudaDevice(Rule):
         "devices passed to torch, but `x.device.type == 'cuda'` is then False."
     )
     example = "model = model.cuda()\nx = x.to('cuda:0')"
-    fix = "Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`)."
+    fix = ("Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`). `--fix` "
+           "rewrites both (not `.cuda()` in a file that defines its own `cuda` method).")
     source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu); codes.md"
     fires = [
         ("model = Net().cuda()\n", 1),
@@ -89,12 +91,13 @@ class HardCodedCudaDevice(Rule):
             if (isinstance(func, ast.Attribute) and func.attr == "cuda" and ctx.qualname(func) is None
                     and not migrated(ctx)):
                 ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or .to(device))",
-                           api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu")
+                           api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu",
+                           fix="" if _defines_cuda(ctx) else method_fix(func.attr))
             return
         if (isinstance(node.value, str) and _CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
                 and (not migrated(ctx) or self._compared(ctx))):
             ctx.report(node, self.code, f"hard-coded CUDA device string {node.value!r} (use 'npu' or a configured device)",
-                       api=repr(node.value), tips="cuda device string -> npu")
+                       api=repr(node.value), tips="cuda device string -> npu", fix=string_fix(node.value))
 
     @staticmethod
     def _compared(ctx) -> bool:
@@ -132,6 +135,12 @@ class HardCodedCudaDevice(Rule):
         if isinstance(holder, ast.Compare):
             return any(_mentions_device(side) for side in [holder.left, *holder.comparators])
         return False
+
+
+def _defines_cuda(ctx) -> bool:
+    """The file defines a ``cuda`` function or method: its ``.cuda()`` calls may be that one, which has no ``npu``."""
+    return ctx.memo("defines_cuda", lambda c: any(
+        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "cuda" for n in ast.walk(c.tree)))
 
 
 def _mentions_device_arg(arg: ast.arg) -> bool:
