@@ -65,7 +65,7 @@ def test_a_file_that_cannot_be_written_is_a_problem_not_a_crash(monkeypatch, tmp
     def refuse(target, text):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(fix, "_write", refuse)
+    monkeypatch.setattr(fix, "write_file", refuse)
     results, problems = fix.fix_paths([path], tmp_path, CONFIG, write=True)
     assert results == [] and problems == ["opt.py: cannot write (Permission denied)"]
 

@@ -284,9 +284,14 @@ def _import_index(module: cst.Module) -> int:
     return index
 
 
-def _import_line(module: str, names: Iterable[str], module_node: cst.Module) -> cst.BaseStatement:
-    text = f"from {module} import {', '.join(sorted(names))}" if names else f"import {module}"
-    return cst.parse_statement(text + module_node.default_newline, config=module_node.config_for_parsing)
+def insert_statements(module_node: cst.Module, texts: Sequence[str]) -> cst.Module:
+    """The module with one statement per text after its docstring and leading imports."""
+    if not texts:
+        return module_node
+    new = [cst.parse_statement(text + module_node.default_newline, config=module_node.config_for_parsing)
+           for text in texts]
+    index = _import_index(module_node)
+    return module_node.with_changes(body=[*module_node.body[:index], *new, *module_node.body[index:]])
 
 
 def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List[str], List[Change]]:
@@ -333,12 +338,10 @@ def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List
         if kind == "name" and not _imported_at_top(tree, target.split(".")[0]):
             imports.setdefault(target.split(".")[0], set())
         changes.append(Change(finding.line, finding.code, before, after))
-    new_lines = [_import_line(module, names, module_node) for module, names in
-                 sorted(imports.items(), key=lambda item: (bool(item[1]), item[0]))]  # plain imports first
-    if new_lines:
-        index = _import_index(module_node)
-        module_node = module_node.with_changes(body=[*module_node.body[:index], *new_lines, *module_node.body[index:]])
-        changes += [Change(0, "", "", module_node.code_for_node(line).strip()) for line in new_lines]
+    new_lines = [f"from {module} import {', '.join(sorted(names))}" if names else f"import {module}"
+                 for module, names in sorted(imports.items(), key=lambda item: (bool(item[1]), item[0]))]
+    module_node = insert_statements(module_node, new_lines)  # plain imports first
+    changes += [Change(0, "", "", line) for line in new_lines]
     unused = _unused(module_node.code, rewriter.replaced)
     if unused:
         remover = _UnusedImports(unused)
@@ -352,7 +355,7 @@ def fix_file(path: Path, findings: Iterable[Finding]) -> str:
     return fix_source(read_source(Path(path)), findings)[0]
 
 
-def _write(path: Path, text: str) -> None:
+def write_file(path: Path, text: str) -> None:
     """Replace the file atomically, keeping its encoding and permissions."""
     encoding = tokenize.detect_encoding(io.BytesIO(path.read_bytes()).readline)[0]
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -388,7 +391,7 @@ def fix_paths(paths: Sequence[Path], root: Path, config: Config, write: bool,
         result = FileFix(path, rel, source, new, applied, left, changes)
         if write and result.changed:
             try:
-                _write(path, new)
+                write_file(path, new)
             except OSError as error:
                 problems.append(f"{rel}: cannot write ({error.strerror or error})")
                 continue
