@@ -37,7 +37,13 @@ def _mentions_device(node: ast.AST) -> bool:
     """A name or attribute whose spelling says it holds a device (``device``, ``self.dev_type``...)."""
     name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
     name = name.lower()
-    return "device" in name or name in ("dev", "type")
+    return "device" in name or name in ("dev", "type", "map_location")
+
+
+def _asks_for_cuda(test: ast.AST, ctx) -> bool:
+    """The condition calls ``torch.cuda.is_available()``."""
+    return any(isinstance(node, ast.Call) and ctx.qualname(node.func) == "torch.cuda.is_available"
+               for node in ast.walk(test))
 
 
 class HardCodedCudaDevice(Rule):
@@ -70,6 +76,9 @@ class HardCodedCudaDevice(Rule):
         ("def f(x, where='cuda'):\n    return x.to(where)\n", 1),
         ("GPU = 'cuda:0'\ndef f(x):\n    return x.to(GPU)\n", 1),
         ("import torch\nscaler = torch.amp.GradScaler('cuda')\n", 2),
+        # mmdet 3.1.0 .mim/tools/deployment/mmdet_handler.py:18 (the string is chosen by CUDA being there)
+        ("import torch\nself.map_location = 'cuda' if torch.cuda.is_available() else 'cpu'\n", 2),
+        ("import torch\nwhere = 'cuda' if torch.cuda.is_available() else 'cpu'\n", 2),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
@@ -83,6 +92,7 @@ class HardCodedCudaDevice(Rule):
         "def f(backend='cuda'):\n    return backend\n",
         "NAME = 'cuda'\nprint(NAME)\n",
         "def f(mode='cuda'):\n    return {'mode': mode}\n",
+        "where = 'cuda' if fast else 'cpu'\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -109,6 +119,8 @@ class HardCodedCudaDevice(Rule):
         stack = ctx.stack
         i = len(stack) - 1
         while i >= 0 and isinstance(stack[i], (ast.IfExp, ast.BoolOp)):
+            if isinstance(stack[i], ast.IfExp) and _asks_for_cuda(stack[i].test, ctx):
+                return True  # 'cuda' if torch.cuda.is_available() else 'cpu': chosen as a device
             i -= 1
         if i < 0:
             return False
