@@ -15,10 +15,9 @@ CHANGES, MANUAL = "change_list.csv", "manual_work.csv"
 
 class Migrate(Mode):
     name = "migrate"
-    help = (f"write <name>_msft/, a copy of the project with the CUDA code that has an NPU form rewritten "
-            f"({CUDA_PREFIX}01/02/04/07 fixes), {CHANGES} (every rewrite) and {MANUAL} (the {CUDA_PREFIX} findings "
-            f"left for manual work); --transfer-to-npu only adds the transfer_to_npu imports to the training "
-            f"entry scripts")
+    help = (f"a copy of the project with the CUDA code that has an NPU form rewritten (the fixes of ASC201, "
+            f"ASC202, ASC204, ASC207), every rewrite in {CHANGES}, the {CUDA_PREFIX} findings left in {MANUAL}; "
+            "--transfer-to-npu only adds the transfer_to_npu imports to the training entry scripts")
     outputs = ("<name>_msft/", CHANGES, MANUAL)
 
     @classmethod
