@@ -26,8 +26,8 @@ def test_packaged_fix_table_matches_a_rebuild():
 
 
 def test_module_prefixes_come_from_the_renames():
-    prefixes = load_tool("build_cuda_fixes").module_prefixes({
-        "torch.cuda.amp.autocast": "torch_npu.npu.amp.autocast", "torch.random.fork_rng": "torch_npu.npu.random.fork_rng"})
+    prefixes = load_tool("build_cuda_fixes").module_prefixes({"torch.cuda.amp.autocast": "torch_npu.npu.amp.autocast",
+                                                              "torch.random.fork_rng": "torch_npu.npu.random.fork_rng"})
     assert prefixes == {"torch.cuda.amp": "torch_npu.npu.amp", "torch.cuda": "torch_npu.npu"}
 
 

@@ -123,8 +123,8 @@ def _bound_names(tree: ast.AST) -> Dict[str, Set[str]]:
 
 def _imported_at_top(tree: ast.Module, module: str) -> bool:
     """A module-level ``import <module>`` (or ``import <module>.x``) makes the name usable everywhere."""
-    return any(isinstance(node, ast.Import) and any(a.name.split(".")[0] == module and not a.asname
-                                                     for a in node.names) for node in tree.body)
+    return any(isinstance(node, ast.Import) and any(a.name.split(".")[0] == module and not a.asname for a in node.names)
+               for node in tree.body)
 
 
 def _dotted(node: cst.CSTNode) -> str:
@@ -166,8 +166,7 @@ class _Rewriter(cst.CSTTransformer):
         where = self._at(original.func)
         new = self.targets["method"].get(where)
         func = updated.func
-        if new and where not in self.done and isinstance(func, cst.Attribute) and \
-                self.methods.get(new) == func.attr.value:
+        if new and isinstance(func, cst.Attribute) and self.methods.get(new) == func.attr.value:
             self.done[where] = (f".{func.attr.value}()", f".{new}()")
             return updated.with_changes(func=func.with_changes(attr=cst.Name(new)))
         if where not in self.targets["call"]:
@@ -322,7 +321,8 @@ def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List
         return source, 0, left, []
     rewriter = _Rewriter(targets)
     module_node = MetadataWrapper(cst.parse_module(source)).visit(rewriter)
-    left += [f"line {line}: the code there could not be rewritten" for line, _ in sorted(set(wanted) - set(rewriter.done))]
+    missed = sorted(set(wanted) - set(rewriter.done))
+    left += [f"line {line}: the code there could not be rewritten" for line, _ in missed]
     imports: Dict[str, Set[str]] = {}
     changes: List[Change] = []
     for where in sorted(rewriter.done):

@@ -100,4 +100,3 @@ class Migrator:
         if not Training(tree, lines).is_entry or imports_transfer_to_npu(tree, lines):
             return source
         return fix.insert_statements(cst.parse_module(source), TRANSFER_IMPORTS).code
-
