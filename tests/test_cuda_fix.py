@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from conftest import load_tool
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from flake8_ascend import cli, fix
 from flake8_ascend.config import Config
@@ -78,3 +79,20 @@ def test_cli_fix_select_asc2_rewrites_in_place_and_diff_only_shows(tmp_path, cap
     assert (project / "near_misses.py").read_text(encoding="utf-8") == (
         FIXTURES / "near_misses.in.py").read_text(encoding="utf-8")
     assert (out / "proj_analysis" / "cuda_fix.diff").is_file()
+
+
+CUDA_LINES = st.sampled_from([
+    "import torch\n", "torch.cuda.synchronize()\n", "m = m.cuda()\n", "x = y.float().cuda(0).half()\n",
+    "d = torch.device('cuda:0')\n", "dist.init_process_group('nccl')\n", "import torch_npu\n",
+    "from torch.cuda.amp import autocast\n", "with autocast():\n    pass\n", "if x.device.type == 'cuda':\n    pass\n",
+    "def cuda(self):\n    return self\n", "s = torch.cuda.amp.GradScaler()  # noqa: ASC207\n", "torch_npu = 1\n",
+])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(CUDA_LINES, min_size=1, max_size=8))
+def test_any_mix_of_cuda_lines_fixes_to_valid_code_that_a_second_fix_leaves_alone(lines):
+    source = "".join(lines)
+    new, _, _, _ = fixed(source)
+    ast.parse(new)
+    assert fixed(new)[:2] == (new, 0)
