@@ -62,7 +62,7 @@ class Migrator:
         try:
             source = read_source(path)
             check_nesting(source.encode("utf-8"))
-            new = self.source(source, rel)
+            new = self.migrate_text(source, rel)
         except SourceError as error:  # a FIFO, an unreadable or oversized file: as the instrumented copies
             copied.skipped.append((rel, f"left out: {error}"))
             return
@@ -77,7 +77,7 @@ class Migrator:
         elif new != source:
             fix.write_file(target, new)
 
-    def source(self, source: str, rel: str) -> str:
+    def migrate_text(self, source: str, rel: str) -> str:
         """The migrated text of one file; records its changes and what is left for manual work."""
         if self.transfer_to_npu:
             new, changes, left = self._add_transfer_imports(source), [], []
