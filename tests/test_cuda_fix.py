@@ -96,3 +96,10 @@ def test_any_mix_of_cuda_lines_fixes_to_valid_code_that_a_second_fix_leaves_alon
     new, _, _, _ = fixed(source)
     ast.parse(new)
     assert fixed(new)[:2] == (new, 0)
+
+
+def test_columns_after_non_ascii_text_on_the_line_still_match():
+    source = "import torch\nmsg = '🚀 ready'; x = x.to('cuda:1'); torch.cuda.synchronize()\n"
+    new, applied, left, _ = fixed(source)
+    assert (applied, left) == (2, [])
+    assert new.endswith("msg = '🚀 ready'; x = x.to('npu:1'); torch_npu.npu.synchronize()\n")
