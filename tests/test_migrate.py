@@ -133,3 +133,13 @@ def test_a_single_file_is_migrated_into_its_stem(tmp_path):
     assert cli.main(["-i", str(script), "-o", str(tmp_path), "-q", "-m", "migrate"]) == 0
     assert (tmp_path / "train_gpu_analysis" / "train_gpu_msft" / "train_gpu.py").read_text() == (
         FIXTURES / "amp.out.py").read_text()
+
+
+def test_transfer_to_npu_says_so_when_no_entry_script_is_found(tmp_path):
+    project = tmp_path / "lib"
+    project.mkdir()
+    shutil.copy(FIXTURES / "ddp.in.py", project / "ddp.py")  # no main guard, no training loop
+    assert cli.main(["-i", str(project), "-o", str(tmp_path), "-q", "-m", "migrate", "--transfer-to-npu"]) == 0
+    report = tmp_path / "lib_analysis"
+    assert rows(report / "change_list.csv") == [["File", "Line", "Code", "Before", "After"]]
+    assert "no training entry script found" in (report / cli.LOG_NAME).read_text()

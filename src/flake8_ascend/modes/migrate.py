@@ -50,8 +50,14 @@ class Migrate(Mode):
                 + (", ".join(f"{code} {n}" for code, n in sorted(manual.items())) or "nothing"))
         for rel, finding in result.manual:
             job.log(f"manual: {rel}:{finding.line}: {finding.code} {finding.message}")
-        for rel in sorted({rel for rel, _ in result.changes} if job.args.transfer_to_npu else ()):
-            job.log(f"to run {rel}: {run_command(dest, final_folder(job) / copy_name, rel)}")
+        if job.args.transfer_to_npu:
+            entries = sorted({rel for rel, _ in result.changes})
+            for rel in entries:
+                job.log(f"to run {rel}: {run_command(dest, final_folder(job) / copy_name, rel)}")
+            if not entries:
+                job.log("no training entry script found (a module-level `if __name__ == '__main__':` and a training "
+                        f"loop in the same file): add `{'` and `'.join(TRANSFER_IMPORTS)}` to the script that starts "
+                        "training, after `import torch`")
         changes = job.write_csv(CHANGES, CHANGE_COLUMNS, (
             (rel, change.line or "NA", change.code, change.before, change.after)
             for rel, change in result.changes))
