@@ -21,14 +21,15 @@ A key missing from the facts stops the build.  Pure standard library, determinis
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Dict
 
-REPO = Path(__file__).resolve().parent.parent
-FACTS = REPO / "rules_data" / "sources" / "cuda" / "cuda_to_npu_facts.json"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the same facts file, JSON layout and --check as the transfer_to_npu data
+from build_transfer_to_npu import FACTS, REPO, render, write_or_check  # noqa: E402
+
 OUT = REPO / "src" / "flake8_ascend" / "data" / "cuda_fixes.json"
 GENERATOR = "tools/build_cuda_fixes.py"
 RULES = "msFmkTransplt GPU2Ascend rules ("
@@ -89,23 +90,9 @@ def build(facts: dict) -> dict:
     }
 
 
-def render(data: dict) -> str:
-    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
-
-
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the committed file is out of date")
-    args = parser.parse_args(argv)
     text = render(build(json.loads(FACTS.read_text(encoding="utf-8"))))
-    if args.check:
-        if not OUT.is_file() or OUT.read_text(encoding="utf-8") != text:
-            print(f"{OUT.relative_to(REPO)} is out of date: run {GENERATOR}", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT.relative_to(REPO)}")
-    return 0
+    return write_or_check(argv, __doc__.splitlines()[0], text, OUT, GENERATOR)
 
 
 if __name__ == "__main__":
