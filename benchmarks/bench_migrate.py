@@ -1,6 +1,6 @@
 """The figures of docs/migrate.md: ``-m migrate`` on real code bases, checked the way the issue asks.
 
-    python benchmarks/bench_migrate.py [--version 2.6.0] [yolov5 mmdet timm mmsegmentation]
+    python benchmarks/bench_migrate.py [--version 2.6.0] [yolov5 mmdet timm mmsegmentation ultralytics deepspeed]
 
 For each corpus (fetched once through ``benchmarks/corpora.py``): the migration's time and rewrites per code,
 the manual work per code, whether every file of the copy compiles, whether migrating the copy again changes
@@ -22,7 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpora  # noqa: E402
 
-PACKAGES = {"yolov5": "yolov5", "mmdet": "mmdet", "timm": "timm", "mmsegmentation": "mmseg"}
+# corpus -> its package folder inside the unpacked release; the last two already support the NPU themselves
+PACKAGES = {"yolov5": "yolov5", "mmdet": "mmdet", "timm": "timm", "mmsegmentation": "mmseg",
+            "ultralytics": "ultralytics-8.4.190/ultralytics", "deepspeed": "deepspeed-0.19.8/deepspeed"}
 
 
 def migrate(package: Path, out: Path, version: str) -> float:

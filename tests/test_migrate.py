@@ -143,3 +143,17 @@ def test_transfer_to_npu_says_so_when_no_entry_script_is_found(tmp_path):
     report = tmp_path / "lib_analysis"
     assert rows(report / "change_list.csv") == [["File", "Line", "Code", "Before", "After"]]
     assert "no training entry script found" in (report / cli.LOG_NAME).read_text()
+
+
+def test_a_file_with_npu_cases_of_its_own_is_left_and_logged(tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    shutil.copy(FIXTURES / "dispatch.in.py", project / "dispatch.py")
+    shutil.copy(FIXTURES / "ddp.in.py", project / "ddp.py")
+    assert cli.main(["-i", str(project), "-o", str(tmp_path), "-q", "-m", "migrate"]) == 0
+    report = tmp_path / "proj_analysis"
+    assert (report / "proj_msft" / "dispatch.py").read_bytes() == (project / "dispatch.py").read_bytes()
+    log = (report / cli.LOG_NAME).read_text()
+    assert "not rewritten dispatch.py: it has NPU cases of its own" in log
+    assert "warning: 1 file already names the NPU (dispatch.py)" in log
+    assert "not rewritten ddp.py" not in log  # its 'npu' strings come from the migration, not from the original

@@ -24,6 +24,7 @@ from .config import Config
 from .engine import Finding, analyze, unsuppressed
 from .files import SourceError, read_source
 from .registry import all_rules
+from .rules._cuda_fixes import names_npu
 from .rules._transfer_to_npu import imports_transfer_to_npu
 from .runtime.inject import Injection, TooDeep, check_nesting, copy_tree
 from .training import Training
@@ -40,6 +41,8 @@ class Migration:
     changes: List[Tuple[str, fix.Change]] = field(default_factory=list)
     manual: List[Tuple[str, Finding]] = field(default_factory=list)  # lines of the migrated copy
     left: List[Tuple[str, str]] = field(default_factory=list)  # rewrites that could not be applied, and why
+    names_npu: List[str] = field(default_factory=list)  # files that already name the NPU ('npu', 'hccl' strings)
+    own_npu_cases: List[str] = field(default_factory=list)  # of those, the ones whose CUDA code was left for that
 
 
 class Migrator:
@@ -87,7 +90,12 @@ class Migrator:
             findings = fix.fixable_findings(source, rel, self.config, self.fix_codes)
             new, _, left, changes = fix.fix_source(source, findings) if findings else (source, 0, [], [])
         lines = new.splitlines(keepends=True)
-        remaining = unsuppressed(analyze(ast.parse(new), lines, rel, self.after, self.rules), lines)
+        tree = ast.parse(new)
+        remaining = unsuppressed(analyze(tree, lines, rel, self.after, self.rules), lines)
+        if not self.transfer_to_npu and names_npu(ast.parse(source), source.splitlines()):
+            self.result.names_npu.append(rel)  # the original named the NPU: why its CUDA code stays
+            if remaining:
+                self.result.own_npu_cases.append(rel)
         self.result.changes += [(rel, change) for change in changes]
         self.result.left += [(rel, reason) for reason in left]
         self.result.manual += [(rel, finding) for finding in remaining]

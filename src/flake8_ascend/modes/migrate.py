@@ -42,6 +42,15 @@ class Migrate(Mode):
             job.log(f"changed {rel}: {change}")
         for rel, reason in result.left:
             job.log(f"not rewritten {rel}: {reason}")
+        if result.names_npu:
+            shown = ", ".join(result.names_npu[:3]) + (", ..." if len(result.names_npu) > 3 else "")
+            count = len(result.names_npu)
+            files = "1 file already names" if count == 1 else f"{count} files already name"
+            job.log(f"warning: {files} the NPU ({shown}): the project may run on "
+                    "the NPU through its own device option; a framework with an NPU backend should not be migrated")
+        for rel in result.own_npu_cases:
+            job.log(f"not rewritten {rel}: it has NPU cases of its own (an 'npu' or 'hccl' string), so its CUDA code "
+                    "is the CUDA case: left for manual work")
         per_code = Counter(change.code or "import" for _, change in result.changes)
         job.log("changes per code: " + (", ".join(f"{code} {n}" for code, n in sorted(per_code.items())) or "none"))
         manual = Counter(finding.code for _, finding in result.manual)

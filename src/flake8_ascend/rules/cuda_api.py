@@ -55,4 +55,4 @@ class CudaApi(Rule):
         else:
             how = f"torch_npu.npu has no {name} in torch_npu {data.version}: rewrite by hand"
         ctx.report(node, self.code, f"{qualname} is a CUDA API ({how})", api=qualname, tips=how,
-                   fix=name_fix(qualname, data))
+                   fix=name_fix(qualname, ctx))

@@ -59,7 +59,8 @@ class HardCodedCudaDevice(Rule):
     )
     example = "model = model.cuda()\nx = x.to('cuda:0')"
     fix = ("Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`). `--fix` "
-           "rewrites both (not `.cuda()` in a file that defines its own `cuda` method).")
+           "rewrites both where the string reaches a device (not comparisons, which decide what code runs, and not "
+           "`.cuda()` in a file that defines its own `cuda` method).")
     source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu); codes.md"
     fires = [
         ("model = Net().cuda()\n", 1),
@@ -102,12 +103,13 @@ class HardCodedCudaDevice(Rule):
                     and not migrated(ctx)):
                 ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or .to(device))",
                            api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu",
-                           fix="" if _defines_cuda(ctx) else method_fix(func.attr))
+                           fix="" if _defines_cuda(ctx) else method_fix(func.attr, ctx))
             return
         if (isinstance(node.value, str) and _CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
                 and (not migrated(ctx) or self._compared(ctx))):
             ctx.report(node, self.code, f"hard-coded CUDA device string {node.value!r} (use 'npu' or a configured device)",
-                       api=repr(node.value), tips="cuda device string -> npu", fix=string_fix(node.value))
+                       api=repr(node.value), tips="cuda device string -> npu",
+                       fix="" if self._compared(ctx) else string_fix(node.value, ctx))  # a comparison gates code
 
     @staticmethod
     def _compared(ctx) -> bool:
