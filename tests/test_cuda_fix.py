@@ -112,3 +112,12 @@ def test_code_with_npu_cases_of_its_own_keeps_its_findings_but_gets_no_rewrite(l
     # the same CUDA lines without the NPU cases are rewritten
     plain = "import torch\n\n\ndef f(device='cuda'):\n    torch.cuda.set_device(device)\n"
     assert fixed(plain)[1] == 2
+
+
+def test_is_available_kept_as_a_cuda_flag_is_not_rewritten():
+    # mmseg 1.2.2 .mim/tools/analysis_tools/visualization_cam.py:118 hands it to a CUDA-only library option
+    flag = "import torch\ncam = GradCAM(model, use_cuda=torch.cuda.is_available())\n"
+    assert fixed(flag)[:2] == (flag, 0)
+    # asked to choose the device, it is the accelerator question: rewritten
+    device = "import torch\ndevice = 'cuda:0' if torch.cuda.is_available() else 'cpu'\n"
+    assert fixed(device)[0] == "import torch\nimport torch_npu\ndevice = 'npu:0' if torch_npu.npu.is_available() else 'cpu'\n"
