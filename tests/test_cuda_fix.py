@@ -120,4 +120,4 @@ def test_is_available_kept_as_a_cuda_flag_is_not_rewritten():
     assert fixed(flag)[:2] == (flag, 0)
     # asked to choose the device, it is the accelerator question: rewritten
     device = "import torch\ndevice = 'cuda:0' if torch.cuda.is_available() else 'cpu'\n"
-    assert fixed(device)[0] == "import torch\nimport torch_npu\ndevice = 'npu:0' if torch_npu.npu.is_available() else 'cpu'\n"
+    assert fixed(device)[0] == "import torch_npu\ndevice = 'npu:0' if torch_npu.npu.is_available() else 'cpu'\n"
