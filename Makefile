@@ -35,6 +35,7 @@ data: $(STAMP)
 	$(PYTHON) tools/build_affinity.py
 	$(PYTHON) tools/build_aten_ops.py
 	$(PYTHON) tools/build_transfer_to_npu.py
+	$(PYTHON) tools/build_cuda_fixes.py
 	$(PYTHON) tools/build_mmcv_ops.py
 	$(BIN)/python tools/build_torch_types.py  # reads torch's stubs
 

@@ -417,6 +417,6 @@ def test_tool_version_statistics_plural_and_fix_marks(tmp_path, capsys):
     log = (tmp_path / "train_analysis" / cli.LOG_NAME).read_text(encoding="utf-8")
     assert log.startswith(f"ascend-analyse {cli.__version__} started") and "findings per code: ASC201 2, ASC202 1" in log
     marked = [line.split()[0] for line in cli.list_codes().splitlines() if "--fix rewrites" in line]
-    assert marked == ["ASC303", "ASC304"]
+    assert marked == ["ASC201", "ASC202", "ASC204", "ASC207", "ASC303", "ASC304"]
     code, _, err = run_main("-i", str(script), "-o", str(tmp_path), "-m", "third_party", "--statistics")
     assert code == 2 and "--statistics does not apply" in err

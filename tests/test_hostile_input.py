@@ -33,8 +33,8 @@ from flake8_ascend.runtime.msft_dynamic_analysis.hook import write_csv as hook_w
 SCRIPT = Path(sys.executable).with_name("ascend-analyse")
 SECRET = "HOSTILE_TEST_SECRET_7f3a"
 CUDA_LINE = "import torch\nx = torch.zeros(3).cuda()\n"
-ALL_MODES = ("torch_apis", "affinity_apis", "dynamic_shape", "third_party", "overflow", "runtime_ops")
-COPY_MODES = ("dynamic_shape", "overflow", "runtime_ops")
+ALL_MODES = ("torch_apis", "affinity_apis", "dynamic_shape", "third_party", "overflow", "runtime_ops", "migrate")
+COPY_MODES = ("dynamic_shape", "overflow", "runtime_ops", "migrate")
 
 
 def mode_args(mode: str) -> list:
@@ -203,9 +203,10 @@ def test_a_20000_term_expression_is_copied_unchanged_with_a_logged_reason(tmp_pa
     out.mkdir()
     result = run_cli("-i", source, "-o", out, "-q", "-m", mode, timeout=120)
     assert result.returncode == 0, result.stderr
-    copy = out / "deep_analysis"
+    report = out / "deep_analysis"
+    copy = report / "deep_msft" if mode == "migrate" else report
     assert (copy / "train.py").read_bytes() == (source / "train.py").read_bytes()
-    assert f"train.py: copied unchanged: nested more than {MAX_NESTING} levels deep" in (copy / cli.LOG_NAME).read_text()
+    assert f"train.py: copied unchanged: nested more than {MAX_NESTING} levels deep" in (report / cli.LOG_NAME).read_text()
     assert leftovers(out) == []
 
 

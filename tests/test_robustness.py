@@ -1,5 +1,6 @@
 """Property tests: the engine never raises on valid Python, and the plugin never on arbitrary bytes."""
 import ast
+import textwrap
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -23,7 +24,7 @@ TORCHY = st.sampled_from([
 def test_engine_never_raises_on_valid_python(generated, fragments):
     source = "".join(fragments) + generated
     try:
-        ast.parse(source)
+        ast.parse(textwrap.dedent(source))  # what run_rules parses ('\n\\\n ' parses, its dedent does not)
     except (SyntaxError, ValueError, RecursionError):
         return
     run_rules(source)
@@ -46,7 +47,7 @@ def test_plugin_never_raises_on_bytes(data):
     list(AscendChecker(tree, text.splitlines(True), "x.py").run())
 
 
-SOURCE_TREE_MODES = ["torch_apis", "affinity_apis", "dynamic_shape", "overflow", "runtime_ops", "third_party"]
+SOURCE_TREE_MODES = ["torch_apis", "affinity_apis", "dynamic_shape", "overflow", "runtime_ops", "third_party", "migrate"]
 
 
 @settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))

@@ -87,19 +87,25 @@ def render(data: dict) -> str:
     return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def write_or_check(argv, description: str, text: str, out: Path, generator: str) -> int:
+    """Write ``text`` to ``out``, or with ``--check`` exit 1 when the committed file differs (shared by the tools
+    that build a packaged file from the CUDA facts)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed file is out of date")
     args = parser.parse_args(argv)
-    text = render(build(json.loads(FACTS.read_text(encoding="utf-8"))))
     if args.check:
-        if not OUT.is_file() or OUT.read_text(encoding="utf-8") != text:
-            print(f"{OUT.relative_to(REPO)} is out of date: run {GENERATOR}", file=sys.stderr)
+        if not out.is_file() or out.read_text(encoding="utf-8") != text:
+            print(f"{out.relative_to(REPO)} is out of date: run {generator}", file=sys.stderr)
             return 1
         return 0
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT.relative_to(REPO)}")
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out.relative_to(REPO)}")
     return 0
+
+
+def main(argv=None) -> int:
+    text = render(build(json.loads(FACTS.read_text(encoding="utf-8"))))
+    return write_or_check(argv, __doc__.splitlines()[0], text, OUT, GENERATOR)
 
 
 if __name__ == "__main__":

@@ -11,16 +11,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from flake8_ascend.fix import FIX_CODES  # noqa: E402
 from flake8_ascend.registry import all_rules  # noqa: E402
 
 START, END = "<!-- rules:start -->", "<!-- rules:end -->"
 
 
 def rule_table() -> str:
-    rows = ["| code | finding | report file | on by default |", "|---|---|---|---|"]
+    rows = ["| code | finding | report file | on by default | has a fix |", "|---|---|---|---|---|"]
     for rule in all_rules():
         default = "no (`--extend-select " + rule.code + "`)" if rule.default_off else "yes"
-        rows.append(f"| [{rule.code}](docs/rules.md#{rule.code.lower()}) | {rule.summary} | `{rule.csv}` | {default} |")
+        fixed = "yes" if rule.code in FIX_CODES else ""
+        rows.append(f"| [{rule.code}](docs/rules.md#{rule.code.lower()}) | {rule.summary} | `{rule.csv}` | {default} "
+                    f"| {fixed} |")
     return "\n".join(rows)
 
 
@@ -32,6 +35,9 @@ def rule_pages() -> str:
                   "*Fires on:*", "", "```python", rule.example.strip(), "```", "", f"*Use instead:* {rule.fix}", "",
                   f"*Source:* {rule.source}", "", f"*Report file:* `{rule.csv}`"
                   + (" (off by default)" if rule.default_off else ""), ""]
+        if rule.code in FIX_CODES:
+            parts += ["*Has a fix:* `ascend-analyse --fix` / `--diff` rewrite the findings that carry a safe "
+                      "rewrite; the others stay findings.", ""]
     return "\n".join(parts)
 
 

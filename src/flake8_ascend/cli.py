@@ -138,7 +138,8 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
     extra.add_argument("-j", "--jobs", type=_positive, default=None, metavar="N",
                        help="worker processes (default: all cores)")
     extra.add_argument("--fix", action="store_true",
-                       help="rewrite the safe affinity replacements (ASC303/ASC304) in the input files")
+                       help="rewrite the safe replacements in the input files: affinity (ASC303/ASC304), or "
+                       "with --select ASC2 the CUDA code (ASC201/202/204/207)")
     extra.add_argument("--diff", action="store_true",
                        help="print the unified diff --fix would apply, without changing any file")
     extra.add_argument("-q", "--quiet", action="store_true", help="no progress display and no summary table")
@@ -172,16 +173,18 @@ def list_codes() -> str:
     lines = [f"{'code':<7} {'report':<{width}}  summary"]
     for rule in rules:
         note = " (off by default)" if rule.default_off else ""
-        note += " (--fix rewrites the safe ones)" if rule.code in FIX_CODES else ""
+        note += " (has a fix: --fix rewrites the safe ones)" if rule.code in FIX_CODES else ""
         lines.append(f"{rule.code:<7} {rule.csv:<{width}}  {rule.summary}{note}")
     return "\n".join(lines) + "\n"
 
 
 # -- validation -------------------------------------------------------------------------------
-def _choose_mode(name: Optional[str], modes: Dict[str, type], fixing: bool = False) -> type:
+def _choose_mode(name: Optional[str], modes: Dict[str, type], fixing: bool = False, select: Sequence[str] = ()) -> type:
+    """-m, else with --fix/--diff the first mode that fixes a selected code (affinity_apis unless --select)."""
     if name is None:
-        fixers = [mode for mode in modes.values() if mode.fixes]
-        name = fixers[0].name if fixing and fixers else "torch_apis"
+        fixers = [mode for mode in modes.values() if mode.fixes] if fixing else []
+        chosen = [mode for mode in fixers if select and any(c.startswith(tuple(select)) for c in mode.fix_codes())]
+        name = (chosen or fixers)[0].name if fixers else "torch_apis"
     if name in modes:
         return modes[name]
     if name in OFFICIAL_MODES:
@@ -344,7 +347,7 @@ def _plural(count: int, noun: str) -> str:
 
 
 def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: TextIO) -> int:
-    mode = _choose_mode(args.mode, modes, fixing=args.fix or args.diff)
+    mode = _choose_mode(args.mode, modes, fixing=args.fix or args.diff, select=args.select)
     source, out_dir = _check_args(args, mode)
     root = source if source.is_dir() else source.parent
     try:

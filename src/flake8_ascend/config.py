@@ -41,6 +41,9 @@ class Config:
     version: str
     third_party_apis: FrozenSet[str] = field(default_factory=frozenset)
     official_lists: bool = False  # ASC101-103 as the official lists say, stale entries included
+    # every file read as importing transfer_to_npu: a project whose entry script imports it (it patches torch for
+    # the whole process), as ``-m migrate --transfer-to-npu`` leaves it
+    transfer_to_npu: bool = False
 
     @property
     def data(self):

@@ -89,6 +89,12 @@ def load_transfer_to_npu() -> dict:
 
 
 @lru_cache(maxsize=None)
+def load_cuda_fixes() -> dict:
+    """The rewrites of CUDA code that --fix and -m migrate apply (built by tools/build_cuda_fixes.py)."""
+    return json.loads((DATA_DIR / "cuda_fixes.json").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=None)
 def load_mmcv_ops() -> dict:
     """Which names of ``mmcv.ops`` are CUDA-only in mmcv 2.1.0 (built by tools/build_mmcv_ops.py)."""
     return json.loads((DATA_DIR / "mmcv_ops.json").read_text(encoding="utf-8"))

@@ -1,13 +1,17 @@
-"""Autofix of the safe affinity replacements (``ascend-analyse --fix`` / ``--diff``), built on libcst.
+"""Autofix of the safe rewrites (``ascend-analyse --fix`` / ``--diff``, ``-m migrate``), built on libcst.
 
 A finding is rewritten only when its rule marked it safe in ``Finding.fix``:
 
 * ``call <module>.<Name>`` (ASC303): the callee becomes ``<Name>``, arguments untouched
   (``torch.optim.AdamW(p, lr=1e-3)`` -> ``NpuFusedAdamW(p, lr=1e-3)``);
-* ``index_put <module>.<name>`` (ASC304): ``x[mask] = v`` -> ``x = <name>(x, mask, v)``.
+* ``index_put <module>.<name>`` (ASC304): ``x[mask] = v`` -> ``x = <name>(x, mask, v)``;
+* ``name <dotted>`` (ASC201, ASC207): the whole name chain becomes ``<dotted>``
+  (``torch.cuda.synchronize`` -> ``torch_npu.npu.synchronize``), which needs ``import <its first name>``;
+* ``method <name>`` (ASC202): ``m.cuda(0)`` -> ``m.npu(0)``;
+* ``string <text>`` (ASC202, ASC204): the string's text, quotes and prefix kept (``'cuda:0'`` -> ``'npu:0'``).
 
-Each file gets one ``from <module> import <Name>, ...`` line per module after its leading imports, unless
-the names are already imported from there; a file where such a name already means something else is
+Each file gets one ``from <module> import <Name>, ...`` line per module (and one ``import torch_npu``) after
+its leading imports, unless already imported; a file where such a name already means something else is
 left alone.  A module-level import the rewrite left unused (``from torch.optim import AdamW`` once every
 ``AdamW(...)`` became ``NpuFusedAdamW(...)``) is removed, and every rewrite is listed ("line 12:
 torch.optim.AdamW -> torch_npu.optim.NpuFusedAdamW").  Everything else (comments, spacing, quotes) is kept as it was.  The stdlib ``ast`` finds
@@ -20,6 +24,7 @@ import ast
 import difflib
 import io
 import os
+import re
 import tempfile
 import tokenize
 from dataclasses import dataclass, field
@@ -31,12 +36,32 @@ import libcst.helpers
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .config import Config
+from .data import load_cuda_fixes
 from .engine import Finding, analyze, unsuppressed
 from .files import SourceError, read_source
 from .registry import rule_for
 
-FIX_CODES = ("ASC303", "ASC304")
+FIX_CODES = ("ASC201", "ASC202", "ASC204", "ASC207", "ASC303", "ASC304")
 Position = Tuple[int, int]
+_IMPORTING = ("call", "index_put")  # kinds whose target is imported with ``from <module> import <name>``
+_KINDS = (*_IMPORTING, "name", "method", "string")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One rewrite, or an import added or removed (line 0), as change lists and logs show it."""
+
+    line: int
+    code: str
+    before: str
+    after: str
+
+    def __str__(self) -> str:
+        if not self.after:
+            return f"removed the unused {self.before}"
+        if not self.before:
+            return f"added {self.after}"
+        return f"line {self.line}: {self.before} -> {self.after}"
 
 
 @dataclass
@@ -49,7 +74,7 @@ class FileFix:
     new: str
     applied: int = 0
     left: List[str] = field(default_factory=list)  # "line N: why" for fixable findings not applied
-    changes: List[str] = field(default_factory=list)  # "line N: old -> new" for each rewrite, and removed imports
+    changes: List[Change] = field(default_factory=list)  # each rewrite, and the imports added or removed
 
     @property
     def changed(self) -> bool:
@@ -75,7 +100,8 @@ def _char_column(lines: Sequence[str], line: int, byte_col: int) -> int:
 
 
 def _bound_names(tree: ast.AST) -> Dict[str, Set[str]]:
-    """Every name the file binds -> the modules it is imported from ('' for any other binding)."""
+    """Every name the file binds -> the modules it is imported from (``from``), ``import <name>`` for a plain
+    module import, '' for any other binding."""
     found: Dict[str, Set[str]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -84,7 +110,8 @@ def _bound_names(tree: ast.AST) -> Dict[str, Set[str]]:
                 found.setdefault(alias.asname or alias.name, set()).add(node.module if plain else "")
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                found.setdefault((alias.asname or alias.name).split(".")[0], set()).add("")
+                root = alias.name.split(".")[0]
+                found.setdefault(alias.asname or root, set()).add("" if alias.asname else f"import {root}")
         elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             found.setdefault(node.id, set()).add("")
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -94,45 +121,109 @@ def _bound_names(tree: ast.AST) -> Dict[str, Set[str]]:
     return found
 
 
+def _imported_at_top(tree: ast.Module, module: str) -> bool:
+    """A module-level ``import <module>`` (or ``import <module>.x``) makes the name usable everywhere."""
+    return any(isinstance(node, ast.Import) and any(a.name.split(".")[0] == module and not a.asname for a in node.names)
+               for node in tree.body)
+
+
+def _dotted(node: cst.CSTNode) -> str:
+    """``torch.cuda.synchronize`` for a pure Name/Attribute chain, else ''."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr.value}" if inner else ""
+    return ""
+
+
+_REWRITABLE_STRING = re.compile(r"(cuda|nccl)(:\d+)?", re.IGNORECASE)  # what ASC202/ASC204 report
+
+
 class _Rewriter(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, calls: Dict[Position, str], puts: Dict[Position, str]) -> None:
+    def __init__(self, targets: Dict[str, Dict[Position, str]]) -> None:
         super().__init__()
-        self.calls = calls
-        self.puts = puts
-        self.done: Set[Position] = set()
+        self.targets = targets  # kind -> position of the finding -> what it becomes
+        self.methods = {new: old for old, new in load_cuda_fixes()["methods"].items()}
+        self.done: Dict[Position, Tuple[str, str]] = {}  # position -> (before, after) for name/method/string
         self.replaced: Set[str] = set()  # the first name of every callee rewritten away (AdamW, torch)
+        self._claimed: Dict[Position, cst.CSTNode] = {}  # the outermost name chain at each ``name`` position
 
     def _at(self, node: cst.CSTNode) -> Position:
         start = self.get_metadata(PositionProvider, node).start
         return start.line, start.column
 
-    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        where = self._at(original.func)
-        if where not in self.calls:
-            return updated
-        self.done.add(where)
-        root = original.func
+    def _rewrote(self, where: Position, root: cst.CSTNode, before: str, after: str) -> None:
+        self.done[where] = (before, after)
         while isinstance(root, cst.Attribute):
             root = root.value
         if isinstance(root, cst.Name):
             self.replaced.add(root.value)
-        return updated.with_changes(func=cst.Name(self.calls[where]))
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        where = self._at(original.func)
+        new = self.targets["method"].get(where)
+        func = updated.func
+        if new and isinstance(func, cst.Attribute) and self.methods.get(new) == func.attr.value:
+            self.done[where] = (f".{func.attr.value}()", f".{new}()")
+            return updated.with_changes(func=func.with_changes(attr=cst.Name(new)))
+        if where not in self.targets["call"]:
+            return updated
+        self._rewrote(where, original.func, "", "")
+        return updated.with_changes(func=cst.Name(self.targets["call"][where]))
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
         where = self._at(original)
-        if where not in self.puts or len(updated.targets) != 1:
+        if where not in self.targets["index_put"] or len(updated.targets) != 1:
             return updated
         target = updated.targets[0].target
         if not isinstance(target, cst.Subscript) or len(target.slice) != 1 \
                 or not isinstance(target.slice[0].slice, cst.Index):
             return updated
-        self.done.add(where)
+        self.done[where] = ("", "")
         mask = target.slice[0].slice.value
-        call = cst.Call(func=cst.Name(self.puts[where]),
+        call = cst.Call(func=cst.Name(self.targets["index_put"][where]),
                         args=[cst.Arg(target.value.deep_clone()), cst.Arg(mask), cst.Arg(updated.value)])
         return updated.with_changes(targets=[updated.targets[0].with_changes(target=target.value)], value=call)
+
+    # ``name``: claimed on the way down (the outermost chain at the position), replaced on the way up
+    def _claim(self, node: cst.CSTNode) -> None:
+        where = self._at(node)
+        if where in self.targets["name"] and where not in self._claimed and _dotted(node):
+            self._claimed[where] = node
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._claim(node)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._claim(node)
+
+    def _rename(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
+        where = self._at(original)
+        if self._claimed.get(where) is not original:
+            return updated
+        new = self.targets["name"][where]
+        self._rewrote(where, original, _dotted(original), new)
+        return cst.parse_expression(new)
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        return self._rename(original, updated)
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return self._rename(original, updated)
+
+    def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString) -> cst.SimpleString:
+        where = self._at(original)
+        new = self.targets["string"].get(where)
+        value = original.evaluated_value
+        if not new or not isinstance(value, str) or not _REWRITABLE_STRING.fullmatch(value) or "\\" in original.value:
+            return updated
+        opening = len(original.prefix) + len(original.quote)
+        text = f"{original.value[:opening]}{new}{original.quote}"
+        self.done[where] = (original.value, text)
+        return updated.with_changes(value=text)
 
 
 class _UnusedImports(cst.CSTTransformer):
@@ -192,50 +283,70 @@ def _import_index(module: cst.Module) -> int:
     return index
 
 
-def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List[str], List[str]]:
+def insert_statements(module_node: cst.Module, texts: Sequence[str]) -> cst.Module:
+    """The module with one statement per text after its docstring and leading imports."""
+    if not texts:
+        return module_node
+    new = [cst.parse_statement(text + module_node.default_newline, config=module_node.config_for_parsing)
+           for text in texts]
+    index = _import_index(module_node)
+    return module_node.with_changes(body=[*module_node.body[:index], *new, *module_node.body[index:]])
+
+
+def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List[str], List[Change]]:
     """(new source, number of rewrites, why the other fixable findings were left, what changed) for one file."""
     lines = source.splitlines(keepends=True)
-    bound = _bound_names(ast.parse(source))
-    calls: Dict[Position, str] = {}
-    puts: Dict[Position, str] = {}
-    wanted: Dict[Position, Tuple[str, str]] = {}
-    apis: Dict[Position, str] = {}
+    tree = ast.parse(source)
+    bound = _bound_names(tree)
+    targets: Dict[str, Dict[Position, str]] = {kind: {} for kind in _KINDS}
+    wanted: Dict[Position, Finding] = {}
     left: List[str] = []
     for finding in findings:
         kind, _, target = finding.fix.partition(" ")
         module, _, name = target.rpartition(".")
-        if kind not in ("call", "index_put") or not module:
+        root = target.split(".")[0]
+        if kind not in _KINDS or not target or (kind in _IMPORTING and not module):
             left.append(f"line {finding.line}: unknown fix {finding.fix!r}")
             continue
-        if bound.get(name, {module}) - {module}:
+        if kind in _IMPORTING and bound.get(name, {module}) - {module}:
             left.append(f"line {finding.line}: {name} already names something else in this file")
             continue
+        if kind == "name" and bound.get(root, set()) - {f"import {root}"}:
+            left.append(f"line {finding.line}: {root} already names something else in this file")
+            continue
         where = (finding.line, _char_column(lines, finding.line, finding.col))
-        (calls if kind == "call" else puts)[where] = name
-        wanted[where] = (module, name)
-        apis[where] = finding.api
+        targets[kind][where] = name if kind in _IMPORTING else target
+        wanted[where] = finding
     if not wanted:
         return source, 0, left, []
-    rewriter = _Rewriter(calls, puts)
+    rewriter = _Rewriter(targets)
     module_node = MetadataWrapper(cst.parse_module(source)).visit(rewriter)
-    left += [f"line {line}: the code there could not be rewritten" for line, _ in sorted(set(wanted) - rewriter.done)]
+    missed = sorted(set(wanted) - set(rewriter.done))
+    left += [f"line {line}: the code there could not be rewritten" for line, _ in missed]
     imports: Dict[str, Set[str]] = {}
-    for where in rewriter.done:
-        module, name = wanted[where]
-        if module not in bound.get(name, ()):
-            imports.setdefault(module, set()).add(name)
-    new_lines = [cst.parse_statement(f"from {mod} import {', '.join(sorted(names))}{module_node.default_newline}",
-                                     config=module_node.config_for_parsing) for mod, names in sorted(imports.items())]
-    if new_lines:
-        index = _import_index(module_node)
-        module_node = module_node.with_changes(body=[*module_node.body[:index], *new_lines, *module_node.body[index:]])
-    changes = [f"line {line}: {apis[(line, column)]} -> {'.'.join(wanted[(line, column)])}"
-               for line, column in sorted(rewriter.done)]
+    changes: List[Change] = []
+    for where in sorted(rewriter.done):
+        finding = wanted[where]
+        kind, _, target = finding.fix.partition(" ")
+        module, _, name = target.rpartition(".")
+        if kind in _IMPORTING:
+            before, after = finding.api, target
+            if module not in bound.get(name, ()):
+                imports.setdefault(module, set()).add(name)
+        else:
+            before, after = rewriter.done[where]
+        if kind == "name" and not _imported_at_top(tree, target.split(".")[0]):
+            imports.setdefault(target.split(".")[0], set())
+        changes.append(Change(finding.line, finding.code, before, after))
+    new_lines = [f"from {module} import {', '.join(sorted(names))}" if names else f"import {module}"
+                 for module, names in sorted(imports.items(), key=lambda item: (bool(item[1]), item[0]))]
+    module_node = insert_statements(module_node, new_lines)  # plain imports first
+    changes += [Change(0, "", "", line) for line in new_lines]
     unused = _unused(module_node.code, rewriter.replaced)
     if unused:
         remover = _UnusedImports(unused)
         module_node = module_node.visit(remover)
-        changes += [f"removed the unused import of {name}" for name in remover.removed]
+        changes += [Change(0, "", f"import of {name}", "") for name in remover.removed]
     return module_node.code, len(rewriter.done), left, changes
 
 
@@ -244,7 +355,7 @@ def fix_file(path: Path, findings: Iterable[Finding]) -> str:
     return fix_source(read_source(Path(path)), findings)[0]
 
 
-def _write(path: Path, text: str) -> None:
+def write_file(path: Path, text: str) -> None:
     """Replace the file atomically, keeping its encoding and permissions."""
     encoding = tokenize.detect_encoding(io.BytesIO(path.read_bytes()).readline)[0]
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -280,7 +391,7 @@ def fix_paths(paths: Sequence[Path], root: Path, config: Config, write: bool,
         result = FileFix(path, rel, source, new, applied, left, changes)
         if write and result.changed:
             try:
-                _write(path, new)
+                write_file(path, new)
             except OSError as error:
                 problems.append(f"{rel}: cannot write ({error.strerror or error})")
                 continue

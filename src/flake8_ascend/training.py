@@ -37,7 +37,7 @@ _LOSS_SCALING = frozenset({"GradScaler", "ShardedGradScaler", "scale_loss"})
 _FRAMEWORKS = ("accelerator", "fabric", "engine", "deepspeed")
 
 
-def _last_name(node: ast.AST) -> str:
+def last_name(node: ast.AST) -> str:
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
@@ -46,7 +46,7 @@ def _last_name(node: ast.AST) -> str:
 
 
 def _optimizer_like(node: ast.AST) -> bool:
-    name = _last_name(node).lower()
+    name = last_name(node).lower()
     return "optim" in name or name == "opt" or name.endswith("_opt") or name.startswith("opt_")
 
 
@@ -143,13 +143,13 @@ class Training:
 
     def _step_call(self, call: ast.Call, scope: ast.AST, loop: Optional[ast.AST], periodic: bool) -> None:
         func = call.func
-        name = _last_name(func)
+        name = last_name(func)
         if name in _LOSS_SCALING or (name == "scale" and len(call.args) == 1):
             self.scales_loss = True
         kind = step_kind(call)
         if kind == "backward":
             receiver = func.value
-            if any(word in _last_name(receiver).lower() for word in _FRAMEWORKS) and call.args:
+            if any(word in last_name(receiver).lower() for word in _FRAMEWORKS) and call.args:
                 self.scales_loss = True  # accelerator.backward(loss): the framework scales the loss
                 receiver = call.args[0]
             _receiver_names(receiver, self.loss_names.setdefault(id(scope), set()))
@@ -165,7 +165,7 @@ class Training:
         if loop is None or not (isinstance(func, ast.Name) or (
                 isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self")):
             return
-        for function in self._candidates.get(_last_name(func), ()):
+        for function in self._candidates.get(last_name(func), ()):
             self.loops.add(id(loop))
             self.step_functions.add(id(function))
 

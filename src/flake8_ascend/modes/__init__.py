@@ -117,6 +117,11 @@ class Mode:
         """Add this mode's own flags (optional); they are shown under the mode's heading in -h."""
 
     @classmethod
+    def fix_codes(cls) -> List[str]:
+        """The codes whose findings ``--fix`` rewrites in this mode."""
+        return []
+
+    @classmethod
     def report_name(cls, source: Path, args: argparse.Namespace) -> Optional[str]:
         """The report folder's name when ``<input name>_analysis`` says too little (it must end in ``_analysis``)."""
         return None

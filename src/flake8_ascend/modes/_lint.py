@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import ast
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar, Dict, Iterator, List, Optional, Sequence, Tuple, Type
 
-from .. import reports
+from .. import fix, reports
 from ..config import Config
 from ..data import load_version
 from ..engine import Finding, analyze, unsuppressed
@@ -92,10 +93,16 @@ class LintMode(Mode):
     tables: ClassVar[Dict[str, Table]] = {}
     formats = ("csv", "json", "sarif")
     uses_rules = True
+    diff_name: ClassVar[str] = ""  # with ``fixes``: the report --fix/--diff write their diff into
 
     def __init_subclass__(cls, **kwargs) -> None:
         cls.outputs = tuple(cls.tables)
         super().__init_subclass__(**kwargs)
+
+    @classmethod
+    def fix_codes(cls) -> List[str]:
+        return [rule.code for rule in all_rules() if rule.csv in cls.tables and rule.code in fix.FIX_CODES] \
+            if cls.fixes else []
 
     def rules(self, job: Job) -> List[Type[Rule]]:
         """The rules feeding this mode's tables that the flake8 selection leaves on (in some file at least)."""
@@ -122,7 +129,31 @@ class LintMode(Mode):
         for finding in findings:
             job.statistics[finding.code] = job.statistics.get(finding.code, 0) + 1
         job.log(f"analysed {len(job.files) - skipped} of {len(job.files)} files: {len(findings)} findings")
-        return self.write(job, findings)
+        counts = self.write(job, findings)
+        if job.args.fix or job.args.diff:
+            counts[self.diff_name] = self.apply_fixes(job)
+        return counts
+
+    def apply_fixes(self, job: Job) -> int:
+        """Apply (--fix) or only show (--diff) the safe rewrites; the diff also goes to ``diff_name``."""
+        write = job.args.fix and not job.args.diff
+        codes = [rule.code for rule in self.rules(job) if rule.code in self.fix_codes()]
+        results, problems = fix.fix_paths(job.files, job.root, job.config, write, codes)
+        for problem in problems:
+            job.log(f"fix: skipped {problem}")
+        for result in results:
+            job.log(f"fix: {result.rel}: {result.applied} rewrites{' written' if write and result.changed else ''}")
+            for change in result.changes:
+                job.log(f"fix: {result.rel}: {change}")
+                if write and not job.args.quiet:
+                    sys.stdout.write(f"fixed {result.rel}: {change}\n")
+            for reason in result.left:
+                job.log(f"fix: {result.rel}: left {reason}")
+        diff = "".join(result.diff() for result in results)
+        job.output_path(self.diff_name).write_text(diff, encoding="utf-8")
+        if job.args.diff:
+            sys.stdout.write(diff)
+        return sum(result.changed for result in results)
 
     def write(self, job: Job, findings: List[Finding]) -> Dict[str, int]:
         """The CSVs (always), plus findings.json / findings.sarif for --format json / sarif."""

@@ -19,7 +19,8 @@ def _cuda_row(finding, rule):
 
 class TorchApis(LintMode):
     name = "torch_apis"
-    help = "torch APIs the NPU lacks or restricts, CUDA-only code, precision and performance advice (default)"
+    help = ("torch APIs the NPU lacks or restricts, CUDA-only code, precision and performance advice (default); "
+            "with --select ASC2, --fix rewrites the CUDA code that has an NPU form, --diff shows the rewrite")
     tables = {
         "unsupported_api.csv": Table(API_COLUMNS, _api_row),
         "unknown_api.csv": Table(API_COLUMNS, _api_row),
@@ -27,3 +28,5 @@ class TorchApis(LintMode):
         "api_precision_advice.csv": Table(API_COLUMNS, _api_row),
         "api_performance_advice.csv": Table(API_COLUMNS, _api_row),
     }
+    fixes = True
+    diff_name = "cuda_fix.diff"

@@ -32,10 +32,16 @@ def _imports_it(tree: ast.AST, module: str) -> bool:
 
 
 def migrated(ctx) -> bool:
-    """Whether the file imports transfer_to_npu (memoised per file; the text test keeps other files cheap)."""
-    module = load_transfer_to_npu()["module"]
-    return ctx.memo("transfer_to_npu", lambda c: any("transfer_to_npu" in line for line in c.lines)
-                    and _imports_it(c.tree, module))
+    """Whether the file imports transfer_to_npu, or the project does (``Config.transfer_to_npu``); memoised per
+    file, the text test keeps other files cheap."""
+    if ctx.config.transfer_to_npu:
+        return True
+    return ctx.memo("transfer_to_npu", lambda c: imports_transfer_to_npu(c.tree, c.lines))
+
+
+def imports_transfer_to_npu(tree: ast.AST, lines) -> bool:
+    """Whether the module imports transfer_to_npu in any form."""
+    return any("transfer_to_npu" in line for line in lines) and _imports_it(tree, load_transfer_to_npu()["module"])
 
 
 def maps(qualname: str, data) -> bool:

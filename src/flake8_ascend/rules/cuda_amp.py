@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
+from ._cuda_fixes import name_fix
 from ._transfer_to_npu import quiet
 
 
@@ -15,7 +16,8 @@ class CudaAmp(Rule):
     csv = "cuda_op_list.csv"
     why = "`torch.cuda.amp` drives CUDA autocast; on NPU the same API lives in `torch_npu.npu.amp` / `torch.amp` with device 'npu'."
     example = "scaler = torch.cuda.amp.GradScaler()"
-    fix = "Use `torch.amp.autocast('npu')` / `torch.amp.GradScaler('npu')` or `torch_npu.npu.amp.*`."
+    fix = ("Use `torch.amp.autocast('npu')` / `torch.amp.GradScaler('npu')` or `torch_npu.npu.amp.*`; `--fix` "
+           "rewrites `torch.cuda.amp.X` to `torch_npu.npu.amp.X`.")
     source = "torch_npu transfer_to_npu.py (torch.cuda.amp -> torch_npu.npu.amp); rules_data/sources/cuda/cuda_api_catalog.tsv"
     fires = [
         ("import torch\nscaler = torch.cuda.amp.GradScaler()\n", 2),
@@ -30,4 +32,4 @@ class CudaAmp(Rule):
         if qualname and qualname.startswith("torch.cuda.amp.") and not quiet(ctx, qualname):
             name = qualname[len("torch.cuda.amp."):]
             ctx.report(node, self.code, f"{qualname} is CUDA AMP (use torch_npu.npu.amp.{name} or torch.amp with 'npu')",
-                       api=qualname, tips=f"torch_npu.npu.amp.{name}")
+                       api=qualname, tips=f"torch_npu.npu.amp.{name}", fix=name_fix(qualname, ctx))

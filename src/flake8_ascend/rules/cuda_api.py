@@ -5,6 +5,8 @@ import ast
 
 from ..registry import Rule
 from ._device_dispatch import cuda_guarded, has_npu_branch
+from ..training import last_name
+from ._cuda_fixes import name_fix
 from ._transfer_to_npu import quiet
 
 
@@ -28,7 +30,8 @@ class CudaApi(Rule):
         "transfer_to_npu is only told about the names it does not map."
     )
     example = "torch.cuda.set_device(local_rank)"
-    fix = "Call `torch_npu.npu.<name>` (or `torch.npu.<name>`), or import `torch_npu.contrib.transfer_to_npu` first."
+    fix = ("Call `torch_npu.npu.<name>` (or `torch.npu.<name>`), or import `torch_npu.contrib.transfer_to_npu` "
+           "first. `--fix` rewrites the names the version's `torch_npu.npu` has and adds `import torch_npu`.")
     source = "torch_npu wheel: torch_npu/npu/__init__.py __all__ and torch_npu/contrib/transfer_to_npu.py"
     fires = [
         ("import torch\ntorch.cuda.synchronize()\n", 2),
@@ -66,4 +69,21 @@ class CudaApi(Rule):
             how = f"transfer_to_npu maps it to torch_npu.npu.{name}"
         else:
             how = f"torch_npu.npu has no {name} in torch_npu {data.version}: rewrite by hand"
-        ctx.report(node, self.code, f"{qualname} is a CUDA API ({how})", api=qualname, tips=how)
+        fix = "" if qualname == "torch.cuda.is_available" and _kept_as_cuda_flag(ctx) else name_fix(qualname, ctx)
+        ctx.report(node, self.code, f"{qualname} is a CUDA API ({how})", api=qualname, tips=how, fix=fix)
+
+
+def _kept_as_cuda_flag(ctx) -> bool:
+    """``cuda = torch.cuda.is_available() and ...``, ``use_cuda=torch.cuda.is_available()``: the answer is kept as
+    a CUDA flag, which code uses to pick CUDA-only libraries (yolov5 7.0.14 export.py:194 installs onnxruntime-gpu
+    on it), so it stays a question about CUDA: no rewrite."""
+    for holder in reversed(ctx.stack):
+        if isinstance(holder, ast.keyword):
+            return "cuda" in (holder.arg or "").lower()
+        if isinstance(holder, (ast.Assign, ast.AnnAssign)):
+            targets = holder.targets if isinstance(holder, ast.Assign) else [holder.target]
+            return any("cuda" in last_name(target).lower() for target in targets)
+        if isinstance(holder, (ast.stmt, ast.Lambda)):
+            return False
+    return False
+

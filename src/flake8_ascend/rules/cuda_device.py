@@ -8,6 +8,7 @@ from typing import FrozenSet, List
 from ..registry import Rule
 from .cuda_api import DISPATCHES_PER_DEVICE
 from ._device_dispatch import has_npu_branch
+from ._cuda_fixes import method_fix, string_fix
 from ._transfer_to_npu import migrated
 
 _CUDA_STRING = re.compile(r"cuda(:\d+)?")
@@ -38,7 +39,13 @@ def _mentions_device(node: ast.AST) -> bool:
     """A name or attribute whose spelling says it holds a device (``device``, ``self.dev_type``...)."""
     name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
     name = name.lower()
-    return "device" in name or name in ("dev", "type")
+    return "device" in name or name in ("dev", "type", "map_location")
+
+
+def _asks_for_cuda(test: ast.AST, ctx) -> bool:
+    """The condition calls ``torch.cuda.is_available()``."""
+    return any(isinstance(node, ast.Call) and ctx.qualname(node.func) == "torch.cuda.is_available"
+               for node in ast.walk(test))
 
 
 class HardCodedCudaDevice(Rule):
@@ -53,7 +60,9 @@ class HardCodedCudaDevice(Rule):
         "devices passed to torch, but `x.device.type == 'cuda'` is then False."
     )
     example = "model = model.cuda()\nx = x.to('cuda:0')"
-    fix = "Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`)."
+    fix = ("Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`). `--fix` "
+           "rewrites both where the string reaches a device (not comparisons, which decide what code runs, and not "
+           "`.cuda()` in a file that defines its own `cuda` method).")
     source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu); codes.md"
     fires = [
         ("model = Net().cuda()\n", 1),
@@ -73,6 +82,9 @@ class HardCodedCudaDevice(Rule):
         # a CUDA case with no NPU case next to it
         ("def sync(device):\n    if device.type == 'cuda':\n        pass\n    elif device.type == 'mps':\n"
          "        pass\n", 2),
+        # mmdet 3.1.0 .mim/tools/deployment/mmdet_handler.py:18 (the string is chosen by CUDA being there)
+        ("import torch\nself.map_location = 'cuda' if torch.cuda.is_available() else 'cpu'\n", 2),
+        ("import torch\nwhere = 'cuda' if torch.cuda.is_available() else 'cpu'\n", 2),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
@@ -93,6 +105,7 @@ class HardCodedCudaDevice(Rule):
         "        return type(self)(self.tensor.cuda(*args, **kwargs), clone=False)\n",
         # the CUDA case of code that also has an NPU case (timm 1.0.31 utils/distributed.py:161-164)
         DISPATCHES_PER_DEVICE,
+        "where = 'cuda' if fast else 'cpu'\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -101,12 +114,14 @@ class HardCodedCudaDevice(Rule):
             if (isinstance(func, ast.Attribute) and func.attr == "cuda" and ctx.qualname(func) is None
                     and not migrated(ctx) and not self._forwarding(ctx)):
                 ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or .to(device))",
-                           api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu")
+                           api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu",
+                           fix="" if _defines_cuda(ctx) else method_fix(func.attr, ctx))
             return
         if (isinstance(node.value, str) and _CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
                 and (not migrated(ctx) or self._compared(ctx)) and not (self._compared(ctx) and has_npu_branch(ctx))):
             ctx.report(node, self.code, f"hard-coded CUDA device string {node.value!r} (use 'npu' or a configured device)",
-                       api=repr(node.value), tips="cuda device string -> npu")
+                       api=repr(node.value), tips="cuda device string -> npu",
+                       fix="" if self._compared(ctx) else string_fix(node.value, ctx))  # a comparison gates code
 
     @staticmethod
     def _forwarding(ctx) -> bool:
@@ -124,6 +139,8 @@ class HardCodedCudaDevice(Rule):
         stack = ctx.stack
         i = len(stack) - 1
         while i >= 0 and isinstance(stack[i], (ast.IfExp, ast.BoolOp)):
+            if isinstance(stack[i], ast.IfExp) and _asks_for_cuda(stack[i].test, ctx):
+                return True  # 'cuda' if torch.cuda.is_available() else 'cpu': chosen as a device
             i -= 1
         if i < 0:
             return False
@@ -150,6 +167,12 @@ class HardCodedCudaDevice(Rule):
         if isinstance(holder, ast.Compare):
             return any(_mentions_device(side) for side in [holder.left, *holder.comparators])
         return False
+
+
+def _defines_cuda(ctx) -> bool:
+    """The file defines a ``cuda`` function or method: its ``.cuda()`` calls may be that one, which has no ``npu``."""
+    return ctx.memo("defines_cuda", lambda c: any(
+        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "cuda" for n in ast.walk(c.tree)))
 
 
 def _mentions_device_arg(arg: ast.arg) -> bool:

@@ -5,9 +5,18 @@ import ast
 
 from ..data import load_transfer_to_npu
 from ..registry import Rule
+from ._cuda_fixes import string_fix
 from ._transfer_to_npu import migrated, quiet
 
 _GROUP_FUNCTIONS = ("init_process_group", "new_group", "init_device_mesh")
+
+
+def _holder(stack) -> int:
+    """The index in ``stack`` of what holds the string, seen through ``a if c else b`` and ``a or b``."""
+    i = len(stack) - 1
+    while i > 0 and isinstance(stack[i], (ast.IfExp, ast.BoolOp)):
+        i -= 1
+    return i
 
 
 def _call_name(func: ast.AST) -> str:
@@ -22,13 +31,17 @@ class NcclBackend(Rule):
     csv = "cuda_op_list.csv"
     why = "NCCL is NVIDIA's collective library; on Ascend the backend is HCCL (`'hccl'`)."
     example = "dist.init_process_group('nccl')"
-    fix = "Use `backend='hccl'`, or let transfer_to_npu rewrite it; comparisons with 'nccl' must be edited by hand."
+    fix = ("Use `backend='hccl'`, or let transfer_to_npu rewrite it; comparisons with 'nccl' must be edited by hand "
+           "after it. `--fix` rewrites the backend strings, comparisons included; `Backend.NCCL` and "
+           "`is_nccl_available` stay manual.")
     source = "torch_npu transfer_to_npu.py (nccl -> hccl); rules_data/sources/cuda/cuda_api_catalog.tsv"
     fires = [
         ("import torch.distributed as dist\ndist.init_process_group('nccl')\n", 2),
         ("init_process_group(backend='nccl', rank=0)\n", 1),
         ("if args.backend == 'nccl':\n    pass\n", 1),
         ("import torch.distributed as dist\nok = dist.is_nccl_available()\n", 2),
+        # yolov5 7.0.14 train.py:611
+        ("dist.init_process_group(backend='nccl' if dist.is_nccl_available() else 'gloo')\n", 1),
         # transfer_to_npu rewrites no comparison: the backend is then 'hccl'
         ("import torch.distributed as dist\nimport torch_npu.contrib.transfer_to_npu\n"
          "if dist.get_backend() == 'nccl':\n    pass\n", 3),
@@ -36,14 +49,16 @@ class NcclBackend(Rule):
     passes = ["print('nccl')\n", "name = 'nccl_tests.log'\n", "dist.init_process_group('gloo')\n",
               # transfer_to_npu rewrites init_process_group's backend and maps is_nccl_available
               "import torch.distributed as dist\nfrom torch_npu.contrib import transfer_to_npu\n"
-              "dist.init_process_group(backend='nccl')\nok = dist.is_nccl_available()\n"]
+              "dist.init_process_group(backend='nccl')\nok = dist.is_nccl_available()\n",
+              "import torch.distributed as dist\nfrom torch_npu.contrib import transfer_to_npu\n"
+              "dist.init_process_group(backend='nccl' if ok else 'gloo')\n"]
 
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.Constant):
             if (isinstance(node.value, str) and node.value.lower() == "nccl" and self._backend_context(ctx)
                     and not (migrated(ctx) and self._rewritten(ctx))):
                 ctx.report(node, self.code, "NCCL backend 'nccl' does not exist on NPU (use 'hccl')",
-                           api="nccl", tips="nccl -> hccl")
+                           api="nccl", tips="nccl -> hccl", fix=string_fix(node.value, ctx))
             return
         qualname = ctx.chain(node)
         if qualname and quiet(ctx, qualname):
@@ -56,13 +71,14 @@ class NcclBackend(Rule):
     @staticmethod
     def _rewritten(ctx) -> bool:
         """The string is an argument of a call whose backend transfer_to_npu rewrites (init_process_group)."""
-        stack = ctx.stack
-        call = stack[-2] if isinstance(ctx.parent, ast.keyword) and len(stack) > 1 else ctx.parent
+        i = _holder(ctx.stack)
+        call = ctx.stack[i - 1] if isinstance(ctx.stack[i], ast.keyword) and i > 0 else ctx.stack[i]
         return isinstance(call, ast.Call) and ctx.qualname(call.func) in load_transfer_to_npu()["backend_functions"]
 
     @staticmethod
     def _backend_context(ctx) -> bool:
-        holder = ctx.parent
+        """Is the string where a backend goes?"""
+        holder = ctx.stack[_holder(ctx.stack)] if ctx.stack else None
         if isinstance(holder, ast.keyword):
             return holder.arg == "backend"
         if isinstance(holder, ast.Call):

@@ -36,7 +36,7 @@ import tokenize
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -429,20 +429,33 @@ def _copy_file(source: Path, target: Path) -> str:
 
 
 def instrument_tree(source: Path, dest: Path, exclude: Iterable[Path] = ()) -> Injection:
-    """Copy ``source`` (a project folder or one file) into the folder ``dest``, instrumented; see the module doc.
+    """Copy ``source`` (a project folder or one file) into the folder ``dest``, instrumented; see the module doc
+    and ``copy_tree``.  Files that libcst cannot parse are copied unchanged and listed in ``skipped``."""
+    result = copy_tree(source, dest, _instrument_file, exclude)
+    shutil.copytree(PACKAGE_SOURCE, dest / PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return result
+
+
+FileHandler = Callable[[Path, Path, str, int, Injection], None]
+
+
+def copy_tree(source: Path, dest: Path, on_python: FileHandler, exclude: Iterable[Path] = ()) -> Injection:
+    """Copy ``source`` (a project folder or one file) into the folder ``dest``; each ``.py`` file is written by
+    ``on_python(path, target, rel, depth, result)`` (the instrumented or migrated copies share every other rule).
 
     A package folder (one with ``__init__.py``) is copied into ``dest/<its name>/``, so the copy keeps the
     importable layout (``import yolov5.utils``, relative imports) and runs as ``python -m yolov5.train``
     from ``dest``; any other folder's contents go straight into ``dest`` (``src/`` layouts stay as they are).
     ``dest`` is created if needed; ``exclude`` lists folders of the source to
-    leave out (an output folder inside the project).  Files that libcst cannot
-    parse are copied unchanged and listed in ``skipped``.
+    leave out (an output folder inside the project).  Symbolic links stay links (into the copy when they
+    point inside the project), special files, virtual environments and names reserved for the reports are
+    left out and listed in ``skipped``.
     """
     source, dest = Path(source), Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     result = Injection()
     if source.is_file():
-        _instrument_file(source, dest / source.name, source.name, 0, result)
+        on_python(source, dest / source.name, source.name, 0, result)
     else:
         excluded = {os.path.normcase(os.path.abspath(p)) for p in exclude}
 
@@ -485,14 +498,13 @@ def instrument_tree(source: Path, dest: Path, exclude: Iterable[Path] = ()) -> I
                     else:
                         result.copied += 1
                 elif name.endswith(".py"):
-                    _instrument_file(here / name, dest / rel_folder / name, rel, depth, result)
+                    on_python(here / name, dest / rel_folder / name, rel, depth, result)
                 else:
                     problem = _copy_file(here / name, dest / rel_folder / name)
                     if problem:
                         result.skipped.append((rel, problem))
                     else:
                         result.copied += 1
-    shutil.copytree(PACKAGE_SOURCE, dest / PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return result
 
 

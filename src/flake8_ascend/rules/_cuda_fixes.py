@@ -1,0 +1,63 @@
+"""The safe rewrites the CUDA rules attach to their findings (``Finding.fix``, applied by ``fix.py``).
+
+A rewrite comes from ``data/cuda_fixes.json`` (the GPU2Ascend rule tables, where transfer_to_npu agrees) and
+is attached only where the finding is certain and the version has the target: ``torch.cuda.X`` only when
+that version's ``torch_npu.npu`` has ``X``, nothing for a version without ``torch_npu.npu`` data.  A file that
+already names the NPU as data (``'npu'``, ``'npu:0'``, ``'hccl'``: timm's ``utils/distributed.py``, ultralytics'
+trainer, deepspeed's ``comm/constants.py``) dispatches per device, so its CUDA code is the CUDA case and gets
+no rewrite.  What has no rewrite stays a plain finding: the manual work of a migration.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+from ..data import load_cuda_fixes
+
+_DEVICE_INDEX = re.compile(r"\d+")
+_NPU_DATA = re.compile(r"npu(:\d+)?|hccl|HCCL")
+
+
+def names_npu(tree: ast.AST, lines) -> bool:
+    """The module holds an NPU device or backend string: it has NPU cases of its own."""
+    return any("npu" in line or "hccl" in line.lower() for line in lines) and any(
+        isinstance(node, ast.Constant) and isinstance(node.value, str) and _NPU_DATA.fullmatch(node.value)
+        for node in ast.walk(tree))
+
+
+def handles_npu(ctx) -> bool:
+    """``names_npu`` for the file the rules are walking (memoised per file)."""
+    return ctx.memo("handles_npu", lambda c: names_npu(c.tree, c.lines))
+
+
+def name_fix(qualname: str, ctx) -> str:
+    """``name torch_npu.npu.synchronize`` for ``torch.cuda.synchronize`` (longest mapped module first)."""
+    data = ctx.data
+    if not data.npu_all or handles_npu(ctx):
+        return ""
+    for old, new in sorted(load_cuda_fixes()["modules"].items(), key=lambda item: -len(item[0])):
+        if qualname.startswith(old + "."):
+            rest = qualname[len(old) + 1:]
+            if old == "torch.cuda" and rest.split(".")[0] not in data.npu_all:
+                return ""
+            return f"name {new}.{rest}"
+    return ""
+
+
+def method_fix(name: str, ctx) -> str:
+    """``method npu`` for ``.cuda()``."""
+    new = load_cuda_fixes()["methods"].get(name)
+    return f"method {new}" if new and not handles_npu(ctx) else ""
+
+
+def string_fix(value: str, ctx) -> str:
+    """``string npu:1`` for ``'cuda:1'``, ``string hccl`` for ``'nccl'``: exact strings and device prefixes."""
+    strings = load_cuda_fixes()["strings"]
+    if handles_npu(ctx):
+        return ""
+    if value in strings:
+        return f"string {strings[value]}"
+    for old, new in strings.items():
+        if old.endswith(":") and value.startswith(old) and _DEVICE_INDEX.fullmatch(value[len(old):]):
+            return f"string {new}{value[len(old):]}"
+    return ""
