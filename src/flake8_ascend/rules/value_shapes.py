@@ -65,9 +65,9 @@ class ShapeFromValue(Rule):
 
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.Subscript):
-            if ctx.values.not_tensor(node.value):
-                return  # slicing a numpy array or a list by a tensor's value keeps the NPU out of it
             found = self._in_slices(node.slice, ctx)
+            if found is not None and ctx.values.not_tensor(node.value):
+                return  # slicing a numpy array or a list by a tensor's value keeps the NPU out of it
         else:
             found = self._in_sizes(node, ctx)
         if found is not None:
@@ -89,8 +89,10 @@ class ShapeFromValue(Rule):
         qualname = ctx.chain(func)
         if qualname is not None:
             positions = _FUNCTIONS.get(qualname)
-        elif isinstance(func, ast.Attribute) and not ctx.values.is_array(func.value):
+        elif isinstance(func, ast.Attribute):
             positions = _METHODS.get(func.attr)
+            if positions is not None and ctx.values.is_array(func.value):
+                return None  # numpy's reshape/repeat: the NPU never sees the shape
         else:
             positions = None
         if positions is None:
