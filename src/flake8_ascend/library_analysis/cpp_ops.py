@@ -120,27 +120,16 @@ def _read(path: Path, rel: str) -> _Source:
     return _Source(rel, text, code, [i for i, c in enumerate(raw) if c == "\n"])
 
 
-def _block_end(code: str, brace: int) -> int:
-    """Offset just past the ``}`` that closes the ``{`` at ``brace``."""
+def _closing(code: str, start: int) -> int:
+    """Offset just past the bracket that closes the ``{`` or ``(`` at ``start``."""
+    opening = code[start]
+    closing = "}" if opening == "{" else ")"
     depth = 0
-    for index in range(brace, len(code)):
+    for index in range(start, len(code)):
         char = code[index]
-        if char == "{":
+        if char == opening:
             depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return index + 1
-    return len(code)
-
-
-def _call_end(code: str, paren: int) -> int:
-    depth = 0
-    for index in range(paren, len(code)):
-        char = code[index]
-        if char == "(":
-            depth += 1
-        elif char == ")":
+        elif char == closing:
             depth -= 1
             if depth == 0:
                 return index + 1
@@ -187,7 +176,7 @@ class _Tree:
             if name in _NOT_FUNCTIONS:
                 position = match.end()
                 continue
-            end = _block_end(code, brace)
+            end = _closing(code, brace)
             identifiers = frozenset(_IDENT.findall(code, brace, end))
             self.functions.setdefault(name, []).append((source.rel, source.line(match.start(1)), identifiers))
             position = end
@@ -206,12 +195,12 @@ class _Tree:
 
     def _defs(self, source: _Source, block_start: int, var: str, verb: str):
         """(name string, offset, identifiers in the rest of the call) of each ``var.verb("...", ...)``."""
-        end = _block_end(source.code, block_start)
+        end = _closing(source.code, block_start)
         pattern = re.compile(r"\b%s\s*\.\s*%s\s*\(\s*(?:TORCH_SELECTIVE_SCHEMA\s*\(\s*)?\"([^\"]*)\"" % (
             re.escape(var), verb))
         for match in pattern.finditer(source.text, block_start, end):
             paren = source.code.index("(", match.start())
-            stop = _call_end(source.code, paren)
+            stop = _closing(source.code, paren)
             seeds = frozenset(_IDENT.findall(source.code, match.end(), stop)) - _BINDING_WORDS
             yield match.group(1), match.start(), seeds
 
