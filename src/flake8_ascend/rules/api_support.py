@@ -98,11 +98,13 @@ def status_of(node: ast.AST, ctx) -> Optional[Tuple[str, str, str, str]]:
     cache = ctx.memo("api_status", lambda _: {})
     key = id(node)
     if key not in cache:
-        api = api_of(node, ctx) if is_use(node, ctx) else None  # most names are not called: asked first
+        api = api_of(node, ctx)
         row = ctx.data.api_status(api, ctx.config.official_lists) if api else None
-        if row and row[0] != "supported" and api.startswith("torch.Tensor.") and ctx.chain(node) is None:
+        if row and (row[0] == "supported" or not is_use(node, ctx)):
+            row = None
+        if row and api.startswith("torch.Tensor.") and ctx.chain(node) is None:
             row = row if ctx.is_tensor(node.value) else None  # the costly question, asked last
-        cache[key] = (api, *row) if row and row[0] != "supported" else None
+        cache[key] = (api, *row) if row else None
     return cache[key]
 
 
