@@ -12,8 +12,7 @@ and the torch_npu 2.13.0 wheel's ``contrib/transfer_to_npu.py``) and keeps only 
   ``torch.Tensor.cuda`` / ``torch.nn.Module.cuda`` replacements);
 - ``strings``: exact device and backend strings (GPU2Ascend's strict string rules ``cuda`` -> ``npu``,
   ``nccl`` -> ``hccl``, ``NCCL`` -> ``HCCL`` and its ``cuda:`` prefix rule), which the rules rewrite only where
-  the string reaches a device or backend argument;
-- ``import``: the module a rewritten name needs.
+  the string reaches a device or backend argument.
 
 A key missing from the facts stops the build.  Pure standard library, deterministic, offline.
 
@@ -28,7 +27,7 @@ from typing import Dict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # the same facts file, JSON layout and --check as the transfer_to_npu data
-from build_transfer_to_npu import FACTS, REPO, render, write_or_check  # noqa: E402
+from build_transfer_to_npu import FACTS, REPO, render, section, write_or_check  # noqa: E402
 
 OUT = REPO / "src" / "flake8_ascend" / "data" / "cuda_fixes.json"
 GENERATOR = "tools/build_cuda_fixes.py"
@@ -39,13 +38,6 @@ COMMON_RULES = "common_rules/builtin_rules.json"
 PATCHED = {"torch.cuda": "torch.cuda",  # facts key of whole_module_patches that covers each module
            "torch.cuda.amp": "torch.cuda.amp / amp.autocast_mode / amp.common / amp.grad_scaler / torch.cuda.random"}
 METHOD_REPLACEMENTS = ("torch.Tensor.cuda", "torch.nn.Module.cuda")
-
-
-def _section(facts: dict, prefix: str) -> dict:
-    keys = [key for key in facts if key.startswith(prefix)]
-    if len(keys) != 1:
-        raise SystemExit(f"{FACTS}: expected one '{prefix}...' section, found {len(keys)}")
-    return facts[keys[0]]
 
 
 def module_prefixes(renames: Dict[str, str]) -> Dict[str, str]:
@@ -62,7 +54,7 @@ def module_prefixes(renames: Dict[str, str]) -> Dict[str, str]:
 
 
 def build(facts: dict) -> dict:
-    rules, transfer = _section(facts, RULES), _section(facts, TRANSFER)
+    (_, rules), (_, transfer) = section(facts, RULES), section(facts, TRANSFER)
     common = rules.get(COMMON_RULES)
     if NAME_RULES not in rules or not common:
         raise SystemExit(f"{FACTS}: keys not found: {NAME_RULES}; {COMMON_RULES}")
@@ -86,7 +78,6 @@ def build(facts: dict) -> dict:
         "modules": dict(sorted(modules.items())),
         "methods": dict(sorted(methods.items())),
         "strings": dict(sorted(strings.items())),
-        "import": modules["torch.cuda"].split(".")[0],
     }
 
 

@@ -35,7 +35,10 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List
 
-REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the same JSON layout and --check as the other packaged files
+from build_transfer_to_npu import REPO, render, update  # noqa: E402
+
 FACTS = REPO / "rules_data" / "sources" / "mmcv" / "mmcv-2.1.0_ops.json"
 OUT = REPO / "src" / "flake8_ascend" / "data" / "mmcv_ops.json"
 GENERATOR = "tools/build_mmcv_ops.py"
@@ -147,14 +150,9 @@ def build(facts: dict) -> dict:
         "generator": GENERATOR,
         "source": f"rules_data/sources/mmcv/{FACTS.name}: {facts['source']}",
         "version": VERSION,
-        "modules": sorted(facts["modules"]),
         "cuda_only": dict(sorted(cuda_only.items())),
         "not_cuda_only": sorted(known - set(cuda_only)),
     }
-
-
-def _render(data: dict) -> str:
-    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
 
 def main(argv=None) -> int:
@@ -165,17 +163,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.extract:
         FACTS.parent.mkdir(parents=True, exist_ok=True)
-        FACTS.write_text(_render(extract(args.extract.resolve())), encoding="utf-8")
+        FACTS.write_text(render(extract(args.extract.resolve())), encoding="utf-8")
         print(f"wrote {FACTS.relative_to(REPO)}")
-    text = _render(build(json.loads(FACTS.read_text(encoding="utf-8"))))
-    if args.check:
-        if not OUT.is_file() or OUT.read_text(encoding="utf-8") != text:
-            print(f"{OUT.relative_to(REPO)} is out of date: run {GENERATOR}", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT.relative_to(REPO)}")
-    return 0
+    text = render(build(json.loads(FACTS.read_text(encoding="utf-8"))))
+    return update(text, OUT, GENERATOR, args.check)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ about in a file that imports transfer_to_npu:
 
 - ``patched``: modules patched as a whole (``torch.cuda.amp`` -> ``torch_npu.npu.amp``): every name below them;
 - ``replaced``: single names it replaces (``torch.Tensor.cuda`` -> ``torch.Tensor.npu``);
-- ``backend_functions``: calls whose ``'nccl'`` backend argument it rewrites to ``'hccl'``;
-- ``device_kwargs``: keyword arguments whose ``'cuda'`` devices it rewrites.
+- ``backend_functions``: calls whose ``'nccl'`` backend argument it rewrites to ``'hccl'``.
+
+The keyword arguments whose ``'cuda'`` devices it rewrites are per version (``device_kwargs_list``).
 
 ``torch.cuda.<name>`` for every name of ``torch_npu.npu.__all__`` is mapped too; that list is per version
 (``npu_all`` in the version files). Comparisons with ``'cuda'`` or ``'nccl'`` are never rewritten. Keys of
@@ -24,7 +25,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
 FACTS = REPO / "rules_data" / "sources" / "cuda" / "cuda_to_npu_facts.json"
@@ -58,12 +59,17 @@ def expand(key: str) -> List[str]:
     return names
 
 
+def section(facts: dict, prefix: str) -> Tuple[str, dict]:
+    """(key, value) of the one section of the facts whose key starts with ``prefix``."""
+    keys = [key for key in facts if key.startswith(prefix)]
+    if len(keys) != 1:
+        raise SystemExit(f"{FACTS}: expected one '{prefix}...' section, found {len(keys)}")
+    return keys[0], facts[keys[0]]
+
+
 def build(facts: dict) -> dict:
-    sections = [key for key in facts if key.startswith(SECTION_PREFIX)]
-    if len(sections) != 1:
-        raise SystemExit(f"{FACTS}: expected one '{SECTION_PREFIX}...' section, found {len(sections)}")
-    section = facts[sections[0]]
-    patches, replacements = section["whole_module_patches"], section["direct_replacements"]
+    section_key, transfer = section(facts, SECTION_PREFIX)
+    patches, replacements = transfer["whole_module_patches"], transfer["direct_replacements"]
     missing = [k for k in PATCHED_KEYS if k not in patches] + [
         k for k in (*REPLACED_KEYS, BACKEND_KEY) if k not in replacements]
     if missing:
@@ -74,12 +80,11 @@ def build(facts: dict) -> dict:
             replaced[name] = replacements[key]
     return {
         "generator": GENERATOR,
-        "source": f"rules_data/sources/cuda/cuda_to_npu_facts.json: {sections[0]}",
+        "source": f"rules_data/sources/cuda/cuda_to_npu_facts.json: {section_key}",
         "module": MODULE,
         "patched": sorted(name for key in PATCHED_KEYS for name in expand(key)),
         "replaced": dict(sorted(replaced.items())),
         "backend_functions": [BACKEND_KEY.split()[0]],
-        "device_kwargs": sorted(section["device_kwargs_rewritten"]),
     }
 
 
@@ -88,12 +93,16 @@ def render(data: dict) -> str:
 
 
 def write_or_check(argv, description: str, text: str, out: Path, generator: str) -> int:
-    """Write ``text`` to ``out``, or with ``--check`` exit 1 when the committed file differs (shared by the tools
-    that build a packaged file from the CUDA facts)."""
+    """The command line of a tool whose only option is ``--check`` (shared by the tools that build a packaged
+    file from the CUDA facts): ``update`` with it."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed file is out of date")
-    args = parser.parse_args(argv)
-    if args.check:
+    return update(text, out, generator, parser.parse_args(argv).check)
+
+
+def update(text: str, out: Path, generator: str, check: bool) -> int:
+    """Write ``text`` to ``out``, or with ``check`` return 1 when the committed file differs."""
+    if check:
         if not out.is_file() or out.read_text(encoding="utf-8") != text:
             print(f"{out.relative_to(REPO)} is out of date: run {generator}", file=sys.stderr)
             return 1
