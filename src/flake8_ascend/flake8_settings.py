@@ -17,7 +17,6 @@ import argparse
 import configparser
 import logging
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
@@ -30,30 +29,22 @@ from flake8.options.manager import OptionManager
 from flake8.style_guide import Decision, StyleGuide
 from flake8.utils import matches_filename, normalize_path, parse_files_to_codes_mapping
 
-from .config import ConfigError
+from .config import MAX_CONFIG_BYTES, ConfigError
+from .files import SourceError, read_regular
 from .plugin import AscendChecker, named_optional_codes, optional_codes
 
 LOG = logging.getLogger(__name__)
 CONFIG_NAMES = ("setup.cfg", "tox.ini", ".flake8")  # flake8's order within one folder
-MAX_CONFIG_BYTES = 1 << 20
 
 
 def _read_ini(path: Path) -> Optional[configparser.RawConfigParser]:
     """The parsed file, None when there is none; raises ConfigError for anything else."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
+    if not os.path.exists(path):
         return None
-    except OSError as error:
-        raise ConfigError(f"cannot read {path}: {error.strerror}") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ConfigError(f"cannot read {path}: not a regular file")
-    if info.st_size > MAX_CONFIG_BYTES:
-        raise ConfigError(f"cannot read {path}: larger than {MAX_CONFIG_BYTES} bytes")
     try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as error:
-        raise ConfigError(f"cannot read {path}: {error.strerror}") from None
+        text = read_regular(path, MAX_CONFIG_BYTES).decode("utf-8")
+    except SourceError as error:  # a FIFO, a device, an oversized or unreadable file
+        raise ConfigError(f"cannot read {path}: {error}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"cannot read {path}: not UTF-8 text") from None
     parser = configparser.RawConfigParser()
