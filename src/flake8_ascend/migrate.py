@@ -92,7 +92,7 @@ class Migrator:
         lines = new.splitlines(keepends=True)
         tree = ast.parse(new)
         remaining = unsuppressed(analyze(tree, lines, rel, self.after, self.rules), lines)
-        if not self.transfer_to_npu and names_npu(ast.parse(source), source.splitlines()):
+        if not self.transfer_to_npu and names_npu(tree if new == source else ast.parse(source), source.splitlines()):
             self.result.names_npu.append(rel)  # the original named the NPU: why its CUDA code stays
             if remaining:
                 self.result.own_npu_cases.append(rel)

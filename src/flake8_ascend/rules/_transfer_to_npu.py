@@ -55,4 +55,4 @@ def maps(qualname: str, data) -> bool:
 
 def quiet(ctx, qualname: str) -> bool:
     """The name is mapped and the file imports transfer_to_npu."""
-    return maps(qualname, ctx.data) and migrated(ctx)
+    return migrated(ctx) and maps(qualname, ctx.data)  # memoised per file: asked first

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ast
 from types import SimpleNamespace
-from typing import Dict, Optional
+from typing import Dict
 
 from .. import affinity
 from ..semantic.flow import Flow

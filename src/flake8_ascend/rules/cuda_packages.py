@@ -120,8 +120,7 @@ class CudaOnlyPackage(Rule):
     def _mmcv_names(self, node, keys: List[str], ctx) -> None:
         """Report the imported ``mmcv.ops`` names that are CUDA-only (or unknown to the mmcv table)."""
         table = load_mmcv_ops()
-        known = table["cuda_only"].keys() | set(table["not_cuda_only"])
-        cuda = [key for key in keys if key in table["cuda_only"] or key not in known]
+        cuda = [key for key in keys if key not in table["not_cuda_only"]]  # CUDA-only, or unknown to the table
         if not cuda:
             return
         ops = sorted({op.strip() for key in cuda for op in table["cuda_only"].get(key, "").split(",") if op.strip()})
