@@ -33,7 +33,7 @@ from .config import ConfigError, make_config
 from .files import MAX_FILE_BYTES, collect, report_folders
 from .fix import FIX_CODES
 from .flake8_settings import read_settings
-from .modes import Job, JobError, all_modes
+from .modes import Job, JobError, all_modes, positive_number
 from .progress import Progress
 from .registry import all_rules, rule_for
 
@@ -58,12 +58,6 @@ def _code_prefixes(text: str) -> List[str]:
         if not _CODE_PREFIX.fullmatch(prefix):
             raise argparse.ArgumentTypeError(f"not an ASC code prefix: {prefix!r}")
     return prefixes
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return int(text)
 
 
 def _mode_lines(modes: Dict[str, type]) -> str:
@@ -135,7 +129,7 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
                        help="ASC101-103 as the official support lists say, also entries the version's "
                        "kernels show to be stale (default: the kernel evidence decides)")
     extra.add_argument("--fail-on-findings", action="store_true", help="exit 1 when any report has rows (for CI)")
-    extra.add_argument("-j", "--jobs", type=_positive, default=None, metavar="N",
+    extra.add_argument("-j", "--jobs", type=positive_number, default=None, metavar="N",
                        help="worker processes (default: all cores)")
     extra.add_argument("--fix", action="store_true",
                        help="rewrite the safe replacements in the input files: affinity (ASC303/ASC304), or "
@@ -379,7 +373,7 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
                 excluded = {path for path in found.files
                             if mode.uses_rules and settings.selection.excluded(path, found.root)}
                 job = Job(source, found.root, [path for path in found.files if path not in excluded], temporary,
-                          config, args, log, progress, selection=settings.selection)
+                          config, args, log, progress, selection=settings.selection, target=target)
                 log(f"{PROG} {__version__} started {time.strftime('%Y-%m-%d %H:%M:%S')}")
                 log(f"input: {source}")
                 log(f"flake8 configuration: {settings.path or 'none found'}")

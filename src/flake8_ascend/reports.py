@@ -1,20 +1,37 @@
 """Machine-readable finding reports: a JSON list and SARIF 2.1.0 (for GitHub code scanning)."""
 from __future__ import annotations
 
+import csv
 import json
 import os
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Type
+from typing import Dict, Iterable, List, Optional, Sequence, Type
 from urllib.parse import quote
 
 from . import __version__
 from .engine import Finding
 from .registry import Rule, rule_for
+from .runtime.msft_dynamic_analysis.cells import safe_row
 
 JSON_NAME = "findings.json"
 SARIF_NAME = "findings.sarif"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 ROOT_BASE_ID = "INPUTROOT"
+
+
+def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[object]]) -> int:
+    """Write one CSV report (csv defaults, UTF-8, header first); returns the number of data rows.
+
+    Cells a spreadsheet would run as a formula get a leading ``'`` (``safe_row``, docs/security.md).
+    """
+    count = 0
+    with path.open("w", newline="", encoding="utf-8", errors="backslashreplace") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for row in rows:
+            writer.writerow(safe_row(row))
+            count += 1
+    return count
 
 
 def level(rule: Type[Rule]) -> str:

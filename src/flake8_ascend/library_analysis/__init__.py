@@ -18,13 +18,12 @@ Use without the command line::
 """
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Dict, Optional, Sequence, Union
 
 from ..config import Config
 from ..data import resolve_version
-from ..runtime.msft_dynamic_analysis.cells import safe_row
+from ..reports import write_csv
 from .analysis import ThirdPartyAnalysis, analyse
 from .jedi_calls import MAX_SECONDS
 from .report import OUTPUTS, tables
@@ -44,9 +43,5 @@ def write_reports(result: ThirdPartyAnalysis, folder: Union[str, Path]) -> Dict[
     """Write the CSV files into an existing ``folder``; returns {file name: data rows}."""
     counts = {}
     for name, (header, rows) in tables(result).items():
-        with open(Path(folder) / name, "w", newline="", encoding="utf-8", errors="backslashreplace") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(header)
-            writer.writerows(safe_row(row) for row in rows)
-        counts[name] = len(rows)
+        counts[name] = write_csv(Path(folder) / name, header, rows)
     return counts

@@ -26,7 +26,6 @@ only declare their ``tables``.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,7 @@ from ..config import Config
 from ..discovery import import_submodules
 from ..flake8_settings import Selection
 from ..progress import Progress
-from ..runtime.msft_dynamic_analysis.cells import safe_row
+from ..reports import write_csv
 
 
 class JobError(Exception):
@@ -59,6 +58,7 @@ class Job:
     statistics: Dict[str, int] = field(default_factory=dict)  # findings per code, filled by rule-based modes
     # which codes flake8 reports in which file (select/ignore/per-file-ignores of the flake8 configuration)
     selection: Selection = field(default_factory=Selection.defaults)
+    target: Optional[Path] = None  # OUT/<name>_analysis: what out_dir becomes once the run succeeded
 
     def skip(self, rel: str, reason: str) -> None:
         """Record and log a file or folder left out of the analysis; the run goes on."""
@@ -77,20 +77,24 @@ class Job:
         return target
 
     def write_csv(self, name: str, header: Sequence[str], rows: Iterable[Sequence[object]]) -> int:
-        """Write one report (csv defaults, UTF-8, header first); returns the number of data rows.
-
-        Cells a spreadsheet would run as a formula get a leading ``'`` (``safe_row``, docs/security.md).
-        """
-        count = 0
+        """Write one report into the analysis folder (``reports.write_csv``); returns the number of data rows."""
         path = self.output_path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", newline="", encoding="utf-8", errors="backslashreplace") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(header)
-            for row in rows:
-                writer.writerow(safe_row(row))
-                count += 1
-        return count
+        return write_csv(path, header, rows)
+
+
+def whole_number(text: str) -> int:
+    """An argparse type: 0, 1, 2..."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a number (0 or more), got {text!r}")
+    return int(text)
+
+
+def positive_number(text: str) -> int:
+    """An argparse type: 1, 2..."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return int(text)
 
 
 class Mode:

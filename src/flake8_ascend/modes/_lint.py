@@ -137,7 +137,8 @@ class LintMode(Mode):
     def apply_fixes(self, job: Job) -> int:
         """Apply (--fix) or only show (--diff) the safe rewrites; the diff also goes to ``diff_name``."""
         write = job.args.fix and not job.args.diff
-        codes = [rule.code for rule in self.rules(job) if rule.code in self.fix_codes()]
+        # rules() keeps this mode's tables, and only a mode that ``fixes`` gets here: these are fix_codes()
+        codes = [rule.code for rule in self.rules(job) if rule.code in fix.FIX_CODES]
         results, problems = fix.fix_paths(job.files, job.root, job.config, write, codes)
         for problem in problems:
             job.log(f"fix: skipped {problem}")

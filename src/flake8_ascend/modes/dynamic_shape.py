@@ -8,10 +8,10 @@ the static dynamic-shape hints (ASC401-404) to ``dynamic_shape_hints.csv``.
 from __future__ import annotations
 
 from ..runtime.inject import PACKAGE, REPORT_NAME
-from ..runtime.runtime_copy import SHAPES, make_copy, whole_number
+from ..runtime.runtime_copy import SHAPES, make_copy
 from ._lint import LintMode, Table
 from ..rules.value_dependent_ops import HINTS_CSV
-from . import Job, Mode
+from . import Job, Mode, whole_number
 
 HINT_COLUMNS = ("File", "Start Line", "End Line", "OP", "Tips")
 

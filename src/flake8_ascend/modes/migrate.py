@@ -5,7 +5,7 @@ from collections import Counter
 from typing import Dict
 
 from ..migrate import CUDA_PREFIX, TRANSFER_IMPORTS, Migrator
-from ..runtime.runtime_copy import excluded, final_folder, run_command
+from ..runtime.runtime_copy import excluded, run_command
 from . import Job, Mode
 
 CHANGE_COLUMNS = ("File", "Line", "Code", "Before", "After")
@@ -62,7 +62,7 @@ class Migrate(Mode):
         if job.args.transfer_to_npu:
             entries = sorted({rel for rel, _ in result.changes})
             for rel in entries:
-                job.log(f"to run {rel}: {run_command(dest, final_folder(job) / copy_name, rel)}")
+                job.log(f"to run {rel}: {run_command(dest, job.target / copy_name, rel)}")
             if not entries:
                 job.log("no training entry script found (a module-level `if __name__ == '__main__':` and a training "
                         f"loop in the same file): add `{'` and `'.join(TRANSFER_IMPORTS)}` to the script that starts "

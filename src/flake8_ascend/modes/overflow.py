@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 
 from ..runtime.inject import PACKAGE
-from ..runtime.runtime_copy import Detector, make_copy, positive_number, whole_number
-from . import Job, Mode
+from ..runtime.runtime_copy import Detector, make_copy
+from . import Job, Mode, positive_number, whole_number
 
 DETECTOR = Detector("overflow", "OVERFLOW", "msft_overflow_report.csv", "overflow")
 

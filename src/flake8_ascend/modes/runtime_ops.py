@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..runtime.inject import PACKAGE
-from ..runtime.runtime_copy import Detector, make_copy, positive_number
-from . import Job, JobError, Mode
+from ..runtime.runtime_copy import Detector, make_copy
+from . import Job, JobError, Mode, positive_number
 
 DETECTOR = Detector("ops", "OPS", "msft_runtime_ops_report.csv", "runtime_ops")
 TABLES = Path(__file__).resolve().parent.parent / "runtime" / "aten_ops"

@@ -14,7 +14,6 @@ detector reads them at run time; environment variables override them).
 """
 from __future__ import annotations
 
-import argparse
 
 import json
 import shutil
@@ -40,29 +39,8 @@ class Detector:
         return f"from {PACKAGE}.{self.module} import {self.name}{alias}"
 
 
-def whole_number(text: str) -> int:
-    """An argparse type: 0, 1, 2..."""
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a number (0 or more), got {text!r}")
-    return int(text)
-
-
-def positive_number(text: str) -> int:
-    """An argparse type: 1, 2..."""
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return int(text)
-
-
 MAX_RUN_LINES = 8  # "to run ..." lines in the log
 SHAPES = Detector("hook", "DETECTOR", REPORT_NAME, "dynamic_shape")  # what the injector imports itself
-
-
-def final_folder(job: Job) -> Path:
-    """``OUT/<name>_analysis``: where the copy lies once the run succeeded (``job.out_dir`` is temporary)."""
-    from ..cli import report_name  # the CLI imports the modes; import it only when running
-
-    return job.out_dir.parent / report_name(job.input)
 
 
 def excluded(job: Job) -> List[Path]:
@@ -124,7 +102,7 @@ def make_copy(job: Job, detector: Detector, settings: Dict[str, object], extra: 
         job.log(f"{job.input.name} is a package: the copy keeps it as {result.package}/ so that its imports resolve")
     scripts = sorted({loop.path for loop in result.wrapped} | set(result.manual))
     for rel in scripts[:MAX_RUN_LINES]:
-        job.log(f"to run {rel} instrumented: {run_command(job.out_dir, final_folder(job), rel)}")
+        job.log(f"to run {rel} instrumented: {run_command(job.out_dir, job.target, rel)}")
     if len(scripts) > MAX_RUN_LINES:
         job.log(f"... and {len(scripts) - MAX_RUN_LINES} more files with wrapped loops")
     job.log(f"next: run the training script of the copy for a few iterations; {detector.report} appears in the "

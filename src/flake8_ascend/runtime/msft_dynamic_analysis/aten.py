@@ -38,8 +38,6 @@ def dispatch_mode_base():
 class AtenDetector(LoopDetector):
     """A loop detector that sees every ATen operator of the iterations it records."""
 
-    settings_section = ""  # the section of settings.json
-
     def __init__(self):
         super(AtenDetector, self).__init__()
         self.torch = None
@@ -48,7 +46,6 @@ class AtenDetector(LoopDetector):
         self._mode = None
         self._pending = None  # (outputs, site) of the last forward operator, to label their autograd nodes
         self._current_node = None
-        self._options = {}
         self._ignored = {}  # func -> whether it is left out (IGNORED namespaces)
 
     # -- interception ----------------------------------------------------------------
@@ -78,7 +75,7 @@ class AtenDetector(LoopDetector):
         return _AtenMode
 
     def _resume(self):
-        if self.supported and self.records(self.loop.iterations):
+        if self.supported:
             self._begin_iteration()
             mode = self._mode_class()
             mode.__enter__()
@@ -131,10 +128,6 @@ class AtenDetector(LoopDetector):
     # -- what a detector supplies ----------------------------------------------------
     def _configure(self):
         """Read the settings (once per loop)."""
-
-    def records(self, iteration):
-        """Whether the running loop's iteration ``iteration`` (0-based, counted per loop) is recorded."""
-        return True
 
     def _begin_iteration(self):
         """A recorded iteration starts."""

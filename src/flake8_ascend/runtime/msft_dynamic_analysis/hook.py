@@ -176,7 +176,7 @@ def _project_names():
 
 def foreign_project_modules():
     """Warn about modules named like the copy's that were imported from elsewhere (an installed original):
-    their calls are not the copy's, so they are neither instrumented nor attributed.  Returns their names."""
+    their calls are not the copy's, so they are neither instrumented nor attributed."""
     names = _project_names()
     root = os.path.realpath(ROOT) + os.sep
     foreign = {}
@@ -191,7 +191,6 @@ def foreign_project_modules():
         log("%d modules named like this copy's were imported from elsewhere (%s from %s): they run uninstrumented "
             "and their calls are not reported; run the copy from its root as the log of ascend-analyse says "
             "(python -m package.module)" % (len(foreign), first, foreign[first]))
-    return sorted(foreign)
 
 
 PROJECT, LIBRARY, TORCH, STDLIB = "project", "library", "torch", "stdlib"
@@ -257,13 +256,16 @@ class CallSites(object):
         self._kinds[code] = found
         return found
 
-    def site(self, frame, torch_calls=False):
+    def site(self, frame, torch_calls=False, skipped=frozenset()):
         """The site of a call made by ``frame`` (see the class doc), or () when there is none to report.
 
-        Standard-library frames are looked through.  A frame of torch's own code first means torch made the
+        Frames of the files in ``skipped`` (the hook's own dispatch code) are left out first, then
+        standard-library frames are looked through.  A frame of torch's own code first means torch made the
         call itself (inside an ``nn.Module``, an optimizer): () unless ``torch_calls``, which looks through
         torch too (ATen operators are issued by torch's Python code for the line that called it).
         """
+        while frame is not None and frame.f_code.co_filename in skipped:
+            frame = frame.f_back
         library = None
         for _ in range(MAX_FRAMES):
             if frame is None:
@@ -402,7 +404,8 @@ class LoopDetector(object):
                     item = next(iterator)  # fetching data is not part of the iteration's record
                 except StopIteration:
                     break
-                self._resume()
+                if self.records(self.loop.iterations):
+                    self._resume()
                 self._unsaved = True
                 try:
                     yield item
@@ -462,8 +465,12 @@ class LoopDetector(object):
     def _install(self):
         """Set up interception when a loop starts (nothing may intercept before)."""
 
+    def records(self, iteration):
+        """Whether the running loop's iteration ``iteration`` (0-based, counted per loop) is recorded."""
+        return True
+
     def _resume(self):
-        """An iteration begins: start recording."""
+        """A recorded iteration begins: start recording."""
 
     def _pause(self):
         """An iteration ended (or the loop was left): stop recording."""
@@ -727,8 +734,6 @@ class DynamicShapeDetector(LoopDetector):
         return iteration < self.first or (self.every > 0 and (iteration - self.first) % self.every == 0)
 
     def _resume(self):
-        if not self.records(self.loop.iterations):
-            return
         if self._mode_class is not None:
             mode = self._mode_class()
             mode.__enter__()
@@ -786,11 +791,7 @@ class DynamicShapeDetector(LoopDetector):
         if func is self._backward:
             self.loop.training = True
         # frames: 0 this handler, 1 the mode's __torch_function__, 2 the caller (or torch's dispatch code)
-        frame = sys._getframe(2)
-        skipped = self._dispatch_files
-        while frame is not None and frame.f_code.co_filename in skipped:
-            frame = frame.f_back
-        site = self.sites.site(frame)
+        site = self.sites.site(sys._getframe(2), skipped=self._dispatch_files)
         if not site:
             return result  # called by torch itself (inside an nn.Module, an optimizer, a data loader...)
         try:
@@ -810,11 +811,7 @@ class DynamicShapeDetector(LoopDetector):
     def _on_module(self, module, inputs, output):
         if not self._recording or not self.owns_thread():
             return None
-        frame = sys._getframe(1)
-        skipped = self._module_files
-        while frame is not None and frame.f_code.co_filename in skipped:
-            frame = frame.f_back
-        site = self.sites.site(frame)
+        site = self.sites.site(sys._getframe(1), skipped=self._module_files)
         if not site:
             return None
         tensor = self._torch.Tensor
