@@ -174,7 +174,7 @@ class AffinityPattern(Rule):
         binding = flow.binding(x)
         if binding is None or binding.value is None or binding.index is not None or x.id in flow.shared:
             return f"{x.id} is not a local variable bound in this function (the caller may see the in-place change)"
-        if not fresh_tensor(binding.value, ctx, flow):
+        if not fresh_tensor(binding.value, ctx):
             return f"{x.id} may share memory with another tensor"
         if aliased(x.id, flow, binding.end):
             return f"{x.id} is stored elsewhere too"

@@ -25,7 +25,7 @@ _POSITIONS = {"dataset": 0, "batch_size": 1, "shuffle": 2, "sampler": 3, "batch_
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _EVAL_PREFIXES = ("val", "test", "eval")
 _EVAL_WORDS = frozenset({"dev", "predict", "prediction", "infer", "inference", "valid", "validation"})
-_DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+_DATALOADERS = frozenset({"torch.utils.data.DataLoader"})  # qualname() gives the canonical path of every spelling
 
 
 def words(text: str) -> List[str]:

@@ -6,7 +6,7 @@ from typing import ClassVar, FrozenSet
 
 from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
-from ..training import source_text
+from ..training import last_name, source_text
 from ._sources import ADVICE_TABLE, ASCEND_API_DOCS, OFFICIAL_ADVICE
 
 _CSV = "api_precision_advice.csv"
@@ -114,8 +114,7 @@ def _self_attribute(node) -> bool:
 
 def _init_helper(func: ast.AST) -> bool:
     """mmengine's weight initialisers (``normal_init(module, ...)``, ``uniform_init``...): no forward, no backward."""
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    return name.endswith("_init")
+    return last_name(func).endswith("_init")
 
 
 class EmbeddingNondeterministic(_CallAdvice):

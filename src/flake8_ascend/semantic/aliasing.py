@@ -27,7 +27,7 @@ _VIEW_METHODS = frozenset(
 )
 
 
-def fresh_tensor(value: ast.AST, ctx, flow: Flow) -> bool:
+def fresh_tensor(value: ast.AST, ctx) -> bool:
     """Does ``value`` allocate a new tensor (no other name can alias it)?"""
     if isinstance(value, (ast.BinOp, ast.Compare)):
         return True

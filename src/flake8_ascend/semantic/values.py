@@ -30,6 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
+from ..calls import argument, is_constant
 from ..walk import iter_children
 from .flow import Flow
 from .names import Resolver, Scope
@@ -111,7 +112,6 @@ _FACTORIES = frozenset(
 _CONSTANT_FACTORIES = frozenset("zeros ones full arange linspace logspace eye tensor as_tensor tril_indices "
                                 "triu_indices".split())
 _LIKE = frozenset(("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like"))
-_TO_HOST = frozenset(("cpu", "numpy", "tolist", "item"))
 _TO_DEVICE = frozenset(("cuda", "npu"))
 _FOREIGN = ("numpy", "pandas", "cupy", "scipy")
 _BUILTIN_NUMBERS = frozenset(("int", "float", "len", "round", "abs", "min", "max", "sum", "pow"))
@@ -531,7 +531,7 @@ class Values:
         if receiver.kind == CONTAINER and receiver.items and expr.attr in ("values", "indices"):
             return _item(receiver, 0 if expr.attr == "values" else 1)
         if receiver.kind == ARRAY:
-            return Value(CONTAINER) if expr.attr == "shape" else Value(ARRAY, HOST)
+            return Value(ARRAY, HOST)
         return UNKNOWN_VALUE
 
     def _self_attribute(self, attr: str, scope: Scope, depth: int) -> Value:
@@ -688,7 +688,7 @@ class Values:
             return UNKNOWN_VALUE
         name = qualname.rsplit(".", 1)[1]
         if qualname in ("torch.unique", "torch.unique_consecutive"):
-            return _unique(call, 1)
+            return _unique(call)
         if qualname == "torch.where" and len(call.args) == 1 and not call.keywords:
             return Value(CONTAINER, items=(Value(TENSOR),))
         kinds = returns(qualname)
@@ -734,7 +734,7 @@ class Values:
         if name == "numpy":
             return Value(ARRAY, HOST)
         if name in ("unique", "unique_consecutive"):
-            return _unique(call, 0, receiver)
+            return _unique(call, receiver)
         kinds = returns("torch.Tensor." + name)
         return self._result(kinds, name, call, receiver, 1, scope, depth)
 
@@ -742,11 +742,11 @@ class Values:
                 scope: Scope, depth: int) -> Value:
         """The value a torch API returns, given the kinds its stubs list and how it was called."""
         tuples = [k for k in kinds if k.startswith("tuple:")]
-        if tuples and ("tensor" not in kinds or _reduces_along_dim(call, receiver_args, first, self, scope, depth)):
+        if tuples and ("tensor" not in kinds or _reduces_along_dim(call, receiver_args, self, scope, depth)):
             fields = tuples[0][len("tuple:"):]
             arity = int(fields) if fields.isdigit() else len(fields.split(","))
             return Value(CONTAINER, items=tuple(Value(TENSOR) for _ in range(arity)))
-        if "tensors" in kinds and ("tensor" not in kinds or _keyword_true(call, "as_tuple")):
+        if "tensors" in kinds and ("tensor" not in kinds or is_constant(argument(call, "as_tuple"), True)):
             return Value(CONTAINER, items=(Value(TENSOR),))
         if "tensor" not in kinds:
             if kinds and kinds <= {"int", "float", "number"}:
@@ -937,21 +937,16 @@ def _annotation_is_tensor(annotation: Optional[ast.AST], resolver: Resolver) -> 
     return resolver.qualname(annotation) == "torch.Tensor"
 
 
-def _keyword_true(call: ast.Call, name: str) -> bool:
-    return any(k.arg == name and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords)
-
-
-def _unique(call: ast.Call, receiver_args: int, receiver: Optional[Value] = None) -> Value:
+def _unique(call: ast.Call, receiver: Optional[Value] = None) -> Value:
     """``unique`` returns a tensor, or a tuple when asked for inverse indices or counts."""
-    extra = sum(_keyword_true(call, k) for k in ("return_inverse", "return_counts"))
+    extra = sum(is_constant(argument(call, k), True) for k in ("return_inverse", "return_counts"))
     device = receiver.device if receiver is not None else None
     if extra:
         return Value(CONTAINER, items=tuple(Value(TENSOR, device) for _ in range(1 + extra)))
     return Value(TENSOR, device)
 
 
-def _reduces_along_dim(call: ast.Call, receiver_args: int, first: Optional[Value], values: Values, scope: Scope,
-                       depth: int) -> bool:
+def _reduces_along_dim(call: ast.Call, receiver_args: int, values: Values, scope: Scope, depth: int) -> bool:
     """``x.max(1)`` / ``torch.max(x, dim=1)`` return (values, indices); ``torch.max(a, b)`` a tensor."""
     if any(k.arg == "dim" for k in call.keywords):
         return True
