@@ -11,7 +11,7 @@ import ast
 from ast import AST
 import tokenize
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type, TypeVar
 
 from flake8.defaults import NOQA_FILE, NOQA_INLINE_REGEXP
 from flake8.utils import parse_comma_separated_list
@@ -110,6 +110,11 @@ class Context:
             if isinstance(node, types):
                 return node
         return None
+
+    def lineage(self, node: ast.AST) -> Iterator[Tuple[ast.AST, ast.AST]]:
+        """(parent, child) pairs from ``node`` (the checked node) outwards: its parent with it, then upwards."""
+        path = [*self.stack, node]
+        return zip(reversed(path[:-1]), reversed(path[1:]))
 
     # -- reporting ---------------------------------------------------------
     def report(self, node: ast.AST, code: str, message: str, api: str = "", tips: str = "", fix: str = "") -> None:

@@ -318,8 +318,7 @@ def sdpa_in_other_branch(node: ast.AST, ctx) -> bool:
     torch_npu runs SDPA as its fused attention, so the hand-written branch is the fallback nobody takes
     by default and rewriting it gains nothing.
     """
-    path = [*ctx.stack, node]
-    for parent, child in zip(reversed(path[:-1]), reversed(path[1:])):
+    for parent, child in ctx.lineage(node):
         if isinstance(parent, _SCOPES):
             return False
         if isinstance(parent, ast.If):

@@ -36,8 +36,7 @@ def has_npu_branch(ctx) -> bool:
 def cuda_guarded(node: ast.AST, ctx) -> bool:
     """``node`` runs only after a ``== 'cuda'`` test: in the body of ``if``/``x if ... else``, or after it
     in an ``and`` (``device.type == 'cuda' and torch.cuda.is_available()``)."""
-    path = [*ctx.stack, node]
-    for parent, child in zip(reversed(path[:-1]), reversed(path[1:])):
+    for parent, child in ctx.lineage(node):
         if isinstance(parent, _FUNCTIONS):
             return False
         if isinstance(parent, ast.If) and any(s is child for s in parent.body) or (

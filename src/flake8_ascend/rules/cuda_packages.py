@@ -45,8 +45,7 @@ _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "
 def _optional(node: ast.AST, ctx) -> bool:
     """An import in a ``try`` whose ``except ImportError`` carries on without it (a fallback, not a raise):
     where the package is missing, as on an NPU machine, the code takes the other path."""
-    path = [*ctx.stack, node]
-    for parent, child in zip(reversed(path[:-1]), reversed(path[1:])):
+    for parent, child in ctx.lineage(node):
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return False
         if isinstance(parent, ast.Try) and any(s is child for s in parent.body):
