@@ -79,7 +79,8 @@ output:
   renamed into place at the end. The official CSV files and {log} (the run log) are always
   written; --format json adds findings.json and --format sarif adds findings.sarif (SARIF 2.1.0,
   for GitHub code scanning; URIs are relative to the current directory when the input lies in
-  it, so run from the repository root).
+  it, so run from the repository root); --format html adds report.html, one self-contained page
+  (torch_apis, affinity_apis, migrate).
 
 exit status:
   0    the report was written (with or without findings)
@@ -113,7 +114,7 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
                           help="full_unsupported_results.csv files of third_party runs; calls of the APIs they "
                           "list are reported (ASC104)")
     extra = parser.add_argument_group("beyond the official tool")
-    extra.add_argument("--format", choices=("csv", "json", "sarif"), default="csv",
+    extra.add_argument("--format", choices=("csv", "json", "sarif", "html"), default="csv",
                        help="also write findings.json or findings.sarif (the CSVs are always written)")
     extra.add_argument("--select", type=_code_prefixes, action="extend", default=[], metavar="CODES",
                        help="only these code prefixes, comma-separated (e.g. ASC1,ASC203); selects ASC103 too")

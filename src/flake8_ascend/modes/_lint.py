@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import ast
 import os
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar, Dict, Iterator, List, Optional, Sequence, Tuple, Type
 
-from .. import fix, reports
+from .. import fix, report_page, reports
 from ..config import Config
 from ..data import load_version
 from ..engine import Finding, analyze, unsuppressed
@@ -91,7 +92,7 @@ class LintMode(Mode):
     """A mode whose reports are rule findings; subclasses declare ``tables`` (file name -> Table)."""
 
     tables: ClassVar[Dict[str, Table]] = {}
-    formats = ("csv", "json", "sarif")
+    formats = ("csv", "json", "sarif", "html")
     uses_rules = True
     diff_name: ClassVar[str] = ""  # with ``fixes``: the report --fix/--diff write their diff into
 
@@ -157,7 +158,7 @@ class LintMode(Mode):
         return sum(result.changed for result in results)
 
     def write(self, job: Job, findings: List[Finding]) -> Dict[str, int]:
-        """The CSVs (always), plus findings.json / findings.sarif for --format json / sarif."""
+        """The CSVs (always), plus findings.json / findings.sarif / report.html for --format json / sarif / html."""
         by_file: Dict[str, List[Finding]] = {name: [] for name in self.tables}
         for finding in findings:
             by_file[_rule(finding).csv].append(finding)
@@ -172,7 +173,35 @@ class LintMode(Mode):
             document = reports.to_sarif(findings, job.root, [_rule(f) for f in findings])
             job.output_path(reports.SARIF_NAME).write_text(document, encoding="utf-8", errors="backslashreplace")
             counts[reports.SARIF_NAME] = len(findings)
+        elif job.args.format == "html":
+            counts[report_page.PAGE_NAME] = self.write_page(job, findings)
         return counts
+
+    def write_page(self, job: Job, findings: List[Finding]) -> int:
+        """report.html: the findings, and for a mode that fixes, the rewrite each fixable one would get."""
+        diffs: Dict[str, str] = {}
+        command = ""
+        if self.fixes:
+            codes = [rule.code for rule in self.rules(job) if rule.code in fix.FIX_CODES]
+            fixable = {f.path for f in findings if f.fix and f.code in codes}
+            results, _ = fix.fix_paths([job.root / rel for rel in sorted(fixable)], job.root, job.config, False, codes)
+            diffs = {result.rel: result.diff() for result in results}
+            command = fix_command(self.name, job, codes)
+        page = report_page.PageInput(
+            project=job.input.name, version=job.config.version, mode=self.name, root=job.root, findings=findings,
+            files_analysed=len(job.files) - len(job.skipped), fix_command=command, diffs=diffs)
+        job.output_path(report_page.PAGE_NAME).write_text(report_page.render(page), encoding="utf-8",
+                                                          errors="backslashreplace")
+        return len(findings)
+
+
+def fix_command(mode: str, job: Job, codes: Sequence[str]) -> str:
+    """The command line that applies these rewrites, with -i and -o as the user gave them, shell-quoted."""
+    select = sorted({code[:4] for code in codes})
+    words = ["ascend-analyse", "-i", job.args.input, "-o", job.args.output, "-m", mode, "--fix"]
+    if mode == "torch_apis":
+        words += ["--select", ",".join(select)]
+    return " ".join(shlex.quote(word) for word in words)
 
 
 def _rows(table: Table, findings: List[Finding]) -> List[Sequence[object]]:

@@ -31,7 +31,7 @@ class DynamicShape(Mode):
     help = ("copy the project with its data loops wrapped in a runtime shape detector (run the copy to get "
             f"{REPORT_NAME}); also lists ASC401-404 hints")
     outputs = (HINTS_CSV, f"{PACKAGE}/", "the instrumented copy of the input")
-    formats = _Hints.formats
+    formats = ("csv", "json", "sarif")  # the hints; the page (html) is for the lint and migrate modes
     uses_rules = True
 
     @classmethod

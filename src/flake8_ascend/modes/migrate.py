@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Dict
 
+from .. import report_page
 from ..migrate import CUDA_PREFIX, TRANSFER_IMPORTS, Migrator
 from ..runtime.runtime_copy import excluded, run_command
 from . import Job, Mode
@@ -19,6 +21,7 @@ class Migrate(Mode):
             f"ASC202, ASC204, ASC207), every rewrite in {CHANGES}, the {CUDA_PREFIX} findings left in {MANUAL}; "
             "--transfer-to-npu only adds the transfer_to_npu imports to the training entry scripts")
     outputs = ("<name>_msft/", CHANGES, MANUAL)
+    formats = ("csv", "html")
 
     @classmethod
     def add_arguments(cls, group) -> None:
@@ -72,4 +75,15 @@ class Migrate(Mode):
             for rel, change in result.changes))
         left = job.write_csv(MANUAL, MANUAL_COLUMNS, (
             (rel, finding.line, finding.code, finding.message) for rel, finding in result.manual))
-        return {f"{copy_name}/": result.copy.copied, CHANGES: changes, MANUAL: left}
+        counts = {f"{copy_name}/": result.copy.copied, CHANGES: changes, MANUAL: left}
+        if job.args.format == "html":
+            manual = [replace(finding, path=rel) for rel, finding in result.manual]
+            page = report_page.PageInput(
+                project=job.input.name, version=job.config.version, mode=self.name, root=dest, findings=manual,
+                files_analysed=result.copy.copied, changes=[
+                    (rel, change.line or "NA", change.code, change.before, change.after)
+                    for rel, change in result.changes])
+            job.output_path(report_page.PAGE_NAME).write_text(report_page.render(page), encoding="utf-8",
+                                                              errors="backslashreplace")
+            counts[report_page.PAGE_NAME] = len(manual)
+        return counts
