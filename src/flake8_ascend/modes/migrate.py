@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Dict
 
-from ..migrate import CUDA_PREFIX, TRANSFER_IMPORTS, Migrator
+from ..migrated_copy import CUDA_PREFIX, TRANSFER_IMPORTS, Migrator
 from ..runtime.runtime_copy import excluded, run_command
 from . import Job, Mode
 
