@@ -15,7 +15,7 @@ from conftest import run_rules
 from flake8_ascend import cli
 from flake8_ascend.registry import all_rules, rule_for
 from flake8_ascend.rules.precision_amp import _TF32_SWITCHES, FP32_POLICY_APIS, FP32_POLICY_METHODS
-from flake8_ascend.training import Training
+from flake8_ascend.detect.training import Training
 
 REPO = Path(__file__).resolve().parents[1]
 ADVICE = REPO / "rules_data" / "sources" / "advice"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flake8_ascend import affinity
+from flake8_ascend.detect import affinity
 from conftest import load_tool
 
 REPO = Path(__file__).resolve().parents[1]

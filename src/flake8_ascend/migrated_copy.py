@@ -24,10 +24,10 @@ from .config import Config
 from .engine import Finding, analyze, unsuppressed
 from .files import SourceError, read_source
 from .registry import all_rules
-from .rules._cuda_fixes import names_npu
-from .rules._transfer_to_npu import imports_transfer_to_npu
+from .detect.cuda_fixes import names_npu
+from .detect.transfer_to_npu import imports_transfer_to_npu
 from .runtime.inject import Injection, TooDeep, check_nesting, copy_tree
-from .training import Training
+from .detect.training import Training
 
 CUDA_PREFIX = "ASC2"
 TRANSFER_IMPORTS = ("import torch_npu", "from torch_npu.contrib import transfer_to_npu")

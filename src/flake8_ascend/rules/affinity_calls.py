@@ -4,8 +4,8 @@ from __future__ import annotations
 import ast
 from typing import Optional, Tuple
 
-from .. import affinity
-from ..fused import attention_scores, sdpa_in_other_branch
+from ..detect import affinity
+from ..detect.fused import attention_scores, sdpa_in_other_branch
 from ..registry import Rule
 
 _TRANSPOSE_LAST_TWO = ({-2, -1},)

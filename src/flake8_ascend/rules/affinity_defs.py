@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ast
 
-from .. import affinity
+from ..detect import affinity
 from ..registry import Rule
 
 _CSV = "affinity_api_call.csv"

@@ -5,9 +5,9 @@ import ast
 from types import SimpleNamespace
 from typing import Dict
 
-from .. import affinity
+from ..detect import affinity
 from ..semantic.flow import Flow
-from ..fused import STARTS, function_patterns, sdpa_in_other_branch
+from ..detect.fused import STARTS, function_patterns, sdpa_in_other_branch
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
 from ..semantic.values import ARRAY, COMPARE, MASK, NUMBER
 from ..registry import Rule
@@ -35,7 +35,7 @@ class AffinityPattern(Rule):
     local name bound in the same body to a newly allocated tensor and not stored anywhere else afterwards.
     ``x[mask] = tensor`` and masks beside other indices (``x[:, mask] = 0``) name ``torch.where`` /
     ``masked_scatter_`` / ``masked_fill_`` instead, never rewritten.
-    *Fused blocks* (detected through the local names of one function, see ``fused.py``): hand-written
+    *Fused blocks* (detected through the local names of one function, see ``detect/fused.py``): hand-written
     RMSNorm, rotate_half RoPE, SwiGLU/GeGLU, attention matmul-softmax-matmul and add + layer_norm; these
     are reported, never rewritten.
     """

@@ -4,8 +4,8 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ._cuda_fixes import name_fix
-from ._transfer_to_npu import quiet
+from ..detect.cuda_fixes import name_fix
+from ..detect.transfer_to_npu import quiet
 
 
 class CudaAmp(Rule):

@@ -4,10 +4,10 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ._device_dispatch import cuda_guarded, has_npu_branch
-from ..training import last_name
-from ._cuda_fixes import name_fix
-from ._transfer_to_npu import quiet
+from ..detect.device_dispatch import cuda_guarded, has_npu_branch
+from ..detect.training import last_name
+from ..detect.cuda_fixes import name_fix
+from ..detect.transfer_to_npu import quiet
 
 
 DISPATCHES_PER_DEVICE = (

@@ -7,9 +7,9 @@ from typing import FrozenSet, List
 
 from ..registry import Rule
 from .cuda_api import DISPATCHES_PER_DEVICE
-from ._device_dispatch import has_npu_branch
-from ._cuda_fixes import method_fix, string_fix
-from ._transfer_to_npu import migrated
+from ..detect.device_dispatch import has_npu_branch
+from ..detect.cuda_fixes import method_fix, string_fix
+from ..detect.transfer_to_npu import migrated
 
 _CUDA_STRING = re.compile(r"cuda(:\d+)?")
 _DEVICE_FUNCTIONS = frozenset({"torch.device", "torch.autocast", "torch.amp.autocast", "torch.Generator",

@@ -5,8 +5,8 @@ import ast
 
 from ..data import load_transfer_to_npu
 from ..registry import Rule
-from ._cuda_fixes import string_fix
-from ._transfer_to_npu import migrated, quiet
+from ..detect.cuda_fixes import string_fix
+from ..detect.transfer_to_npu import migrated, quiet
 
 _GROUP_FUNCTIONS = ("init_process_group", "new_group", "init_device_mesh")
 

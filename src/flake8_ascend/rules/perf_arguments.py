@@ -11,7 +11,7 @@ import ast
 from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
 from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
-from ..training import source_text, training
+from ..detect.training import source_text, training
 
 _CSV = "api_performance_advice.csv"
 _DATALOADER = "torch.utils.data.DataLoader"

@@ -2,7 +2,7 @@
 
 This advice belongs to no line of code. It is reported once per *entry
 script* (a module-level ``if __name__ == "__main__":`` plus a training loop,
-see ``flake8_ascend.training``), never once per file, on line 1 of that
+see ``flake8_ascend.detect.training``), never once per file, on line 1 of that
 script; ``ascend-analyse`` writes the script with ``NA`` for Start Line and
 End Line (``Rule.no_line``).  Launch settings are advice for the report, not
 a gate a correct port must pass: both codes are off unless named
@@ -14,7 +14,7 @@ import ast
 
 from ..registry import Rule
 from ._sources import ADVICE_TABLE, OFFICIAL_ADVICE
-from ..training import is_main_guard, source_text, training
+from ..detect.training import is_main_guard, source_text, training
 
 _CSV = "api_performance_advice.csv"
 _LINE_ONE = ast.Pass(lineno=1, col_offset=0, end_lineno=1, end_col_offset=0)

@@ -1,6 +1,6 @@
 """ASC501, ASC502, ASC513, ASC514: work that stalls the NPU on every training step.
 
-"Every training step" is decided by ``flake8_ascend.training`` (see its
+"Every training step" is decided by ``flake8_ascend.detect.training`` (see its
 docstring and docs/advice.md): inside a training loop, not in a periodic
 ``if step % N == 0:`` branch.
 """
@@ -10,7 +10,7 @@ import ast
 
 from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
-from ..training import training
+from ..detect.training import training
 from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
 
 _CSV = "api_performance_advice.csv"

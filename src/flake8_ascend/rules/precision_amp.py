@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import ast
 
-from ..autocast import autocast_dtype, region_dtype
+from ..detect.autocast import autocast_dtype, region_dtype
 from ..calls import last_names
 from ..registry import Rule
-from ..training import source_text, training
+from ..detect.training import source_text, training
 
 _CSV = "api_precision_advice.csv"
 _AUTOCAST_SOURCE = ("torch_npu torch_npu/csrc/aten/AutoCastOps.cpp (Ascend/pytorch master, KERNEL_PRIVATEUSEONE "

@@ -6,7 +6,7 @@ from typing import ClassVar, FrozenSet
 
 from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
-from ..training import last_name, source_text
+from ..detect.training import last_name, source_text
 from ._sources import ADVICE_TABLE, ASCEND_API_DOCS, OFFICIAL_ADVICE
 
 _CSV = "api_precision_advice.csv"

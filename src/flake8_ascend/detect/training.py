@@ -26,7 +26,7 @@ import ast
 from bisect import bisect_left
 from typing import Dict, List, Optional, Sequence, Set
 
-from .semantic.values import returns_tensor_method
+from ..semantic.values import returns_tensor_method
 
 _STEP_WORDS = ("backward", ".step(")  # a training step call spells one of these
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)

@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
-TABLE_PATH = Path(__file__).parent / "data" / "affinity.json"
+TABLE_PATH = Path(__file__).parents[1] / "data" / "affinity.json"
 
 # Names that mean the same parameter; the sets are disjoint (tests check it).
 SYNONYMS: Tuple[FrozenSet[str], ...] = tuple(frozenset(s.split()) for s in (
