@@ -35,13 +35,13 @@ import libcst as cst
 import libcst.helpers
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from .codes import FIXABLE_CODES
 from .config import Config
 from .data import load_cuda_fixes
 from .engine import Finding, analyze, unsuppressed
 from .files import SourceError, read_source
 from .registry import rule_for
 
-FIX_CODES = ("ASC201", "ASC202", "ASC204", "ASC207", "ASC303", "ASC304")
 Position = Tuple[int, int]
 _IMPORTING = ("call", "index_put")  # kinds whose target is imported with ``from <module> import <name>``
 _KINDS = (*_IMPORTING, "name", "method", "string")
@@ -85,7 +85,7 @@ class FileFix:
                                             fromfile=f"a/{self.rel}", tofile=f"b/{self.rel}"))
 
 
-def fixable_findings(source: str, path: str, config: Config, codes: Sequence[str] = FIX_CODES) -> List[Finding]:
+def fixable_findings(source: str, path: str, config: Config, codes: Sequence[str] = FIXABLE_CODES) -> List[Finding]:
     """The findings of ``source`` that carry a safe rewrite (``# noqa`` respected); raises SyntaxError."""
     tree = ast.parse(source, filename=path)
     lines = source.splitlines(keepends=True)
@@ -370,7 +370,7 @@ def write_file(path: Path, text: str) -> None:
 
 
 def fix_paths(paths: Sequence[Path], root: Path, config: Config, write: bool,
-              codes: Sequence[str] = FIX_CODES) -> Tuple[List[FileFix], List[str]]:
+              codes: Sequence[str] = FIXABLE_CODES) -> Tuple[List[FileFix], List[str]]:
     """Fix every file (written only when ``write``); returns the files with fixable findings and the problems."""
     results: List[FileFix] = []
     problems: List[str] = []

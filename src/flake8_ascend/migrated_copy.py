@@ -20,6 +20,7 @@ from typing import Iterable, List, Tuple
 import libcst as cst
 
 from . import fix
+from .codes import FIXABLE_CODES
 from .config import Config
 from .engine import Finding, analyze, unsuppressed
 from .files import SourceError, read_source
@@ -53,7 +54,7 @@ class Migrator:
         self.config = config
         self.after = dataclasses.replace(config, transfer_to_npu=transfer_to_npu)  # how the copy is read
         self.rules = [rule for rule in all_rules() if rule.code.startswith(CUDA_PREFIX)]
-        self.fix_codes = [code for code in fix.FIX_CODES if code.startswith(CUDA_PREFIX)]
+        self.fix_codes = [code for code in FIXABLE_CODES if code.startswith(CUDA_PREFIX)]
         self.result = Migration()
 
     def tree(self, source: Path, dest: Path, exclude: Iterable[Path] = ()) -> Migration:

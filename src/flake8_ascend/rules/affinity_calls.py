@@ -107,14 +107,13 @@ class AffinityTorchCall(Rule):
     summary = "torch API call replaceable by an NPU affinity or fused API (Api Type torch)"
     node_types = (ast.Call, ast.BinOp)
     trigger_words = ("torch",)
-    csv = "affinity_api_call.csv"
     api_type = "torch"
     why = (
         "torch_npu's fused optimizers update all parameters in a few large kernels instead of one small kernel "
         "per tensor, and its affinity roll and matmul_transpose avoid slow generic kernels on NPU."
     )
     example = "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)"
-    fix = (
+    use_instead = (
         "Use the API named in the message (`torch_npu.optim.NpuFusedAdamW`...). `ascend-analyse -m affinity_apis "
         "--fix` rewrites the calls the message marks as rewritable (fused optimizers need float32/float16 params)."
     )

@@ -44,7 +44,6 @@ class AffinityPattern(Rule):
     summary = "code pattern replaceable by an NPU affinity or fused API (Api Type special)"
     node_types = (ast.Assign, ast.Call, ast.BinOp)
     trigger_words = ("torch",)
-    csv = "affinity_api_call.csv"
     api_type = "special"
     why = (
         "A boolean-mask assignment becomes an IndexPut that runs on the AI CPU; hand-written RMSNorm, RoPE, "
@@ -52,7 +51,7 @@ class AffinityPattern(Rule):
         "kernels for."
     )
     example = "boxes[boxes < 0] = 0\nx = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)"
-    fix = (
+    use_instead = (
         "`x = torch_npu.contrib.function.npu_fast_condition_index_put(x, mask, value)` (rewritten by "
         "`ascend-analyse -m affinity_apis --fix` when safe); call the fused API the message names "
         "(`torch_npu.npu_rms_norm`, `npu_rotary_mul`, `npu_swiglu`, `npu_fusion_attention`, `npu_add_layer_norm`)."

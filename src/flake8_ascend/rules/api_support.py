@@ -110,7 +110,6 @@ def status_of(node: ast.AST, ctx) -> Optional[Tuple[str, str, str, str]]:
 
 class _ApiStatusRule(Rule):
     node_types = (ast.Name, ast.Attribute)
-    csv = "unsupported_api.csv"
     source = _SOURCE
     wanted = ""
 
@@ -150,7 +149,7 @@ class UnsupportedApi(_ApiStatusRule):
         "those kernels and a later list contradict is stale and not reported (`--official-lists` reports it)."
     )
     example = "eigenvalues = torch.linalg.eig(a)"
-    fix = "Use a supported equivalent, move that computation to the CPU explicitly, or pick a newer torch_npu."
+    use_instead = "Use a supported equivalent, move that computation to the CPU explicitly, or pick a newer torch_npu."
 
     fires = [
         ("import torch\nx = torch.randn(4, 4)\nm = x.mode()\n", 3),
@@ -184,7 +183,6 @@ class UnknownApi(_ApiStatusRule):
     code = "ASC102"
     summary = "torch API whose NPU support is unknown for the selected version"
     wanted = "unknown"
-    csv = "unknown_api.csv"
     why = (
         "The evidence leaves NPU support open: the version's support list does not name the API and it "
         "could not be traced (or its name's ATen op has no NPU kernel in that wheel, or no wheel data "
@@ -194,7 +192,7 @@ class UnknownApi(_ApiStatusRule):
         "reported."
     )
     example = "torch.hspmm(a, b)"
-    fix = "Check the API on an NPU or with `ascend-analyse -m runtime_ops`; prefer an API the list supports."
+    use_instead = "Check the API on an NPU or with `ascend-analyse -m runtime_ops`; prefer an API the list supports."
 
     fires = [
         ("import torch\nv = torch.hspmm(a, b)\n", 2),
@@ -218,14 +216,13 @@ class RestrictedApi(_ApiStatusRule):
     code = "ASC103"
     summary = "torch API supported on NPU only with restrictions (dtypes, arguments)"
     wanted = "partial"
-    default_off = True
     why = (
         "The API runs on NPU but only for some dtypes or argument values; other inputs fail or lose precision. "
         "Reported on calls only (and `functools.partial(api, ...)`), never on type hints, isinstance or base "
         "classes, nor on APIs that dispatch no ATen op."
     )
     example = "d = torch.cdist(a, b)"
-    fix = "Check the restriction in the message against your dtypes and arguments. Off by default: enable with `--extend-select ASC103`."
+    use_instead = "Check the restriction in the message against your dtypes and arguments. Off by default: enable with `--extend-select ASC103`."
 
     fires = [("import torch\nd = torch.cdist(a, b)\n", 2)]
     passes = [

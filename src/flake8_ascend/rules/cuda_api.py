@@ -23,15 +23,14 @@ class CudaApi(Rule):
     summary = "torch.cuda API use; says whether transfer_to_npu maps it or it needs a manual rewrite"
     node_types = (ast.Name, ast.Attribute)
     trigger_words = ("cuda",)
-    csv = "cuda_op_list.csv"
     why = (
         "`torch.cuda` drives NVIDIA devices. `torch_npu.contrib.transfer_to_npu` redirects the names that "
         "`torch_npu.npu` also provides; every other name must be rewritten by hand. A file that imports "
         "transfer_to_npu is only told about the names it does not map."
     )
     example = "torch.cuda.set_device(local_rank)"
-    fix = ("Call `torch_npu.npu.<name>` (or `torch.npu.<name>`), or import `torch_npu.contrib.transfer_to_npu` "
-           "first. `--fix` rewrites the names the version's `torch_npu.npu` has and adds `import torch_npu`.")
+    use_instead = ("Call `torch_npu.npu.<name>` (or `torch.npu.<name>`), or import `torch_npu.contrib.transfer_to_npu` "
+                   "first. `--fix` rewrites the names the version's `torch_npu.npu` has and adds `import torch_npu`.")
     source = "torch_npu wheel: torch_npu/npu/__init__.py __all__ and torch_npu/contrib/transfer_to_npu.py"
     fires = [
         ("import torch\ntorch.cuda.synchronize()\n", 2),

@@ -53,17 +53,16 @@ class HardCodedCudaDevice(Rule):
     summary = "hard-coded CUDA device (.cuda(), 'cuda:N' device strings)"
     node_types = (ast.Call, ast.Constant)
     trigger_words = ("cuda",)
-    csv = "cuda_op_list.csv"
     why = (
         "An NPU is device type `npu`: `.cuda()` and `'cuda'` device strings fail on a machine without CUDA. "
         "In a file that imports transfer_to_npu only comparisons are reported: it rewrites `.cuda()` and the "
         "devices passed to torch, but `x.device.type == 'cuda'` is then False."
     )
     example = "model = model.cuda()\nx = x.to('cuda:0')"
-    fix = ("Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`). `--fix` "
-           "rewrites both where the string reaches a device (not comparisons, which decide what code runs, and not "
-           "`.cuda()` in a file that defines its own `cuda` method).")
-    source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu); codes.md"
+    use_instead = ("Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`). `--fix` "
+                   "rewrites both where the string reaches a device (not comparisons, which decide what code runs, and not "
+                   "`.cuda()` in a file that defines its own `cuda` method).")
+    source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu); docs/codes.md (ASC202)"
     fires = [
         ("model = Net().cuda()\n", 1),
         ("import torch\nd = torch.device('cuda:0')\n", 2),

@@ -18,7 +18,7 @@ import re
 from typing import Dict, FrozenSet, List, Optional
 
 from ..registry import Rule
-from .value_dependent_ops import DYNAMIC_SOURCE, HINTS_CSV
+from .value_dependent_ops import DYNAMIC_SOURCE
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last)
 _POSITIONS = {"dataset": 0, "batch_size": 1, "shuffle": 2, "sampler": 3, "batch_sampler": 4, "drop_last": 8}
@@ -90,14 +90,13 @@ class DataLoaderLastBatch(Rule):
     summary = "training DataLoader without drop_last=True (the smaller last batch is a new shape)"
     node_types = (ast.Call,)
     trigger_words = ("DataLoader",)
-    csv = HINTS_CSV
     why = (
         "Unless the dataset size is a multiple of the batch size, the last batch of every epoch is smaller: "
         "every op of the forward and backward pass sees a new shape and the NPU compiles it again."
     )
     example = "train_loader = DataLoader(train_set, batch_size=32, shuffle=True)"
-    fix = ("Pass `drop_last=True` to training loaders (or pad the last batch to the full batch size); "
-           "an explicit `drop_last=False` on a loader that does not shuffle is taken as intended.")
+    use_instead = ("Pass `drop_last=True` to training loaders (or pad the last batch to the full batch size); "
+                   "an explicit `drop_last=False` on a loader that does not shuffle is taken as intended.")
     source = (
         "PyTorch DataLoader docs (drop_last: 'the last batch will be smaller' when the size is not divisible); "
         + DYNAMIC_SOURCE

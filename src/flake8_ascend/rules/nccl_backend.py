@@ -28,12 +28,11 @@ class NcclBackend(Rule):
     summary = "NCCL collective backend ('nccl', Backend.NCCL, is_nccl_available)"
     node_types = (ast.Constant, ast.Name, ast.Attribute)
     trigger_words = ("nccl", "NCCL")
-    csv = "cuda_op_list.csv"
     why = "NCCL is NVIDIA's collective library; on Ascend the backend is HCCL (`'hccl'`)."
     example = "dist.init_process_group('nccl')"
-    fix = ("Use `backend='hccl'`, or let transfer_to_npu rewrite it; comparisons with 'nccl' must be edited by hand "
-           "after it. `--fix` rewrites the backend strings, comparisons included; `Backend.NCCL` and "
-           "`is_nccl_available` stay manual.")
+    use_instead = ("Use `backend='hccl'`, or let transfer_to_npu rewrite it; comparisons with 'nccl' must be edited by hand "
+                   "after it. `--fix` rewrites the backend strings, comparisons included; `Backend.NCCL` and "
+                   "`is_nccl_available` stay manual.")
     source = "torch_npu transfer_to_npu.py (nccl -> hccl); rules_data/sources/cuda/cuda_api_catalog.tsv"
     fires = [
         ("import torch.distributed as dist\ndist.init_process_group('nccl')\n", 2),

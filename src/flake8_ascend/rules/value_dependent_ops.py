@@ -5,7 +5,6 @@ import ast
 
 from ..registry import Rule
 
-HINTS_CSV = "dynamic_shape_hints.csv"
 DYNAMIC_SOURCE = (
     "Ascend ascend-pytorch-crowdintelligence-doc, pytorch-train-guide, 'dynamic shape' (the NPU compiles "
     "operators online and recompiles them for every new shape; dynamic shapes come mostly from nonzero and "
@@ -32,7 +31,6 @@ class ValueDependentShape(Rule):
     summary = "op whose output shape depends on tensor values (nonzero, masked_select, unique, 1-arg where...)"
     node_types = (ast.Call,)
     trigger_words = _NAMES + ("where", "repeat_interleave")
-    csv = HINTS_CSV
     why = (
         "The NPU compiles kernels for each input shape. `nonzero`, `masked_select`, `unique`, `argwhere`, "
         "`bincount`, one-argument `where` and `repeat_interleave` with tensor repeats return as many elements as "
@@ -40,7 +38,7 @@ class ValueDependentShape(Rule):
         "and training slows down."
     )
     example = "idx = torch.nonzero(scores > 0.5)"
-    fix = (
+    use_instead = (
         "Keep shapes static: `torch.where(cond, a, b)` (three arguments) or `masked_fill` instead of selecting, "
         "`nonzero_static(size=...)` or padding to a maximum size; run value-dependent post-processing on the CPU."
     )
