@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from ast import AST
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type, TypeVar
 
 from flake8.defaults import NOQA_FILE, NOQA_INLINE_REGEXP
@@ -19,6 +19,7 @@ from flake8.utils import parse_comma_separated_list
 from .config import Config
 from .semantic.names import Resolver, ScopeBuilder
 from .registry import Rule, all_rules
+from .rewrite import Rewrite
 from .semantic.values import Values
 from .walk import child_fields
 
@@ -37,7 +38,8 @@ class Finding:
     api: str = ""  # the qualified API or pattern the finding is about (CSV "OP" column)
     tips: str = ""  # restriction, advice or replacement (CSV "Tips" column)
     path: str = ""
-    fix: str = ""  # a safe rewrite ``fix.py`` may apply ("" = report only), e.g. "call torch_npu.optim.X"
+    # The safe rewrite ``fix.py`` may apply (None: report only); not part of what the finding is.
+    rewrite: Optional[Rewrite] = field(default=None, compare=False)
 
     @property
     def text(self) -> str:
@@ -117,7 +119,8 @@ class Context:
         return zip(reversed(path[:-1]), reversed(path[1:]))
 
     # -- reporting ---------------------------------------------------------
-    def report(self, node: ast.AST, code: str, message: str, api: str = "", tips: str = "", fix: str = "") -> None:
+    def report(self, node: ast.AST, code: str, message: str, api: str = "", tips: str = "",
+               rewrite: Optional[Rewrite] = None) -> None:
         self.findings.append(
             Finding(
                 line=node.lineno,
@@ -128,7 +131,7 @@ class Context:
                 api=api,
                 tips=tips,
                 path=self.path,
-                fix=fix,
+                rewrite=rewrite,
             )
         )
 

@@ -7,6 +7,7 @@ from typing import Optional, Tuple
 from ..detect import affinity
 from ..detect.fused import attention_scores, sdpa_in_other_branch
 from ..registry import Rule
+from ..rewrite import Kind, Rewrite
 
 _TRANSPOSE_LAST_TWO = ({-2, -1},)
 
@@ -176,4 +177,4 @@ class AffinityTorchCall(Rule):
         target = entry["target"]
         note = f"not rewritten: {why_not}" if why_not else "ascend-analyse --fix rewrites it"
         ctx.report(node, self.code, f"use {target} instead of {api} (NPU affinity API, {affinity.since(entry)}; "
-                   f"{note})", api=api, tips=target, fix="" if why_not else f"call {target}")
+                   f"{note})", api=api, tips=target, rewrite=None if why_not else Rewrite(Kind.CALL, target))

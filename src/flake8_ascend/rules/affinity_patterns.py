@@ -11,6 +11,7 @@ from ..detect.fused import STARTS, function_patterns, sdpa_in_other_branch
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
 from ..semantic.values import ARRAY, COMPARE, MASK, NUMBER
 from ..registry import Rule
+from ..rewrite import Kind, Rewrite
 from .affinity_calls import _CAIT_ATTENTION, _TIMM_SDPA_OR_MANUAL
 
 _LABELS = {
@@ -146,7 +147,7 @@ class AffinityPattern(Rule):
         ctx.report(node, self.code, f"replace the boolean-mask index put by x = {entry['target']}(x, mask, value) "
                    f"(NPU affinity API, {affinity.since(entry)}; {note})",
                    api=source_line(node, ctx.lines) or "x[mask] = value", tips=entry["target"],
-                   fix="" if why_not else f"index_put {entry['target']}")
+                   rewrite=None if why_not else Rewrite(Kind.INDEX_PUT, entry["target"]))
 
     @staticmethod
     def _mask(part: ast.AST, ctx) -> bool:

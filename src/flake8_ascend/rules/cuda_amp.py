@@ -31,4 +31,4 @@ class CudaAmp(Rule):
         if qualname and qualname.startswith("torch.cuda.amp.") and not quiet(ctx, qualname):
             name = qualname[len("torch.cuda.amp."):]
             ctx.report(node, self.code, f"{qualname} is CUDA AMP (use torch_npu.npu.amp.{name} or torch.amp with 'npu')",
-                       api=qualname, tips=f"torch_npu.npu.amp.{name}", fix=name_fix(qualname, ctx))
+                       api=qualname, tips=f"torch_npu.npu.amp.{name}", rewrite=name_fix(qualname, ctx))

@@ -68,8 +68,8 @@ class CudaApi(Rule):
             how = f"transfer_to_npu maps it to torch_npu.npu.{name}"
         else:
             how = f"torch_npu.npu has no {name} in torch_npu {data.version}: rewrite by hand"
-        fix = "" if qualname == "torch.cuda.is_available" and _kept_as_cuda_flag(ctx) else name_fix(qualname, ctx)
-        ctx.report(node, self.code, f"{qualname} is a CUDA API ({how})", api=qualname, tips=how, fix=fix)
+        rewrite = None if qualname == "torch.cuda.is_available" and _kept_as_cuda_flag(ctx) else name_fix(qualname, ctx)
+        ctx.report(node, self.code, f"{qualname} is a CUDA API ({how})", api=qualname, tips=how, rewrite=rewrite)
 
 
 def _kept_as_cuda_flag(ctx) -> bool:

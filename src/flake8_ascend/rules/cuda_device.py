@@ -114,13 +114,13 @@ class HardCodedCudaDevice(Rule):
                     and not migrated(ctx) and not self._forwarding(ctx)):
                 ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or .to(device))",
                            api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu",
-                           fix="" if _defines_cuda(ctx) else method_fix(func.attr, ctx))
+                           rewrite=None if _defines_cuda(ctx) else method_fix(func.attr, ctx))
             return
         if (isinstance(node.value, str) and _CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
                 and (not migrated(ctx) or self._compared(ctx)) and not (self._compared(ctx) and has_npu_branch(ctx))):
             ctx.report(node, self.code, f"hard-coded CUDA device string {node.value!r} (use 'npu' or a configured device)",
                        api=repr(node.value), tips="cuda device string -> npu",
-                       fix="" if self._compared(ctx) else string_fix(node.value, ctx))  # a comparison gates code
+                       rewrite=None if self._compared(ctx) else string_fix(node.value, ctx))  # a comparison gates code
 
     @staticmethod
     def _forwarding(ctx) -> bool:

@@ -57,7 +57,7 @@ class NcclBackend(Rule):
             if (isinstance(node.value, str) and node.value.lower() == "nccl" and self._backend_context(ctx)
                     and not (migrated(ctx) and self._rewritten(ctx))):
                 ctx.report(node, self.code, "NCCL backend 'nccl' does not exist on NPU (use 'hccl')",
-                           api="nccl", tips="nccl -> hccl", fix=string_fix(node.value, ctx))
+                           api="nccl", tips="nccl -> hccl", rewrite=string_fix(node.value, ctx))
             return
         qualname = ctx.chain(node)
         if qualname and quiet(ctx, qualname):
