@@ -141,7 +141,7 @@ def _active_rules(source: str, rules: Iterable[Type[Rule]]) -> List[Rule]:
     return [rule() for rule in rules if not rule.trigger_words or any(w in source for w in rule.trigger_words)]
 
 
-def _handlers(rules: List[Rule]) -> Dict[type, List[Rule]]:
+def _handlers(rules: Sequence[Rule]) -> Dict[type, List[Rule]]:
     table: Dict[type, List[Rule]] = {}
     for rule in rules:
         for node_type in rule.node_types:
@@ -155,10 +155,15 @@ def analyze(
     path: str,
     config: Config,
     rules: Optional[Iterable[Type[Rule]]] = None,
+    visitors: Sequence[object] = (),
 ) -> List[Finding]:
-    """Run the rules on one parsed module and return its findings, sorted."""
+    """Run the rules on one parsed module and return its findings, sorted.
+
+    ``visitors`` are objects shaped like rule instances (``node_types``, ``check(node, ctx)``) that gather facts
+    during the same walk instead of reporting; they run whatever the file's words.
+    """
     source = "".join(lines)
-    active = _active_rules(source, all_rules() if rules is None else rules)
+    active = [*_active_rules(source, all_rules() if rules is None else rules), *visitors]
     if not active:
         return []
     handlers = _handlers(active)

@@ -4,9 +4,9 @@ from __future__ import annotations
 import ast
 from typing import Optional, Tuple
 
+from ..detect.api_domain import CUDA_DOMAIN as _CUDA_DOMAIN
 from ..registry import Rule
 
-_CUDA_DOMAIN = ("torch.cuda.", "torch.backends.cuda", "torch.backends.cudnn")  # the ASC2xx codes own these
 _SOURCE = (
     "torch_npu support lists: the official PyTorch Analyse tool's per-version lists (1.11.0-2.8.0), "
     "Ascend/pytorch API docs tables (2.7.1, 2.9.0-2.13.0), and the ATen ops of the torch_npu wheels "
@@ -68,16 +68,6 @@ def is_use(node: ast.AST, ctx) -> bool:
                         and all(isinstance(t, ast.Name) for t in parent.targets))
         return True
     return True
-
-
-def inherited_status(base: ast.AST, ctx) -> Optional[Tuple[str, str, str]]:
-    """(api, status, note) of a torch class a class derives from: not a use where it is named (no
-    finding there), but the library analysis counts the subclass as using it."""
-    api = ctx.qualname(base)
-    if api is None or not api.startswith("torch.") or api.startswith(_CUDA_DOMAIN):
-        return None
-    row = ctx.data.api_status(api, ctx.config.official_lists)
-    return (api, row[0], row[1]) if row else None
 
 
 def is_called(node: ast.AST, ctx) -> bool:

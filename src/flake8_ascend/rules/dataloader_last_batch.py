@@ -14,31 +14,15 @@ subclasses it, or a local name bound to one of those (yolov5's
 from __future__ import annotations
 
 import ast
-import re
-from typing import Dict, FrozenSet, List, Optional
+from typing import Dict, FrozenSet, Optional
 
+from ..detect.loader_names import says_eval, says_train
 from ..registry import Rule
 from .value_dependent_ops import DYNAMIC_SOURCE
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last)
 _POSITIONS = {"dataset": 0, "batch_size": 1, "shuffle": 2, "sampler": 3, "batch_sampler": 4, "drop_last": 8}
-_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
-_EVAL_PREFIXES = ("val", "test", "eval")
-_EVAL_WORDS = frozenset({"dev", "predict", "prediction", "infer", "inference", "valid", "validation"})
 _DATALOADERS = frozenset({"torch.utils.data.DataLoader"})  # qualname() gives the canonical path of every spelling
-
-
-def words(text: str) -> List[str]:
-    """Lower-case words of an identifier (``trainLoader``, ``val_dl`` -> ``train loader``, ``val dl``)."""
-    return [w.lower() for w in _WORD.findall(text)]
-
-
-def says_eval(text: str) -> bool:
-    return any(w.startswith(_EVAL_PREFIXES) or w in _EVAL_WORDS for w in words(text))
-
-
-def says_train(text: str) -> bool:
-    return any("train" in w for w in words(text))
 
 
 def _argument(call: ast.Call, name: str) -> Optional[ast.AST]:

@@ -42,7 +42,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..files import SKIPPED_FOLDERS, SourceError, read_regular, regular_file_problem
-from ..rules.dataloader_last_batch import words
+from ..detect.loader_names import says_loader
 
 PACKAGE = "msft_dynamic_analysis"
 PACKAGE_SOURCE = Path(__file__).parent / PACKAGE
@@ -81,10 +81,6 @@ class Injection:
     skipped: List[Tuple[str, str]] = field(default_factory=list)  # (path, why) copied unchanged or left out
     copied: int = 0  # files written into the copy
     package: str = ""  # the input was this package's folder: the copy holds it as <dest>/<package>/
-
-
-def says_loader(name: str) -> bool:
-    return any("loader" in w or w == "dl" for w in words(name))
 
 
 def _callee(func: cst.BaseExpression) -> str:
