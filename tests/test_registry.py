@@ -3,7 +3,7 @@ import pytest
 
 from flake8_ascend.codes import CODES
 from flake8_ascend.registry import Rule, all_rules
-from conftest import run_rules
+from conftest import load_tool, run_rules
 
 RULES = all_rules()
 
@@ -42,3 +42,14 @@ def test_example_fires(rule, source, line):
 @pytest.mark.parametrize("rule,source", NEAR_MISSES, ids=[f"{r.code}-{i}" for i, (r, _) in enumerate(NEAR_MISSES)])
 def test_near_miss_is_silent(rule, source):
     assert run_rules(source, codes=[rule.code], **rule.example_settings_dict()) == []
+
+
+snapshots = load_tool("snapshot_rule_examples")
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.code)
+def test_examples_match_their_snapshot(rule):
+    """Code, position, message, CSV cells and rewrite of every example finding, as tests/snapshots/ has them."""
+    path = snapshots.SNAPSHOTS / f"{rule.code}.txt"
+    assert path.read_text(encoding="utf-8") == snapshots.render(rule), \
+        f"{path.name} is out of date: review the change, then run python tools/snapshot_rule_examples.py"
