@@ -5,9 +5,9 @@
 scripts of the copy with libcst, changing nothing else in them:
 
 * the data loops are wrapped where they can be recognised: ``for ... in ITER:``
-  becomes ``for ... in DETECTOR.start(ITER):`` when its body runs a training
-  step (a ``.backward(`` call and an optimizer call: ``.step(``, ``.zero_grad(``
-  or a name saying ``optim``), whatever ITER is, or when ITER is a DataLoader,
+  becomes ``for ... in DETECTOR.start(ITER):`` when it is a whole-step loop of
+  ``detect.training`` (its body runs a backward call and an optimizer step, as
+  the advice rules define them), whatever ITER is, or when ITER is a DataLoader,
   a name or attribute bound to one (or spelled like one: ``train_loader``,
   ``val_dataloader``, ``train_dl``), a call of a function named like one
   (``build_train_loader()``), or ``enumerate``/``zip``/``iter``/a progress bar
@@ -21,8 +21,7 @@ scripts of the copy with libcst, changing nothing else in them:
   numbers are the original's; scripts in subfolders first append the analysis
   folder to ``sys.path`` on that same line.
 
-A training script is a file with a loop (``for`` or ``while``) whose body
-runs a training step; those where no loop could be wrapped (a ``while`` loop)
+A training script is a file with a whole-step loop (``for`` or ``while``); those where no loop could be wrapped (a ``while`` loop)
 still get the import and are listed so the user can wrap the loop by hand.  A
 ``.backward(`` elsewhere (a profiling helper) makes no training script.  The
 source tree is only read.
@@ -43,6 +42,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..files import SKIPPED_FOLDERS, SourceError, read_regular, regular_file_problem
 from ..detect.loader_names import says_loader
+from ..detect.training import Training
 
 PACKAGE = "msft_dynamic_analysis"
 PACKAGE_SOURCE = Path(__file__).parent / PACKAGE
@@ -129,10 +129,12 @@ class _LoopWrapper(cst.CSTTransformer):
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, assignments: Dict[str, List[cst.BaseExpression]], module: cst.Module) -> None:
+    def __init__(self, assignments: Dict[str, List[cst.BaseExpression]], module: cst.Module,
+                 step_lines: Set[int]) -> None:
         super().__init__()
         self.assignments = assignments
         self.module = module
+        self.step_lines = step_lines  # first lines of the whole-step loops (detect.training)
         self.training = False  # a loop of the module runs a training step
         self.open_loops: List[bool] = []  # for each enclosing for loop: is it a data loop?
         self.wrap: Set[int] = set()
@@ -155,13 +157,16 @@ class _LoopWrapper(cst.CSTTransformer):
         last = dotted.rsplit(".", 1)[-1]
         return says_loader(last) or any(self.is_loader(v, depth + 1) for v in self.assignments.get(dotted, ()))
 
+    def _runs_training_step(self, node: cst.CSTNode) -> bool:
+        return self.get_metadata(PositionProvider, node).start.line in self.step_lines
+
     def visit_While(self, node: cst.While) -> None:
-        if _runs_training_step(node.body):
+        if self._runs_training_step(node):
             self.training = True
 
     def visit_For(self, node: cst.For) -> None:
         data_loop = False
-        steps = _runs_training_step(node.body)
+        steps = self._runs_training_step(node)
         self.training = self.training or steps
         if _is_detector_start(node.iter):
             self.already_wrapped = data_loop = True
@@ -181,36 +186,6 @@ class _LoopWrapper(cst.CSTTransformer):
             return updated
         start = cst.Attribute(value=cst.Name("DETECTOR"), attr=cst.Name("start"))
         return updated.with_changes(iter=cst.Call(func=start, args=[cst.Arg(value=updated.iter)]))
-
-
-class _TrainingStep(cst.CSTVisitor):
-    """The calls of a loop body, not entering nested loops, functions or classes: backward and optimizer calls."""
-
-    def __init__(self) -> None:
-        self.backward = self.optimizer = False
-
-    def visit_Call(self, node: cst.Call) -> None:
-        name = _callee(node.func)
-        if name == "backward" and isinstance(node.func, cst.Attribute):
-            self.backward = True
-        elif name in ("step", "zero_grad") or "optim" in (_dotted(node.func) or "").lower():
-            self.optimizer = True
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if "optim" in node.value.lower():  # scaler.step(optimizer), optimizer_step(...)
-            self.optimizer = True
-
-    def _stop(self, node: cst.CSTNode) -> bool:
-        return False  # do not enter
-
-    visit_For = visit_While = visit_FunctionDef = visit_ClassDef = visit_Lambda = _stop
-
-
-def _runs_training_step(body: cst.BaseSuite) -> bool:
-    """Whether a loop body runs a training step itself: a ``.backward(`` call and an optimizer call."""
-    found = _TrainingStep()
-    body.visit(found)
-    return found.backward and found.optimizer
 
 
 def _import_statements(depth: int) -> List[cst.BaseSmallStatement]:
@@ -316,6 +291,17 @@ def may_have_data_loop(source: bytes) -> bool:
     return any(mentions_loader(iterable) for iterable in loops)
 
 
+def whole_step_lines(source: bytes) -> Set[int]:
+    """First lines of the loops that run a whole training step (``detect.training``, on the stdlib tree)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return set()  # libcst reports what it makes of the file; no loop counts as a training loop
+    text = source.decode(tokenize.detect_encoding(io.BytesIO(source).readline)[0], "replace")
+    lines = io.StringIO(text, newline=None).readlines()  # Python's own line breaks, as ast numbers them
+    return {loop.lineno for loop in Training(tree, lines).whole_step_loops()}
+
+
 class TooDeep(ValueError):
     """A file nested deeper than libcst parses safely: its native parser overflows the stack (a crash, not an error)."""
 
@@ -371,7 +357,7 @@ def instrument_source(source: bytes, depth: int = 0) -> Instrumented:
     module = cst.parse_module(source)
     assignments = _Assignments()
     module.visit(assignments)
-    wrapper = _LoopWrapper(assignments.values, module)
+    wrapper = _LoopWrapper(assignments.values, module, whole_step_lines(source))
     module = MetadataWrapper(module, unsafe_skip_copy=True).visit(wrapper)
     training = wrapper.training
     already = IMPORT_LINE.encode() in source
