@@ -196,11 +196,6 @@ def analyze(
     return sorted(set(ctx.findings))
 
 
-def parse_source(source: str, path: str = "<string>") -> Tuple[ast.AST, List[str]]:
-    """Parse source text as flake8 does; raises SyntaxError / ValueError."""
-    return ast.parse(source, filename=path), source.splitlines(keepends=True)
-
-
 def _statement_lines(lines: Sequence[str]) -> Dict[int, str]:
     """Line number -> the text flake8 searches for ``# noqa`` (the whole multi-line statement or string).
 

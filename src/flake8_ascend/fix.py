@@ -37,9 +37,10 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .codes import FIXABLE_CODES
 from .config import Config
+from .cst_names import dotted
 from .data import load_cuda_fixes
 from .engine import Finding, analyze, unsuppressed
-from .files import SourceError, read_source
+from .files import SourceError, read_source, relative
 from .registry import rule_for
 from .rewrite import Kind
 
@@ -126,16 +127,6 @@ def _imported_at_top(tree: ast.Module, module: str) -> bool:
                for node in tree.body)
 
 
-def _dotted(node: cst.CSTNode) -> str:
-    """``torch.cuda.synchronize`` for a pure Name/Attribute chain, else ''."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        inner = _dotted(node.value)
-        return f"{inner}.{node.attr.value}" if inner else ""
-    return ""
-
-
 _REWRITABLE_STRING = re.compile(r"(cuda|nccl)(:\d+)?", re.IGNORECASE)  # what ASC202/ASC204 report
 
 
@@ -190,7 +181,7 @@ class _Rewriter(cst.CSTTransformer):
     # ``name``: claimed on the way down (the outermost chain at the position), replaced on the way up
     def _claim(self, node: cst.CSTNode) -> None:
         where = self._at(node)
-        if where in self.targets[Kind.NAME] and where not in self._claimed and _dotted(node):
+        if where in self.targets[Kind.NAME] and where not in self._claimed and dotted(node):
             self._claimed[where] = node
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -204,7 +195,7 @@ class _Rewriter(cst.CSTTransformer):
         if self._claimed.get(where) is not original:
             return updated
         new = self.targets[Kind.NAME][where]
-        self._rewrote(where, original, _dotted(original), new)
+        self._rewrote(where, original, dotted(original), new)
         return cst.parse_expression(new)
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
@@ -345,11 +336,6 @@ def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List
     return module_node.code, len(rewriter.done), left, changes
 
 
-def fix_file(path: Path, findings: Iterable[Finding]) -> str:
-    """The new text of ``path`` with ``findings``' safe rewrites applied (the file is not written)."""
-    return fix_source(read_source(Path(path)), findings)[0]
-
-
 def write_file(path: Path, text: str) -> None:
     """Replace the file atomically, keeping its encoding and permissions."""
     encoding = tokenize.detect_encoding(io.BytesIO(path.read_bytes()).readline)[0]
@@ -370,7 +356,7 @@ def fix_paths(paths: Sequence[Path], root: Path, config: Config, write: bool,
     results: List[FileFix] = []
     problems: List[str] = []
     for path in paths:
-        rel = Path(os.path.relpath(path, root)).as_posix()
+        rel = relative(path, root)
         try:
             source = read_source(path)
             findings = fixable_findings(source, rel, config, codes)

@@ -331,6 +331,7 @@ class Collector(ExtensionCalls):
                 self.s.imports[local] = target
                 self.s.names.add(local)
 
+
 def _category(finding, data, tops: frozenset) -> Optional[str]:
     if finding.code == "ASC201":
         name = finding.api.split(".")[2] if finding.api.count(".") >= 2 else ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 from typing import Optional, Tuple
 
+from ..calls import passed
 from ..detect import affinity
 from ..detect.fused import attention_scores, sdpa_in_other_branch
 from ..registry import Rule
@@ -35,19 +36,13 @@ def transposed_last_two(expr: ast.AST, ctx) -> bool:
     return len(dims) == 2 and {_int(d) for d in dims} in _TRANSPOSE_LAST_TWO
 
 
-def argument(call: ast.Call, position: int, name: str) -> Optional[ast.AST]:
-    if len(call.args) > position:
-        return call.args[position]
-    return next((k.value for k in call.keywords if k.arg == name), None)
-
-
 def _pair(node: Optional[ast.AST]) -> bool:
     return isinstance(node, ast.Tuple) and len(node.elts) == 2
 
 
 def roll_over_h_w(call: ast.Call) -> Tuple[bool, str]:
     """(fires, why it is not rewritten) for ``torch.roll``: the affinity roll shifts dims (1, 2) of NHWC."""
-    shifts, dims = argument(call, 1, "shifts"), argument(call, 2, "dims")
+    shifts, dims = passed(call, "shifts", 1), passed(call, "dims", 2)
     if not isinstance(dims, (ast.Tuple, ast.List)) or [_int(d) for d in dims.elts] != [1, 2]:
         return False, ""
     if shifts is None or _int(shifts) is not None:
@@ -72,7 +67,7 @@ def _unfit(call: ast.Call, entry: dict) -> str:
     if extra:
         return f"{', '.join(extra)}= has no counterpart"
     for name in entry.get("needs", ()):
-        if argument(call, accepted.index(name), name) is None:
+        if passed(call, name, accepted.index(name)) is None:
             return f"{name}= must be given (the replacement has no default)"
     return ""
 

@@ -14,8 +14,9 @@ subclasses it, or a local name bound to one of those (yolov5's
 from __future__ import annotations
 
 import ast
-from typing import Dict, FrozenSet, Optional
+from typing import Dict, FrozenSet, List, Optional
 
+from ..calls import passed
 from ..detect.loader_names import says_eval, says_train
 from ..registry import Rule
 from .value_dependent_ops import DYNAMIC_SOURCE
@@ -26,11 +27,7 @@ _DATALOADERS = frozenset({"torch.utils.data.DataLoader"})  # qualname() gives th
 
 
 def _argument(call: ast.Call, name: str) -> Optional[ast.AST]:
-    for keyword in call.keywords:
-        if keyword.arg == name:
-            return keyword.value
-    position = _POSITIONS[name]
-    return call.args[position] if position < len(call.args) else None
+    return passed(call, name, _POSITIONS[name])
 
 
 def _loader_classes(ctx) -> FrozenSet[str]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 
+from ..calls import passed
 from ..registry import Rule
 
 DYNAMIC_SOURCE = (
@@ -16,14 +17,6 @@ _FUNCTIONS = frozenset(f"torch.{n}" for n in _NAMES) | frozenset(f"torch.Tensor.
 # Methods numpy arrays, lists and dicts do not have (pandas has ``unique``): on an unknown receiver in a
 # function that never uses numpy or pandas, they are tensor methods (mmdet base_sampler.py:127).
 _NOT_NUMPY = frozenset(("unique", "unique_consecutive", "bincount", "argwhere", "masked_select"))
-
-
-def _argument(call: ast.Call, name: str, position: int):
-    for keyword in call.keywords:
-        if keyword.arg == name:
-            return keyword.value
-    args = [a for a in call.args if not isinstance(a, ast.Starred)]
-    return args[position] if len(args) == len(call.args) and position < len(args) else None
 
 
 class ValueDependentShape(Rule):
@@ -91,7 +84,7 @@ class ValueDependentShape(Rule):
         elif name in ("torch.repeat_interleave", "torch.Tensor.repeat_interleave"):
             if any(k.arg == "output_size" for k in node.keywords):
                 return
-            repeats = _argument(node, "repeats", 1 - receiver_args)
+            repeats = passed(node, "repeats", 1 - receiver_args)
             only_repeats = repeats is None and not receiver_args and len(node.args) == 1
             if only_repeats or (repeats is not None and values.is_tensor(repeats)):
                 self._emit(node, ctx, name, "tensor-valued repeats make the output length data-dependent")

@@ -35,12 +35,14 @@ import tokenize
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from ..files import SKIPPED_FOLDERS, SourceError, read_regular, regular_file_problem
+from ..files import SKIPPED_FOLDERS, SourceError, read_regular, regular_file_problem, relative
+from ..calls import dotted as ast_dotted
+from ..cst_names import dotted as cst_dotted
 from ..detect.loader_names import says_loader
 from ..detect.training import Training
 
@@ -91,16 +93,6 @@ def _callee(func: cst.BaseExpression) -> str:
     return ""
 
 
-def _dotted(node: cst.BaseExpression) -> Optional[str]:
-    """``self.train_loader`` for a Name/Attribute chain, else None."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        inner = _dotted(node.value)
-        return f"{inner}.{node.attr.value}" if inner else None
-    return None
-
-
 def _is_detector_start(node: cst.BaseExpression) -> bool:
     return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "start"
             and isinstance(node.func.value, cst.Name) and node.func.value.value == "DETECTOR")
@@ -114,12 +106,12 @@ class _Assignments(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            name = _dotted(target.target)
+            name = cst_dotted(target.target)
             if name:
                 self.values.setdefault(name, []).append(node.value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        name = _dotted(node.target)
+        name = cst_dotted(node.target)
         if name and node.value is not None:
             self.values.setdefault(name, []).append(node.value)
 
@@ -151,7 +143,7 @@ class _LoopWrapper(cst.CSTTransformer):
             if name in _WRAPPERS or "tqdm" in name.lower() or "progress" in name.lower():
                 return any(self.is_loader(arg.value, depth + 1) for arg in node.args if arg.keyword is None)
             return says_loader(name)
-        dotted = _dotted(node)
+        dotted = cst_dotted(node)
         if dotted is None:
             return False
         last = dotted.rsplit(".", 1)[-1]
@@ -237,18 +229,9 @@ def _names_in(node: ast.AST) -> Iterator[str]:
             yield sub.id
         elif isinstance(sub, ast.Attribute):
             yield sub.attr
-            dotted = _ast_dotted(sub)
+            dotted = ast_dotted(sub)
             if dotted:
                 yield dotted
-
-
-def _ast_dotted(node: ast.AST) -> Optional[str]:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        inner = _ast_dotted(node.value)
-        return f"{inner}.{node.attr}" if inner else None
-    return None
 
 
 def may_have_data_loop(source: bytes) -> bool:
@@ -267,7 +250,7 @@ def may_have_data_loop(source: bytes) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                dotted = _ast_dotted(target)
+                dotted = ast_dotted(target)
                 if dotted:
                     assigned.setdefault(dotted, []).append(node.value)
         elif isinstance(node, ast.For):
@@ -442,7 +425,7 @@ def copy_tree(source: Path, dest: Path, on_python: FileHandler, exclude: Iterabl
         excluded = {os.path.normcase(os.path.abspath(p)) for p in exclude}
 
         def unreadable(error: OSError) -> None:
-            rel = Path(os.path.relpath(error.filename, source)).as_posix()
+            rel = relative(error.filename, source)
             result.skipped.append((rel, f"left out: cannot list folder ({error.strerror})"))
 
         result.package = source.name if (source / "__init__.py").is_file() else ""
