@@ -1,4 +1,4 @@
-"""Ask a helper's question at chosen nodes during a real engine walk, as a rule would, through ``analyze``'s
+"""Ask a helper's question at chosen nodes during a real engine walk, as a rule would, through ``lint``'s
 ``visitors`` (no engine internals): ``ask(source, ast.Call, question)`` -> one answer per visited node."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Callable, List, Tuple, Type
 
 from flake8_ascend.config import Config
 from flake8_ascend.data import default_version
-from flake8_ascend.engine import analyze
+from flake8_ascend.engine import lint
 
 CONFIG = Config(default_version())
 
@@ -27,5 +27,5 @@ def ask(source: str, node_type: Type[ast.AST], question: Callable) -> List[objec
     """``question(node, ctx)`` for every ``node_type`` node of ``source`` (dedented), in walk order."""
     source = textwrap.dedent(source)
     probe = _Probe((node_type,), question)
-    analyze(ast.parse(source), source.splitlines(keepends=True), "snippet.py", CONFIG, rules=[], visitors=[probe])
+    lint(ast.parse(source), source.splitlines(keepends=True), "snippet.py", CONFIG, rules=[], visitors=[probe])
     return probe.answers

@@ -291,8 +291,8 @@ def test_an_engine_error_skips_only_that_file(tmp_path, monkeypatch):
             raise KeyError("boom")
         return real(tree, lines, path, config, rules)
 
-    real = lintmode.analyze
-    monkeypatch.setattr(lintmode, "analyze", broken)
+    real = lintmode.lint
+    monkeypatch.setattr(lintmode, "lint", broken)
     code, _, _ = run_main("-i", str(EXAMPLES / "yolo_mini" / "utils"), "-o", str(tmp_path), "-q")
     assert code == 0
     log = (tmp_path / "utils_analysis" / "pytorch_analysis.txt").read_text(encoding="utf-8")

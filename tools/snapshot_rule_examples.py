@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from flake8_ascend.config import Config  # noqa: E402
 from flake8_ascend.data import default_version  # noqa: E402
-from flake8_ascend.engine import Finding, analyze  # noqa: E402
+from flake8_ascend.engine import Finding, lint  # noqa: E402
 from flake8_ascend.registry import all_rules  # noqa: E402
 
 SNAPSHOTS = ROOT / "tests" / "snapshots"
@@ -31,7 +31,7 @@ def findings(rule, source: str):
     """The findings of ``rule``'s code on one example, under the example's settings (as the tests run them)."""
     source = textwrap.dedent(source)
     config = Config(default_version(), **rule.example_settings_dict())
-    found = analyze(ast.parse(source), source.splitlines(keepends=True), "snippet.py", config)
+    found = lint(ast.parse(source), source.splitlines(keepends=True), "snippet.py", config)
     return source, [f for f in found if f.code == rule.code]
 
 

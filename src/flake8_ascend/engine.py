@@ -1,6 +1,6 @@
 """The rule engine shared by the flake8 plugin and ``ascend-analyse``.
 
-``analyze(tree, lines, path, config)`` builds the scope table once, then walks
+``lint(tree, lines, path, config)`` builds the scope table once, then walks
 the tree once, handing each node to the rules registered for its type.  A
 rule reports through ``Context.report``; the result is a sorted list of
 ``Finding``.
@@ -149,7 +149,7 @@ def _handlers(rules: Sequence[Rule]) -> Dict[type, List[Rule]]:
     return table
 
 
-def analyze(
+def lint(
     tree: ast.AST,
     lines: Sequence[str],
     path: str,

@@ -39,7 +39,7 @@ from .codes import FIXABLE_CODES
 from .config import Config
 from .cst_names import dotted
 from .data import load_cuda_fixes
-from .engine import Finding, analyze, unsuppressed
+from .engine import Finding, lint, unsuppressed
 from .files import SourceError, read_source, relative
 from .registry import rule_for
 from .rewrite import Kind
@@ -90,7 +90,7 @@ def fixable_findings(source: str, path: str, config: Config, codes: Sequence[str
     tree = ast.parse(source, filename=path)
     lines = source.splitlines(keepends=True)
     rules = [rule_for(code) for code in codes]
-    return [f for f in unsuppressed(analyze(tree, lines, path, config, rules), lines) if f.rewrite]
+    return [f for f in unsuppressed(lint(tree, lines, path, config, rules), lines) if f.rewrite]
 
 
 def _char_column(lines: Sequence[str], line: int, byte_col: int) -> int:

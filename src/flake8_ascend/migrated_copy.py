@@ -22,7 +22,7 @@ import libcst as cst
 from . import fix
 from .codes import FIXABLE_CODES
 from .config import Config
-from .engine import Finding, analyze, unsuppressed
+from .engine import Finding, lint, unsuppressed
 from .files import SourceError, read_source
 from .registry import all_rules
 from .detect.cuda_fixes import names_npu
@@ -92,7 +92,7 @@ class Migrator:
             new, _, left, changes = fix.fix_source(source, findings) if findings else (source, 0, [], [])
         lines = new.splitlines(keepends=True)
         tree = ast.parse(new)
-        remaining = unsuppressed(analyze(tree, lines, rel, self.after, self.rules), lines)
+        remaining = unsuppressed(lint(tree, lines, rel, self.after, self.rules), lines)
         if not self.transfer_to_npu and names_npu(tree if new == source else ast.parse(source), source.splitlines()):
             self.result.names_npu.append(rel)  # the original named the NPU: why its CUDA code stays
             if remaining:

@@ -7,7 +7,7 @@ from typing import FrozenSet, Iterator, Optional, Tuple
 from . import __version__
 from .codes import OPTIONAL_CODES, named_optional_codes
 from .config import Config, ConfigError, make_config
-from .engine import analyze
+from .engine import lint
 from .flake8_settings import add_ascend_options
 
 
@@ -42,7 +42,7 @@ class AscendChecker:
     def run(self) -> Iterator[Tuple[int, int, str, type]]:
         config = self.config or make_config()
         try:
-            findings = analyze(self.tree, self.lines, self.filename, config)
+            findings = lint(self.tree, self.lines, self.filename, config)
         except RecursionError:  # absurdly deep expressions: flake8 itself reports nothing either
             return
         for finding in findings:

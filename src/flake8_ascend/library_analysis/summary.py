@@ -35,7 +35,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from ..config import Config
 from ..detect.api_domain import inherited_status
-from ..engine import Finding, analyze, unsuppressed
+from ..engine import Finding, lint, unsuppressed
 from ..registry import rule_for
 from .extensions import CUDA_OP, LOADER_NAMES, ExtensionCalls
 from .layout import absolute
@@ -93,7 +93,7 @@ def _first_line(node) -> int:
 
 
 class Collector(ExtensionCalls):
-    """Gathers a ``FileSummary`` while the engine walks the file (an ``analyze`` visitor beside the rules)."""
+    """Gathers a ``FileSummary`` while the engine walks the file (a ``lint`` visitor beside the rules)."""
 
     node_types = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Call, ast.Assign,
                   ast.Import, ast.ImportFrom, ast.Attribute)
@@ -366,7 +366,7 @@ def summarise(tree: ast.AST, lines: List[str], summary: FileSummary, config: Con
     """Fill ``summary`` from one parsed file."""
     collector = Collector(summary, ops)
     rules = [rule_for(code) for code in CAUSE_CODES]
-    findings = analyze(tree, lines, summary.rel, config, rules, visitors=[collector])
+    findings = lint(tree, lines, summary.rel, config, rules, visitors=[collector])
     collector.finish()
     owner = _owner_by_line(summary.spans)
     data = config.data

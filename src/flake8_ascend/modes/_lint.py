@@ -1,6 +1,6 @@
 """Lint-style modes: run the rule engine on every file and route findings into CSVs.
 
-Each file is read and parsed once (``ast.parse``), analysed by ``engine.analyze``
+Each file is read and parsed once (``ast.parse``), analysed by ``engine.lint``
 and filtered with ``engine.unsuppressed`` so ``# noqa`` means the same as in
 flake8.  Inputs of ``PARALLEL_MIN_FILES`` files or more are spread over a
 process pool.  A finding goes to the report its code's row of ``codes.CODES``
@@ -19,7 +19,7 @@ from .. import fix, reports
 from ..codes import Report
 from ..config import Config
 from ..data import load_version
-from ..engine import Finding, analyze, unsuppressed
+from ..engine import Finding, lint, unsuppressed
 from ..files import SourceError, read_source
 from ..pools import process_pool
 from . import Job, Mode
@@ -64,7 +64,7 @@ def _analyse_file(task: Tuple[str, str]) -> Tuple[str, List[Finding], str]:
         return rel, [], f"cannot parse ({type(error).__name__}: {error})"
     lines = source.splitlines(keepends=True)
     try:
-        findings = analyze(tree, lines, rel, _worker_config, _worker_rules)
+        findings = lint(tree, lines, rel, _worker_config, _worker_rules)
     except RecursionError:
         return rel, [], "nested too deeply to analyse"
     except Exception as error:  # a rule bug must not cost the whole report; the log names it
