@@ -45,5 +45,5 @@ def test_region_dtype_is_the_innermost_region_of_the_same_function():
     """
     answers = ask(source, ast.Call, lambda node, ctx: (node.func.id, region_dtype(ctx, node))
                   if isinstance(node.func, ast.Name) else None)
-    assert [a for a in answers if a] == [("before", None), ("a", "bfloat16"), ("b", "float16"), ("c", None),
-                                          ("after", None)]
+    expected = [("before", None), ("a", "bfloat16"), ("b", "float16"), ("c", None), ("after", None)]
+    assert [a for a in answers if a] == expected
