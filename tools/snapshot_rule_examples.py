@@ -1,7 +1,8 @@
 """Write the full diagnostics of every rule example to tests/snapshots/<CODE>.txt, as ruff snapshots its rules.
 
 Each file holds, for every example of the rule that must fire, the example and each finding of that code on it:
-line, column, end line, code, message, the CSV's API and Tips cells, and the rewrite ``--fix`` would apply.
+line, column, end line, code, message, the CSV's API and Tips cells, and the rewrite ``--fix`` would apply,
+then the example as ``--fix`` leaves it when some finding carries a rewrite.
 tests/test_registry.py fails while a snapshot differs from what the rules report now, so a changed message,
 column or rewrite shows up in review as a diff of these files.
 
@@ -22,6 +23,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from flake8_ascend.config import Config  # noqa: E402
 from flake8_ascend.data import default_version  # noqa: E402
 from flake8_ascend.engine import Finding, lint  # noqa: E402
+from flake8_ascend.fix import fix_source  # noqa: E402
 from flake8_ascend.registry import all_rules  # noqa: E402
 
 SNAPSHOTS = ROOT / "tests" / "snapshots"
@@ -51,6 +53,9 @@ def render(rule) -> str:
         source, found = findings(rule, example)
         parts += [f"--- example {index}", source.rstrip("\n"), "--- findings"]
         parts += [_diagnostic(f) for f in found] or ["(none)"]
+        rewritten = [f for f in found if f.rewrite is not None]
+        if rewritten:
+            parts += ["--- fixed", fix_source(source, rewritten)[0].rstrip("\n")]
     return "\n".join(parts) + "\n"
 
 
