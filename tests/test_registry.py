@@ -53,3 +53,9 @@ def test_examples_match_their_snapshot(rule):
     path = snapshots.SNAPSHOTS / f"{rule.code}.txt"
     assert path.read_text(encoding="utf-8") == snapshots.render(rule), \
         f"{path.name} is out of date: review the change, then run python tools/snapshot_rule_examples.py"
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.code)
+def test_only_fixable_codes_carry_rewrites(rule):
+    rewrites = [f.rewrite for source, _ in rule.fires for f in snapshots.findings(rule, source)[1] if f.rewrite]
+    assert rule.fixable or not rewrites, f"{rule.code} attaches {rewrites[0]} but codes.CODES says not fixable"

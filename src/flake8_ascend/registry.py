@@ -1,9 +1,9 @@
 """The rule registry: one ``Rule`` subclass per ASC code.
 
 A rule names its code; the registry copies that code's row of ``codes.CODES`` (report file, level, default-off,
-fixable) onto the class and refuses a code the table lacks or a class the table does not name.  A rule declares the AST node types it looks at, the words its source must
-contain for it to be worth running (a cheap pre-filter), its documentation in
-ruff's form and examples that must fire and must not fire; the test suite
+fixable) onto the class and refuses a code the table lacks or a class the table does not name.  A rule
+declares the AST node types it looks at, the words its source must contain for it to be worth running (a cheap
+pre-filter), its documentation in ruff's form and examples that must fire and must not fire; the test suite
 runs every example.  Subclasses register themselves on definition, and
 ``all_rules()`` imports every module of ``flake8_ascend.rules``.
 """
