@@ -72,7 +72,7 @@ def candidates(tree: ast.AST) -> List[ast.Subscript]:
 
 def scan(corpus: str) -> List[dict]:
     from flake8_ascend.config import make_config
-    from flake8_ascend.engine import analyze
+    from flake8_ascend.engine import lint
     from flake8_ascend.registry import all_rules
 
     config = make_config(project_dir=Path("/"))
@@ -92,7 +92,7 @@ def scan(corpus: str) -> List[dict]:
         if not found:
             continue
         lines = source.splitlines(keepends=True)
-        flagged = {f.line for f in analyze(tree, lines, relative, config, rules=rule)}
+        flagged = {f.line for f in lint(tree, lines, relative, config, rules=rule)}
         for node in found:
             rows.append({"corpus": corpus, "file": relative, "line": node.lineno,
                          "text": ast.unparse(node)[:100], "flagged": node.lineno in flagged})

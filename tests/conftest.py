@@ -10,7 +10,7 @@ import pytest
 
 from flake8_ascend.config import Config
 from flake8_ascend.data import default_version
-from flake8_ascend.engine import analyze
+from flake8_ascend import engine
 
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
 
@@ -27,7 +27,7 @@ def run_rules(source: str, version: str = None, codes=None, **settings):
     """Findings of the engine on ``source`` (dedented), optionally only for ``codes`` prefixes."""
     source = textwrap.dedent(source)
     config = Config(version or default_version(), **settings)
-    findings = analyze(ast.parse(source), source.splitlines(keepends=True), "snippet.py", config)
+    findings = engine.lint(ast.parse(source), source.splitlines(keepends=True), "snippet.py", config)
     if codes:
         findings = [f for f in findings if f.code.startswith(tuple(codes))]
     return findings

@@ -15,7 +15,7 @@ from conftest import run_rules
 from flake8_ascend import cli
 from flake8_ascend.registry import all_rules, rule_for
 from flake8_ascend.rules.precision_amp import _TF32_SWITCHES, FP32_POLICY_APIS, FP32_POLICY_METHODS
-from flake8_ascend.training import Training
+from flake8_ascend.detect.training import Training
 
 REPO = Path(__file__).resolve().parents[1]
 ADVICE = REPO / "rules_data" / "sources" / "advice"
@@ -277,7 +277,7 @@ def test_launch_advice_is_off_unless_named(tmp_path):
 def test_advice_codes_route_to_their_csv():
     for rule in all_rules():
         if rule.code[3] in "56":
-            assert rule.csv == ADVICE_CSVS[rule.code[3] == "6"], rule.code
+            assert rule.report.value == ADVICE_CSVS[rule.code[3] == "6"], rule.code
 
 
 def test_autocast_table_only_names_ops_of_the_npu_fp32_policy():

@@ -43,14 +43,6 @@ def test_fix_counts_and_reasons():
     assert applied == 0 and left == ["line 8: NpuFusedAdam already names something else in this file"]
 
 
-def test_fix_file_returns_the_new_text_without_writing(tmp_path):
-    path = tmp_path / "index_put.py"
-    shutil.copy(FIXTURES / "index_put.in.py", path)
-    findings = fix.fixable_findings(path.read_text(encoding="utf-8"), path.name, CONFIG)
-    assert fix.fix_file(path, findings) == expected("index_put")
-    assert path.read_text(encoding="utf-8") == (FIXTURES / "index_put.in.py").read_text(encoding="utf-8")
-
-
 def test_files_without_fixable_findings_are_not_parsed_by_libcst(monkeypatch, tmp_path):
     (tmp_path / "plain.py").write_text("import torch\nx = torch.zeros(3)\n", encoding="utf-8")
     monkeypatch.setattr(fix.cst, "parse_module", lambda *a, **k: pytest.fail("libcst ran"))

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_rules
+from flake8_ascend.rewrite import Kind, Rewrite
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "yolo_mini"
 
@@ -183,7 +184,7 @@ def test_mmdet_bbox_coders_pick_the_target_by_signature():
 def test_torch_calls(call, target, fixable):
     finding = single(f"import torch\ny = {call}\n", "ASC303")
     assert finding.tips == target and finding.line == 2
-    assert (finding.fix == f"call {target}") is fixable
+    assert (finding.rewrite == Rewrite(Kind.CALL, target)) is fixable
     assert ("ascend-analyse --fix rewrites it" in finding.message) is fixable
 
 
@@ -261,14 +262,14 @@ def test_numpy_a_gt_0_is_silent_but_the_tensor_twin_fires():
 
 def test_index_put_rewrite_is_offered_only_for_fresh_local_tensors():
     fresh = single("import torch\ndef f(s):\n    x = s * 2\n    x[x > 0] = 0\n    return x\n", "ASC304")
-    assert fresh.fix.startswith("index_put ") and "--fix rewrites it" in fresh.message
+    assert fresh.rewrite.kind is Kind.INDEX_PUT and "--fix rewrites it" in fresh.message
     param = single("import torch\ndef f(x: torch.Tensor):\n    x[x > 0] = 0\n", "ASC304")
-    assert param.fix == "" and "not rewritten" in param.message
+    assert param.rewrite is None and "not rewritten" in param.message
     view = single("import torch\ndef f(s: torch.Tensor):\n    x = s.view(-1)\n    x[x > 0] = 0\n", "ASC304")
-    assert view.fix == ""
+    assert view.rewrite is None
     stored = single("import torch\ndef f(self):\n    x = torch.zeros(3)\n    self.buf = x\n    x[x > 0] = 1\n",
                     "ASC304")
-    assert stored.fix == ""
+    assert stored.rewrite is None
 
 
 # -- ASC304: fused patterns ----------------------------------------------------------------------
@@ -486,4 +487,4 @@ def test_yolo_mini_sample_fires_every_affinity_code():
 ])
 def test_index_put_beyond_the_affinity_api_names_the_right_replacement(source, advice):
     findings = only(source, "ASC304")
-    assert len(findings) == 1 and advice in findings[0].message and not findings[0].fix
+    assert len(findings) == 1 and advice in findings[0].message and findings[0].rewrite is None

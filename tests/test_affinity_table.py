@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from flake8_ascend import affinity
+from flake8_ascend.data import DATA_DIR, load_affinity
+from flake8_ascend.detect import affinity
 from conftest import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,12 +19,12 @@ HEADER = "api_type\tnative\tmatch\taffinity_api\tdeprecated_from\tsource\n"
 
 
 def test_packaged_table_is_in_sync_with_its_sources():
-    assert build_affinity.build() == affinity.TABLE_PATH.read_text(encoding="utf-8"), \
+    assert build_affinity.build() == (DATA_DIR / "affinity.json").read_text(encoding="utf-8"), \
         "run: python tools/build_affinity.py"
 
 
 def test_every_row_has_a_source_and_every_target_is_exported_by_the_wheels():
-    data = affinity.table()
+    data = load_affinity()
     assert data["meta"]["wheels"] and len(data["meta"]["wheels"]) == len(WHEELS)
     for api_type in ("class", "function", "torch", "special"):
         for value in data[api_type].values():

@@ -79,7 +79,7 @@ def flake8_findings():
 
 def torch_apis_findings(findings):
     """The flake8 findings whose codes feed the torch_apis reports (ASC3xx go to -m affinity_apis)."""
-    return [f for f in findings if rule_for(f[3].split()[0]).csv in TORCH_APIS_FILES]
+    return [f for f in findings if rule_for(f[3].split()[0]).report.value in TORCH_APIS_FILES]
 
 
 def test_examples_report_has_official_files_and_headers(examples_report):
@@ -100,11 +100,11 @@ def test_examples_rows_equal_flake8_findings(examples_report, flake8_findings):
     for name in TORCH_APIS_FILES:
         rows = read_csv(folder / name)[1:]
         mine = [(p, line, rule_for(text.split()[0])) for p, line, _, text in expected
-                if rule_for(text.split()[0]).csv == name]
+                if rule_for(text.split()[0]).report.value == name]
         wanted = sorted((p, line) for p, line, rule in mine if not rule.no_line)
         if name == "cuda_op_list.csv":
             assert sorted((r[0], int(r[2])) for r in rows) == wanted
-            tips = sorted(text for p, _, _, text in expected if rule_for(text.split()[0]).csv == name)
+            tips = sorted(text for p, _, _, text in expected if rule_for(text.split()[0]).report.value == name)
             assert sorted(r[4] for r in rows) == tips
         else:  # launch advice (Rule.no_line): one row per script and advice, lines NA, after the located rows
             unlocated = [r for r in rows if r[1] == "NA"]
@@ -246,7 +246,7 @@ def test_sarif_uris_are_relative_to_the_working_directory_or_the_input(tmp_path,
 def test_explain_and_list_codes():
     code, out, _ = run_main("--explain", "asc201")
     rule = rule_for("ASC201")
-    assert code == 0 and out.startswith("ASC201: ") and rule.why in out and rule.fix in out and rule.source in out
+    assert code == 0 and out.startswith("ASC201: ") and rule.why in out and rule.use_instead in out and rule.source in out
     code, _, err = run_main("--explain", "ASC999")
     assert code == 2 and "unknown code" in err
     code, out, _ = run_main("--list-codes")
@@ -291,8 +291,8 @@ def test_an_engine_error_skips_only_that_file(tmp_path, monkeypatch):
             raise KeyError("boom")
         return real(tree, lines, path, config, rules)
 
-    real = lintmode.analyze
-    monkeypatch.setattr(lintmode, "analyze", broken)
+    real = lintmode.lint
+    monkeypatch.setattr(lintmode, "lint", broken)
     code, _, _ = run_main("-i", str(EXAMPLES / "yolo_mini" / "utils"), "-o", str(tmp_path), "-q")
     assert code == 0
     log = (tmp_path / "utils_analysis" / "pytorch_analysis.txt").read_text(encoding="utf-8")

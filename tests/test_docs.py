@@ -1,4 +1,4 @@
-"""The README rule table and docs/rules.md are generated from the registry and must be current."""
+"""The README rule table, docs/rules.md and docs/codes.md are generated from the registry and must be current."""
 from pathlib import Path
 from conftest import load_tool
 
@@ -13,6 +13,11 @@ def test_readme_rule_table_is_current():
 
 def test_rule_pages_are_current():
     assert (ROOT / "docs" / "rules.md").read_text(encoding="utf-8") == gen.rule_pages(), \
+        "run: python tools/gen_rule_docs.py"
+
+
+def test_code_catalogue_is_current():
+    assert (ROOT / "docs" / "codes.md").read_text(encoding="utf-8") == gen.codes_page(), \
         "run: python tools/gen_rule_docs.py"
 
 

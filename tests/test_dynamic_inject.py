@@ -72,7 +72,7 @@ def test_evaluation_loops_are_wrapped_too(source):
     "for x in batches():\n    with autocast():\n        loss = f(x)\n    scaler.scale(loss).backward()\n"
     "    scaler.step(optimizer)\n",
     "def fit(model, stream):\n    for i, x in enumerate(stream):\n        if i % 2:\n"
-    "            model(x).sum().backward()\n            optimizer.zero_grad()\n",
+    "            model(x).sum().backward()\n            optimizer.step()\n",
 ])
 def test_a_loop_running_a_training_step_is_wrapped_whatever_it_iterates(source):
     after, done = wrap(source)
@@ -92,6 +92,8 @@ def test_only_the_loop_that_runs_the_step_itself_is_wrapped():
     "            y.sum().backward()\n",
     "loss.backward()\noptimizer.step()\n",  # a step outside any loop
     "def step(batch):\n    loss(batch).backward()\n    optimizer.step()\n\nfor x in data:\n    step(x)\n",
+    # the advice rules' step (detect.training): zero_grad and scheduler.step() update no weights
+    "for x in stream:\n    model(x).sum().backward()\n    optimizer.zero_grad()\n    scheduler.step()\n",
 ])
 def test_backward_outside_a_training_loop_makes_no_training_script(source):
     after, done = wrap(source)

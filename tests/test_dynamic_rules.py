@@ -124,7 +124,7 @@ def test_asc404_near_misses(source):
 
 def test_hints_share_one_report_file():
     from flake8_ascend.registry import all_rules
-    assert {r.csv for r in all_rules() if r.code.startswith("ASC4")} == {"dynamic_shape_hints.csv"}
+    assert {r.report.value for r in all_rules() if r.code.startswith("ASC4")} == {"dynamic_shape_hints.csv"}
 
 
 def test_noqa_silences_a_hint():

@@ -25,7 +25,7 @@ import pytest
 
 from flake8_ascend import cli
 from flake8_ascend.modes import Job
-from flake8_ascend.runtime.compare import CompareError, load_tensor
+from flake8_ascend.offline.dump_compare import CompareError, load_tensor
 from flake8_ascend.runtime.inject import MAX_NESTING, PACKAGE, TooDeep, check_nesting
 from flake8_ascend.runtime.msft_dynamic_analysis.cells import safe_cell
 from flake8_ascend.runtime.msft_dynamic_analysis.hook import write_csv as hook_write_csv

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from flake8_ascend import cli  # noqa: E402
-from flake8_ascend.runtime import compare as dumps  # noqa: E402
+from flake8_ascend.offline import dump_compare as dumps  # noqa: E402
 from runtime_support import PACKAGE_SOURCE, header, read_rows, run_script  # noqa: E402
 
 REPORT = "msft_overflow_report.csv"

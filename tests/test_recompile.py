@@ -4,7 +4,7 @@ import csv
 import pytest
 
 from flake8_ascend.cli import main
-from flake8_ascend.runtime.recompile import LogError, op_list_text, parse_log, suspect_rows
+from flake8_ascend.offline.recompile import LogError, op_list_text, parse_log, suspect_rows
 
 # CANN's op compiler logs "To compile op: %s, compileFlag is %d" (INFO), prefixed by the log header.
 PREFIX = "[INFO] ASCENDCL(4321,python):2024-05-01-10:00:00.000.000 [op_compiler.cpp:121]4321 CompileOp: "

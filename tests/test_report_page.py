@@ -12,6 +12,7 @@ import pytest
 
 from flake8_ascend import cli, report_page
 from flake8_ascend.engine import Finding
+from flake8_ascend.rewrite import Kind, Rewrite
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "examples" / "yolo_mini"
@@ -81,7 +82,7 @@ def test_other_modes_reject_html(tmp_path):
 def test_each_finding_counts_in_one_category():
     cuda = Finding(1, 0, "ASC202", "m")
     assert report_page.category(cuda) == "blocking"
-    assert report_page.category(Finding(1, 0, "ASC202", "m", fix="method npu")) == "fixable"
+    assert report_page.category(Finding(1, 0, "ASC202", "m", rewrite=Rewrite(Kind.METHOD, "npu"))) == "fixable"
     assert report_page.category(Finding(1, 0, "ASC103", "m")) == "check"
     assert report_page.category(Finding(1, 0, "ASC402", "m")) == "dynamic"
     assert report_page.category(Finding(1, 0, "ASC303", "m")) == "performance"

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))
+from flake8_ascend.data import version_key  # noqa: E402
 TABLE = REPO / "rules_data" / "sources" / "affinity" / "affinity_rules.tsv"
 WHEELS = REPO / "rules_data" / "sources" / "wheels"
 OUT = REPO / "src" / "flake8_ascend" / "data" / "affinity.json"
@@ -40,12 +42,6 @@ CUSTOM_OPS = "custom section of torch_npu/csrc/aten/npu_native_functions*.yaml (
 
 class BuildError(Exception):
     """A table row that cannot be built; the message is one line."""
-
-
-def version_key(version: str) -> Tuple[int, ...]:
-    """Sort key of ``2.1.0.post17`` / ``2.13.0`` (a plain release sorts before its post releases)."""
-    base, _, post = version.partition(".post")
-    return tuple(int(p) for p in base.split(".")) + (int(post) if post else -1,)
 
 
 def base_version(version: str) -> str:

@@ -20,6 +20,8 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))
+from flake8_ascend.data import version_key  # noqa: E402
 SOURCES = REPO / "rules_data" / "sources"
 OUT = REPO / "src" / "flake8_ascend" / "data"
 GENERATOR = "tools/build_rules_data.py"
@@ -339,12 +341,6 @@ def overridden(table_row: list[str], why: str) -> list[str]:
 
 
 # ---------------------------------------------------------------- assembling
-
-
-def version_key(version: str) -> tuple:
-    """Sort key for versions like 2.10.0 or 2.1.0.post17."""
-    base, _, post = version.partition(".post")
-    return tuple(int(p) for p in base.split(".")) + (int(post) if post else -1,)
 
 
 def load_wheels(sources: Path) -> dict[str, tuple[str, dict]]:

@@ -25,6 +25,8 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))
+from flake8_ascend.data import version_key  # noqa: E402
 OUT_DIR = REPO / "rules_data" / "sources" / "wheels"
 DEFAULT_CACHE = Path.home() / ".cache" / "flake8-ascend" / "wheels"
 
@@ -65,12 +67,6 @@ def pip_download(version: str, cache: Path) -> Path:
     if not found:
         raise FileNotFoundError(f"pip reported success but no torch_npu-{version} wheel is in {cache}")
     return found[-1]
-
-
-def version_key(version: str) -> tuple:
-    """Sort key for versions like 2.1.0.post17 (a plain release sorts before its post releases)."""
-    base, _, post = version.partition(".post")
-    return tuple(int(p) for p in base.split(".")) + (int(post) if post else -1,)
 
 
 def previous_release(version: str) -> str | None:

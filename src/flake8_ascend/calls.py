@@ -24,6 +24,22 @@ def argument(call: ast.Call, keyword: str, index: Optional[int] = None):
     return MISSING
 
 
+def passed(call: ast.Call, keyword: str, index: Optional[int] = None) -> Optional[ast.AST]:
+    """``argument`` for callers that treat "not passed" like "unknown": the expression, else None."""
+    value = argument(call, keyword, index)
+    return None if value is MISSING else value
+
+
+def dotted(node: ast.AST) -> Optional[str]:
+    """``self.train_loader`` for a pure Name/Attribute chain as spelled (not resolved), else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else None
+    return None
+
+
 def last_names(*qualnames: str) -> frozenset:
     """The last components of qualified names: what an attribute chain calling one of them ends with."""
     return frozenset(name.rsplit(".", 1)[-1] for name in qualnames)

@@ -31,7 +31,6 @@ except ImportError:  # pragma: no cover - Windows
 from . import __version__
 from .config import ConfigError, make_config
 from .files import MAX_FILE_BYTES, collect, report_folders
-from .fix import FIX_CODES
 from .flake8_settings import read_settings
 from .modes import Job, JobError, all_modes, positive_number
 from .progress import Progress
@@ -156,20 +155,20 @@ def explain(code: str) -> str:
     except KeyError:
         raise UsageError(f"unknown code {code!r} (see {PROG} --list-codes)") from None
     state = "off by default (enable with --select)" if rule.default_off else "on by default"
-    sections = [("Why it matters on NPU", rule.why), ("Example", rule.example), ("Fix", rule.fix),
+    sections = [("Why it matters on NPU", rule.why), ("Example", rule.example), ("Fix", rule.use_instead),
                 ("Source", rule.source)]
     body = "\n\n".join(f"{title}:\n  " + text.replace("\n", "\n  ") for title, text in sections)
-    return f"{rule.code}: {rule.summary}\nReport: {rule.csv}; {state}\n\n{body}\n"
+    return f"{rule.code}: {rule.summary}\nReport: {rule.report}; {state}\n\n{body}\n"
 
 
 def list_codes() -> str:
     rules = all_rules()
-    width = max(len(rule.csv) for rule in rules)
+    width = max(len(rule.report.value) for rule in rules)
     lines = [f"{'code':<7} {'report':<{width}}  summary"]
     for rule in rules:
         note = " (off by default)" if rule.default_off else ""
-        note += " (has a fix: --fix rewrites the safe ones)" if rule.code in FIX_CODES else ""
-        lines.append(f"{rule.code:<7} {rule.csv:<{width}}  {rule.summary}{note}")
+        note += " (has a fix: --fix rewrites the safe ones)" if rule.fixable else ""
+        lines.append(f"{rule.code:<7} {rule.report.value:<{width}}  {rule.summary}{note}")
     return "\n".join(lines) + "\n"
 
 

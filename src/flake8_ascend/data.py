@@ -17,9 +17,13 @@ class UnknownVersionError(ValueError):
     """Raised for a torch_npu version the rule data does not cover."""
 
 
+def _load_json(name: str) -> dict:
+    return json.loads((DATA_DIR / name).read_text(encoding="utf-8"))
+
+
 @lru_cache(maxsize=None)
 def _index() -> dict:
-    return json.loads((DATA_DIR / "index.json").read_text(encoding="utf-8"))
+    return _load_json("index.json")
 
 
 def known_versions() -> List[str]:
@@ -28,6 +32,12 @@ def known_versions() -> List[str]:
 
 def default_version() -> str:
     return _index()["default"]
+
+
+def version_key(version: str) -> Tuple[int, ...]:
+    """Sort key of ``2.10.0`` / ``2.1.0.post17``: numeric parts, a plain release before its post releases."""
+    base, _, post = version.partition(".post")
+    return tuple(int(part) for part in base.split(".")) + (int(post) if post else -1,)
 
 
 _VERSION_LIKE = re.compile(r"\d{1,3}(\.\d{1,3}){0,2}(\.post\d{1,3}|rc\d{1,3})?")
@@ -58,8 +68,6 @@ class VersionData:
         self.official: Dict[str, List[str]] = raw.get("official", {})  # table rows the evidence overrides
         self.npu_all = frozenset(raw.get("npu_all", ()))
         self.transfer_to_npu: Dict[str, List[str]] = raw.get("transfer_to_npu", {})
-        self.contrib: Dict[str, List[str]] = raw.get("contrib", {})
-        self.aten_npu_ops = frozenset(raw.get("aten_npu_ops", ()))
 
     def api_status(self, qualname: str, official: bool = False) -> Optional[Tuple[str, str, str]]:
         """(status, note, how decided) for a public torch API, or None when unknown to the data.
@@ -70,31 +78,32 @@ class VersionData:
         row = (official and self.official.get(qualname)) or self.apis.get(qualname)
         return (row[0], row[1], row[2]) if row else None
 
-    @property
-    def has_wheel(self) -> bool:
-        return bool(self.meta.get("wheel"))
-
 
 @lru_cache(maxsize=None)
 def load_version(version: str) -> VersionData:
     """Load the data of an exact version (see ``resolve_version``)."""
-    path = DATA_DIR / f"torch_npu-{version}.json"
-    return VersionData(json.loads(path.read_text(encoding="utf-8")))
+    return VersionData(_load_json(f"torch_npu-{version}.json"))
 
 
 @lru_cache(maxsize=None)
 def load_transfer_to_npu() -> dict:
     """What ``torch_npu.contrib.transfer_to_npu`` maps (built by tools/build_transfer_to_npu.py)."""
-    return json.loads((DATA_DIR / "transfer_to_npu.json").read_text(encoding="utf-8"))
+    return _load_json("transfer_to_npu.json")
 
 
 @lru_cache(maxsize=None)
 def load_cuda_fixes() -> dict:
     """The rewrites of CUDA code that --fix and -m migrate apply (built by tools/build_cuda_fixes.py)."""
-    return json.loads((DATA_DIR / "cuda_fixes.json").read_text(encoding="utf-8"))
+    return _load_json("cuda_fixes.json")
 
 
 @lru_cache(maxsize=None)
 def load_mmcv_ops() -> dict:
     """Which names of ``mmcv.ops`` are CUDA-only in mmcv 2.1.0 (built by tools/build_mmcv_ops.py)."""
-    return json.loads((DATA_DIR / "mmcv_ops.json").read_text(encoding="utf-8"))
+    return _load_json("mmcv_ops.json")
+
+
+@lru_cache(maxsize=None)
+def load_affinity() -> dict:
+    """The NPU affinity and fused APIs, by kind (built by tools/build_affinity.py)."""
+    return _load_json("affinity.json")

@@ -1,6 +1,6 @@
 """The rule engine shared by the flake8 plugin and ``ascend-analyse``.
 
-``analyze(tree, lines, path, config)`` builds the scope table once, then walks
+``lint(tree, lines, path, config)`` builds the scope table once, then walks
 the tree once, handing each node to the rules registered for its type.  A
 rule reports through ``Context.report``; the result is a sorted list of
 ``Finding``.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from ast import AST
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type, TypeVar
 
 from flake8.defaults import NOQA_FILE, NOQA_INLINE_REGEXP
@@ -19,6 +19,7 @@ from flake8.utils import parse_comma_separated_list
 from .config import Config
 from .semantic.names import Resolver, ScopeBuilder
 from .registry import Rule, all_rules
+from .rewrite import Rewrite
 from .semantic.values import Values
 from .walk import child_fields
 
@@ -37,7 +38,8 @@ class Finding:
     api: str = ""  # the qualified API or pattern the finding is about (CSV "OP" column)
     tips: str = ""  # restriction, advice or replacement (CSV "Tips" column)
     path: str = ""
-    fix: str = ""  # a safe rewrite ``fix.py`` may apply ("" = report only), e.g. "call torch_npu.optim.X"
+    # The safe rewrite ``fix.py`` may apply (None: report only); not part of what the finding is.
+    rewrite: Optional[Rewrite] = field(default=None, compare=False)
 
     @property
     def text(self) -> str:
@@ -117,7 +119,8 @@ class Context:
         return zip(reversed(path[:-1]), reversed(path[1:]))
 
     # -- reporting ---------------------------------------------------------
-    def report(self, node: ast.AST, code: str, message: str, api: str = "", tips: str = "", fix: str = "") -> None:
+    def report(self, node: ast.AST, code: str, message: str, api: str = "", tips: str = "",
+               rewrite: Optional[Rewrite] = None) -> None:
         self.findings.append(
             Finding(
                 line=node.lineno,
@@ -128,7 +131,7 @@ class Context:
                 api=api,
                 tips=tips,
                 path=self.path,
-                fix=fix,
+                rewrite=rewrite,
             )
         )
 
@@ -138,7 +141,7 @@ def _active_rules(source: str, rules: Iterable[Type[Rule]]) -> List[Rule]:
     return [rule() for rule in rules if not rule.trigger_words or any(w in source for w in rule.trigger_words)]
 
 
-def _handlers(rules: List[Rule]) -> Dict[type, List[Rule]]:
+def _handlers(rules: Sequence[Rule]) -> Dict[type, List[Rule]]:
     table: Dict[type, List[Rule]] = {}
     for rule in rules:
         for node_type in rule.node_types:
@@ -146,16 +149,21 @@ def _handlers(rules: List[Rule]) -> Dict[type, List[Rule]]:
     return table
 
 
-def analyze(
+def lint(
     tree: ast.AST,
     lines: Sequence[str],
     path: str,
     config: Config,
     rules: Optional[Iterable[Type[Rule]]] = None,
+    visitors: Sequence[object] = (),
 ) -> List[Finding]:
-    """Run the rules on one parsed module and return its findings, sorted."""
+    """Run the rules on one parsed module and return its findings, sorted.
+
+    ``visitors`` are objects shaped like rule instances (``node_types``, ``check(node, ctx)``) that gather facts
+    during the same walk instead of reporting; they run whatever the file's words.
+    """
     source = "".join(lines)
-    active = _active_rules(source, all_rules() if rules is None else rules)
+    active = [*_active_rules(source, all_rules() if rules is None else rules), *visitors]
     if not active:
         return []
     handlers = _handlers(active)
@@ -186,11 +194,6 @@ def analyze(
 
     visit(tree)
     return sorted(set(ctx.findings))
-
-
-def parse_source(source: str, path: str = "<string>") -> Tuple[ast.AST, List[str]]:
-    """Parse source text as flake8 does; raises SyntaxError / ValueError."""
-    return ast.parse(source, filename=path), source.splitlines(keepends=True)
 
 
 def _statement_lines(lines: Sequence[str]) -> Dict[int, str]:

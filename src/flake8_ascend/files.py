@@ -74,7 +74,8 @@ class FileSet:
     skipped: List[Tuple[str, str]] = field(default_factory=list)  # (relative path, reason)
 
 
-def _rel(path: Path, root: Path) -> str:
+def relative(path, root) -> str:
+    """``path`` relative to ``root`` with ``/`` separators: how reports and logs name a file."""
     return Path(os.path.relpath(path, root)).as_posix()
 
 
@@ -90,7 +91,7 @@ def collect(input_path: Path, exclude: Iterable[Path] = ()) -> FileSet:
     found = FileSet(root, [])
 
     def unreadable(error: OSError) -> None:
-        found.skipped.append((_rel(Path(error.filename), root), f"cannot list folder ({error.strerror})"))
+        found.skipped.append((relative(error.filename, root), f"cannot list folder ({error.strerror})"))
 
     for folder, subfolders, names in os.walk(root, onerror=unreadable, followlinks=False):
         here = Path(folder)
@@ -100,16 +101,16 @@ def collect(input_path: Path, exclude: Iterable[Path] = ()) -> FileSet:
             if name in SKIPPED_FOLDERS or os.path.normcase(os.path.abspath(path)) in excluded:
                 continue
             if path.is_symlink():
-                found.skipped.append((_rel(path, root), "symbolic link to a folder, not followed"))
+                found.skipped.append((relative(path, root), "symbolic link to a folder, not followed"))
             elif os.path.isfile(path / "pyvenv.cfg"):  # os.path: an unreadable folder answers False
-                found.skipped.append((_rel(path, root), "virtual environment"))
+                found.skipped.append((relative(path, root), "virtual environment"))
             else:
                 keep.append(name)
         subfolders[:] = keep
         for name in names:
             if name.endswith(".py"):
                 found.files.append(here / name)
-    found.files.sort(key=lambda p: _rel(p, root))
+    found.files.sort(key=lambda p: relative(p, root))
     return found
 
 

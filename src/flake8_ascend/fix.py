@@ -1,14 +1,14 @@
 """Autofix of the safe rewrites (``ascend-analyse --fix`` / ``--diff``, ``-m migrate``), built on libcst.
 
-A finding is rewritten only when its rule marked it safe in ``Finding.fix``:
+A finding is rewritten only when its rule attached a ``Rewrite`` (``rewrite.py``) to it:
 
-* ``call <module>.<Name>`` (ASC303): the callee becomes ``<Name>``, arguments untouched
+* ``Kind.CALL`` ``<module>.<Name>`` (ASC303): the callee becomes ``<Name>``, arguments untouched
   (``torch.optim.AdamW(p, lr=1e-3)`` -> ``NpuFusedAdamW(p, lr=1e-3)``);
-* ``index_put <module>.<name>`` (ASC304): ``x[mask] = v`` -> ``x = <name>(x, mask, v)``;
-* ``name <dotted>`` (ASC201, ASC207): the whole name chain becomes ``<dotted>``
+* ``Kind.INDEX_PUT`` ``<module>.<name>`` (ASC304): ``x[mask] = v`` -> ``x = <name>(x, mask, v)``;
+* ``Kind.NAME`` ``<dotted>`` (ASC201, ASC207): the whole name chain becomes ``<dotted>``
   (``torch.cuda.synchronize`` -> ``torch_npu.npu.synchronize``), which needs ``import <its first name>``;
-* ``method <name>`` (ASC202): ``m.cuda(0)`` -> ``m.npu(0)``;
-* ``string <text>`` (ASC202, ASC204): the string's text, quotes and prefix kept (``'cuda:0'`` -> ``'npu:0'``).
+* ``Kind.METHOD`` ``<name>`` (ASC202): ``m.cuda(0)`` -> ``m.npu(0)``;
+* ``Kind.STRING`` ``<text>`` (ASC202, ASC204): the string's text, quotes and prefix kept (``'cuda:0'`` -> ``'npu:0'``).
 
 Each file gets one ``from <module> import <Name>, ...`` line per module (and one ``import torch_npu``) after
 its leading imports, unless already imported; a file where such a name already means something else is
@@ -35,16 +35,16 @@ import libcst as cst
 import libcst.helpers
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from .codes import FIXABLE_CODES
 from .config import Config
+from .cst_names import dotted
 from .data import load_cuda_fixes
-from .engine import Finding, analyze, unsuppressed
-from .files import SourceError, read_source
+from .engine import Finding, lint, unsuppressed
+from .files import SourceError, read_source, relative
 from .registry import rule_for
+from .rewrite import Kind
 
-FIX_CODES = ("ASC201", "ASC202", "ASC204", "ASC207", "ASC303", "ASC304")
 Position = Tuple[int, int]
-_IMPORTING = ("call", "index_put")  # kinds whose target is imported with ``from <module> import <name>``
-_KINDS = (*_IMPORTING, "name", "method", "string")
 
 
 @dataclass(frozen=True)
@@ -85,12 +85,12 @@ class FileFix:
                                             fromfile=f"a/{self.rel}", tofile=f"b/{self.rel}"))
 
 
-def fixable_findings(source: str, path: str, config: Config, codes: Sequence[str] = FIX_CODES) -> List[Finding]:
+def fixable_findings(source: str, path: str, config: Config, codes: Sequence[str] = FIXABLE_CODES) -> List[Finding]:
     """The findings of ``source`` that carry a safe rewrite (``# noqa`` respected); raises SyntaxError."""
     tree = ast.parse(source, filename=path)
     lines = source.splitlines(keepends=True)
     rules = [rule_for(code) for code in codes]
-    return [f for f in unsuppressed(analyze(tree, lines, path, config, rules), lines) if f.fix]
+    return [f for f in unsuppressed(lint(tree, lines, path, config, rules), lines) if f.rewrite]
 
 
 def _char_column(lines: Sequence[str], line: int, byte_col: int) -> int:
@@ -127,23 +127,13 @@ def _imported_at_top(tree: ast.Module, module: str) -> bool:
                for node in tree.body)
 
 
-def _dotted(node: cst.CSTNode) -> str:
-    """``torch.cuda.synchronize`` for a pure Name/Attribute chain, else ''."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        inner = _dotted(node.value)
-        return f"{inner}.{node.attr.value}" if inner else ""
-    return ""
-
-
 _REWRITABLE_STRING = re.compile(r"(cuda|nccl)(:\d+)?", re.IGNORECASE)  # what ASC202/ASC204 report
 
 
 class _Rewriter(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, targets: Dict[str, Dict[Position, str]]) -> None:
+    def __init__(self, targets: Dict[Kind, Dict[Position, str]]) -> None:
         super().__init__()
         self.targets = targets  # kind -> position of the finding -> what it becomes
         self.methods = {new: old for old, new in load_cuda_fixes()["methods"].items()}
@@ -164,19 +154,19 @@ class _Rewriter(cst.CSTTransformer):
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         where = self._at(original.func)
-        new = self.targets["method"].get(where)
+        new = self.targets[Kind.METHOD].get(where)
         func = updated.func
         if new and isinstance(func, cst.Attribute) and self.methods.get(new) == func.attr.value:
             self.done[where] = (f".{func.attr.value}()", f".{new}()")
             return updated.with_changes(func=func.with_changes(attr=cst.Name(new)))
-        if where not in self.targets["call"]:
+        if where not in self.targets[Kind.CALL]:
             return updated
         self._rewrote(where, original.func, "", "")
-        return updated.with_changes(func=cst.Name(self.targets["call"][where]))
+        return updated.with_changes(func=cst.Name(self.targets[Kind.CALL][where]))
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
         where = self._at(original)
-        if where not in self.targets["index_put"] or len(updated.targets) != 1:
+        if where not in self.targets[Kind.INDEX_PUT] or len(updated.targets) != 1:
             return updated
         target = updated.targets[0].target
         if not isinstance(target, cst.Subscript) or len(target.slice) != 1 \
@@ -184,14 +174,14 @@ class _Rewriter(cst.CSTTransformer):
             return updated
         self.done[where] = ("", "")
         mask = target.slice[0].slice.value
-        call = cst.Call(func=cst.Name(self.targets["index_put"][where]),
+        call = cst.Call(func=cst.Name(self.targets[Kind.INDEX_PUT][where]),
                         args=[cst.Arg(target.value.deep_clone()), cst.Arg(mask), cst.Arg(updated.value)])
         return updated.with_changes(targets=[updated.targets[0].with_changes(target=target.value)], value=call)
 
     # ``name``: claimed on the way down (the outermost chain at the position), replaced on the way up
     def _claim(self, node: cst.CSTNode) -> None:
         where = self._at(node)
-        if where in self.targets["name"] and where not in self._claimed and _dotted(node):
+        if where in self.targets[Kind.NAME] and where not in self._claimed and dotted(node):
             self._claimed[where] = node
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -204,8 +194,8 @@ class _Rewriter(cst.CSTTransformer):
         where = self._at(original)
         if self._claimed.get(where) is not original:
             return updated
-        new = self.targets["name"][where]
-        self._rewrote(where, original, _dotted(original), new)
+        new = self.targets[Kind.NAME][where]
+        self._rewrote(where, original, dotted(original), new)
         return cst.parse_expression(new)
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
@@ -216,7 +206,7 @@ class _Rewriter(cst.CSTTransformer):
 
     def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString) -> cst.SimpleString:
         where = self._at(original)
-        new = self.targets["string"].get(where)
+        new = self.targets[Kind.STRING].get(where)
         value = original.evaluated_value
         if not new or not isinstance(value, str) or not _REWRITABLE_STRING.fullmatch(value) or "\\" in original.value:
             return updated
@@ -298,24 +288,20 @@ def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List
     lines = source.splitlines(keepends=True)
     tree = ast.parse(source)
     bound = _bound_names(tree)
-    targets: Dict[str, Dict[Position, str]] = {kind: {} for kind in _KINDS}
+    targets: Dict[Kind, Dict[Position, str]] = {kind: {} for kind in Kind}
     wanted: Dict[Position, Finding] = {}
     left: List[str] = []
     for finding in findings:
-        kind, _, target = finding.fix.partition(" ")
-        module, _, name = target.rpartition(".")
-        root = target.split(".")[0]
-        if kind not in _KINDS or not target or (kind in _IMPORTING and not module):
-            left.append(f"line {finding.line}: unknown fix {finding.fix!r}")
+        rewrite = finding.rewrite
+        root = rewrite.target.split(".")[0]
+        if rewrite.imports and bound.get(rewrite.name, {rewrite.module}) - {rewrite.module}:
+            left.append(f"line {finding.line}: {rewrite.name} already names something else in this file")
             continue
-        if kind in _IMPORTING and bound.get(name, {module}) - {module}:
-            left.append(f"line {finding.line}: {name} already names something else in this file")
-            continue
-        if kind == "name" and bound.get(root, set()) - {f"import {root}"}:
+        if rewrite.kind is Kind.NAME and bound.get(root, set()) - {f"import {root}"}:
             left.append(f"line {finding.line}: {root} already names something else in this file")
             continue
         where = (finding.line, _char_column(lines, finding.line, finding.col))
-        targets[kind][where] = name if kind in _IMPORTING else target
+        targets[rewrite.kind][where] = rewrite.name if rewrite.imports else rewrite.target
         wanted[where] = finding
     if not wanted:
         return source, 0, left, []
@@ -327,16 +313,16 @@ def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List
     changes: List[Change] = []
     for where in sorted(rewriter.done):
         finding = wanted[where]
-        kind, _, target = finding.fix.partition(" ")
-        module, _, name = target.rpartition(".")
-        if kind in _IMPORTING:
-            before, after = finding.api, target
-            if module not in bound.get(name, ()):
-                imports.setdefault(module, set()).add(name)
+        rewrite = finding.rewrite
+        if rewrite.imports:
+            before, after = finding.api, rewrite.target
+            if rewrite.module not in bound.get(rewrite.name, ()):
+                imports.setdefault(rewrite.module, set()).add(rewrite.name)
         else:
             before, after = rewriter.done[where]
-        if kind == "name" and not _imported_at_top(tree, target.split(".")[0]):
-            imports.setdefault(target.split(".")[0], set())
+        root = rewrite.target.split(".")[0]
+        if rewrite.kind is Kind.NAME and not _imported_at_top(tree, root):
+            imports.setdefault(root, set())
         changes.append(Change(finding.line, finding.code, before, after))
     new_lines = [f"from {module} import {', '.join(sorted(names))}" if names else f"import {module}"
                  for module, names in sorted(imports.items(), key=lambda item: (bool(item[1]), item[0]))]
@@ -348,11 +334,6 @@ def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List
         module_node = module_node.visit(remover)
         changes += [Change(0, "", f"import of {name}", "") for name in remover.removed]
     return module_node.code, len(rewriter.done), left, changes
-
-
-def fix_file(path: Path, findings: Iterable[Finding]) -> str:
-    """The new text of ``path`` with ``findings``' safe rewrites applied (the file is not written)."""
-    return fix_source(read_source(Path(path)), findings)[0]
 
 
 def write_file(path: Path, text: str) -> None:
@@ -370,12 +351,12 @@ def write_file(path: Path, text: str) -> None:
 
 
 def fix_paths(paths: Sequence[Path], root: Path, config: Config, write: bool,
-              codes: Sequence[str] = FIX_CODES) -> Tuple[List[FileFix], List[str]]:
+              codes: Sequence[str] = FIXABLE_CODES) -> Tuple[List[FileFix], List[str]]:
     """Fix every file (written only when ``write``); returns the files with fixable findings and the problems."""
     results: List[FileFix] = []
     problems: List[str] = []
     for path in paths:
-        rel = Path(os.path.relpath(path, root)).as_posix()
+        rel = relative(path, root)
         try:
             source = read_source(path)
             findings = fixable_findings(source, rel, config, codes)

@@ -29,9 +29,10 @@ from flake8.options.manager import OptionManager
 from flake8.style_guide import Decision, StyleGuide
 from flake8.utils import matches_filename, normalize_path, parse_files_to_codes_mapping
 
+from .codes import OPTIONAL_CODES, named_optional_codes
 from .config import MAX_CONFIG_BYTES, ConfigError
+from .data import known_versions
 from .files import SourceError, read_regular
-from .plugin import AscendChecker, named_optional_codes, optional_codes
 
 LOG = logging.getLogger(__name__)
 CONFIG_NAMES = ("setup.cfg", "tox.ini", ".flake8")  # flake8's order within one folder
@@ -78,12 +79,41 @@ def _refuse(message: str) -> None:
     raise ValueError(message)
 
 
+def add_ascend_options(parser) -> None:
+    """Register the plugin's ``ascend-*`` options and its default-off codes on a flake8 option manager."""
+    parser.add_option(
+        "--ascend-torch-version",
+        default=None,
+        parse_from_config=True,
+        help="torch_npu version whose support data ASC1xx findings use "
+        f"(one of {', '.join(known_versions())}; default: the newest, or "
+        "[tool.flake8-ascend] torch-version in pyproject.toml)",
+    )
+    parser.add_option(
+        "--ascend-api-files",
+        default=[],
+        parse_from_config=True,
+        comma_separated_list=True,
+        normalize_paths=True,
+        help="third_party result CSVs (full_unsupported_results.csv) whose APIs ASC104 reports",
+    )
+    parser.add_option(
+        "--ascend-official-lists",
+        default=False,
+        action="store_true",
+        parse_from_config=True,
+        help="ASC101-103 report what the official torch_npu support lists say, also entries the "
+        "version's kernels show to be stale (default: the kernel evidence decides)",
+    )
+    parser.extend_default_ignore(sorted(OPTIONAL_CODES))
+
+
 def _option_manager() -> OptionManager:
     """flake8's options and this plugin's, registered as flake8 registers them."""
     manager = OptionManager(version=flake8.__version__, plugin_versions="", parents=[], formatter_names=[])
     manager.parser.error = _refuse  # argparse would print flake8's usage and exit
     register_default_options(manager)
-    AscendChecker.add_options(manager)
+    add_ascend_options(manager)
     manager.extend_default_select(["ASC"])
     return manager
 
@@ -117,7 +147,7 @@ class Selection:
         mapping = parse_files_to_codes_mapping(options.per_file_ignores)  # ValueError / ExecutionError
         self.guides = [default] + [default.copy(filename=normalize_path(name, str(base)), extend_ignore_with=codes)
                                    for name, codes in mapping]
-        self.suppressed = optional_codes() - named_optional_codes(
+        self.suppressed = OPTIONAL_CODES - named_optional_codes(
             [*(options.select or ()), *(options.extend_select or ())])
         self.exclude = [*options.exclude, *options.extend_exclude]
 

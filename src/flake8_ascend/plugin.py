@@ -5,21 +5,10 @@ import sys
 from typing import FrozenSet, Iterator, Optional, Tuple
 
 from . import __version__
+from .codes import OPTIONAL_CODES, named_optional_codes
 from .config import Config, ConfigError, make_config
-from .data import known_versions
-from .engine import analyze
-from .registry import all_rules
-
-
-def optional_codes() -> FrozenSet[str]:
-    """Advisory codes that are off unless named explicitly (e.g. ASC103)."""
-    return frozenset(rule.code for rule in all_rules() if rule.default_off)
-
-
-def named_optional_codes(selections) -> FrozenSet[str]:
-    """Optional codes switched on by a selection more specific than ``ASC`` (``ASC1``, ``ASC103``...)."""
-    names = [n.strip().upper() for n in selections if n and len(n.strip()) > 3]
-    return frozenset(code for code in optional_codes() if any(code.startswith(n) for n in names))
+from .engine import lint
+from .flake8_settings import add_ascend_options
 
 
 class AscendChecker:
@@ -37,31 +26,7 @@ class AscendChecker:
 
     @classmethod
     def add_options(cls, parser) -> None:
-        parser.add_option(
-            "--ascend-torch-version",
-            default=None,
-            parse_from_config=True,
-            help="torch_npu version whose support data ASC1xx findings use "
-            f"(one of {', '.join(known_versions())}; default: the newest, or "
-            "[tool.flake8-ascend] torch-version in pyproject.toml)",
-        )
-        parser.add_option(
-            "--ascend-api-files",
-            default=[],
-            parse_from_config=True,
-            comma_separated_list=True,
-            normalize_paths=True,
-            help="third_party result CSVs (full_unsupported_results.csv) whose APIs ASC104 reports",
-        )
-        parser.add_option(
-            "--ascend-official-lists",
-            default=False,
-            action="store_true",
-            parse_from_config=True,
-            help="ASC101-103 report what the official torch_npu support lists say, also entries the "
-            "version's kernels show to be stale (default: the kernel evidence decides)",
-        )
-        parser.extend_default_ignore(sorted(optional_codes()))
+        add_ascend_options(parser)
 
     @classmethod
     def parse_options(cls, options) -> None:
@@ -72,12 +37,12 @@ class AscendChecker:
             print(f"flake8-ascend: error: {error}", file=sys.stderr)
             sys.exit(2)  # a configuration error, not "findings" (1)
         selections = [*(getattr(options, "select", None) or ()), *(getattr(options, "extend_select", None) or ())]
-        cls.suppressed = optional_codes() - named_optional_codes(selections)
+        cls.suppressed = OPTIONAL_CODES - named_optional_codes(selections)
 
     def run(self) -> Iterator[Tuple[int, int, str, type]]:
         config = self.config or make_config()
         try:
-            findings = analyze(self.tree, self.lines, self.filename, config)
+            findings = lint(self.tree, self.lines, self.filename, config)
         except RecursionError:  # absurdly deep expressions: flake8 itself reports nothing either
             return
         for finding in findings:

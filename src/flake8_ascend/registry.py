@@ -1,8 +1,9 @@
 """The rule registry: one ``Rule`` subclass per ASC code.
 
-A rule declares the AST node types it looks at, the words its source must
-contain for it to be worth running (a cheap pre-filter), its documentation in
-ruff's form and examples that must fire and must not fire; the test suite
+A rule names its code; the registry copies that code's row of ``codes.CODES`` (report file, level, default-off,
+fixable) onto the class and refuses a code the table lacks or a class the table does not name.  A rule
+declares the AST node types it looks at, the words its source must contain for it to be worth running (a cheap
+pre-filter), its documentation in ruff's form and examples that must fire and must not fire; the test suite
 runs every example.  Subclasses register themselves on definition, and
 ``all_rules()`` imports every module of ``flake8_ascend.rules``.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Dict, List, Optional, Tuple, Type
 
+from .codes import CODES, Level, Report
 from .discovery import import_submodules
 
 
@@ -20,15 +22,18 @@ class Rule:
     summary: ClassVar[str] = ""  # one line: what the code reports
     node_types: ClassVar[Tuple[type, ...]] = ()
     trigger_words: ClassVar[Tuple[str, ...]] = ("torch",)  # () means "always run"
-    default_off: ClassVar[bool] = False  # in flake8's extended default ignore
-    csv: ClassVar[str] = ""  # the ascend-analyse report the finding goes to
+    # From the code's row of codes.CODES, set on definition:
+    report: ClassVar[Report]
+    level: ClassVar[Level]
+    default_off: ClassVar[bool] = False
+    fixable: ClassVar[bool] = False
     # Configuration advice that belongs to no line: flake8 sees it on line 1, the CSV writes NA for
     # File, Start Line and End Line.
     no_line: ClassVar[bool] = False
     # Documentation (ruff's layout), shown by --explain and the README table.
     why: ClassVar[str] = ""
     example: ClassVar[str] = ""
-    fix: ClassVar[str] = ""
+    use_instead: ClassVar[str] = ""
     source: ClassVar[str] = ""
     # Examples the tests run: (code that must fire on, with a 1-based line) and code that must not.
     fires: ClassVar[List[Tuple[str, int]]] = []
@@ -41,8 +46,13 @@ class Rule:
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
         if cls.code:
+            row = CODES.get(cls.code)
+            name = f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__name__}"
+            if row is None or row.rule != name:
+                raise ValueError(f"{name}: codes.CODES has no row for {cls.code} naming this rule")
             if cls.code in Rule._registry and Rule._registry[cls.code] is not cls:
                 raise ValueError(f"duplicate rule code {cls.code}")
+            cls.report, cls.level, cls.default_off, cls.fixable = row.report, row.level, row.default_off, row.fixable
             Rule._registry[cls.code] = cls
 
     @classmethod

@@ -39,7 +39,7 @@ BLOCKING_CODES = {"ASC101", "ASC104", "ASC205", "ASC206"}
 
 def category(finding: Finding) -> str:
     """Which total a finding counts in (see CATEGORIES)."""
-    if finding.fix:
+    if finding.rewrite:
         return "fixable"
     family = finding.code[3]
     if finding.code in BLOCKING_CODES or family == "2":
@@ -67,7 +67,7 @@ class PageInput:
 
 def explanation(rule: Type[Rule]) -> str:
     """The ``--explain`` sections of a rule, as plain text."""
-    sections = (("Why it matters on NPU", rule.why), ("Example", rule.example), ("Fix", rule.fix),
+    sections = (("Why it matters on NPU", rule.why), ("Example", rule.example), ("Fix", rule.use_instead),
                 ("Source", rule.source))
     return "\n\n".join(f"{title}:\n{text}" for title, text in sections)
 

@@ -34,18 +34,13 @@ def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[object]
     return count
 
 
-def level(rule: Type[Rule]) -> str:
-    """SARIF level: ``note`` for restrictions, dynamic-shape hints and advice, else ``warning``."""
-    return "note" if rule.default_off or rule.code[3] in "456" else "warning"
-
-
 def to_json(findings: Sequence[Finding]) -> str:
     """A list of finding objects; ``column`` is 1-based as flake8 prints it."""
     items = [
         {
             "path": f.path, "line": f.line, "column": f.col + 1, "end_line": f.end_line,
             "code": f.code, "message": f.message, "api": f.api, "tips": f.tips,
-            "report": rule_for(f.code).csv,
+            "report": rule_for(f.code).report.value,
         }
         for f in findings
     ]
@@ -53,9 +48,9 @@ def to_json(findings: Sequence[Finding]) -> str:
 
 
 def _rule_descriptor(rule: Type[Rule]) -> dict:
-    help_text = f"{rule.why}\n\nExample: {rule.example}\n\nFix: {rule.fix}\n\nSource: {rule.source}"
+    help_text = f"{rule.why}\n\nExample: {rule.example}\n\nFix: {rule.use_instead}\n\nSource: {rule.source}"
     help_markdown = (
-        f"{rule.why}\n\n**Example**\n\n```python\n{rule.example}\n```\n\n**Fix**: {rule.fix}\n\n"
+        f"{rule.why}\n\n**Example**\n\n```python\n{rule.example}\n```\n\n**Fix**: {rule.use_instead}\n\n"
         f"**Source**: {rule.source}"
     )
     return {
@@ -64,8 +59,8 @@ def _rule_descriptor(rule: Type[Rule]) -> dict:
         "shortDescription": {"text": rule.summary},
         "fullDescription": {"text": rule.why},
         "help": {"text": help_text, "markdown": help_markdown},
-        "defaultConfiguration": {"level": level(rule), "enabled": not rule.default_off},
-        "properties": {"report": rule.csv},
+        "defaultConfiguration": {"level": rule.level.value, "enabled": not rule.default_off},
+        "properties": {"report": rule.report.value},
     }
 
 
@@ -94,7 +89,7 @@ def to_sarif(findings: Sequence[Finding], root: Path, rules: Sequence[Type[Rule]
         results.append({
             "ruleId": f.code,
             "ruleIndex": index[f.code],
-            "level": level(by_code[f.code]),
+            "level": by_code[f.code].level.value,
             "message": {"text": f.message},
             "locations": [{"physicalLocation": {"artifactLocation": location, "region": region}}],
         })

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
-from ..files import SKIPPED_FOLDERS, SourceError, read_regular
+from ..files import SKIPPED_FOLDERS, SourceError, read_regular, relative
 
 CPP_SUFFIXES = (".cpp", ".cc", ".cxx", ".cu", ".cuh", ".h", ".hpp")
 NPU = "NPU"
@@ -281,7 +281,7 @@ def scan(root: Path, files: Optional[Iterable[Path]] = None) -> CppOps:
     count = 0
     skipped = []
     for path in cpp_files(root) if files is None else files:
-        rel = Path(os.path.relpath(path, root)).as_posix()
+        rel = relative(path, root)
         try:
             source = _read(path, rel)
         except SourceError as error:  # unreadable, not a regular file (a FIFO named k.cu) or over the size cap

@@ -20,7 +20,6 @@ path so it can follow the library's own dependencies.  jedi's parse cache
 """
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..files import relative
 from .callgraph import Symbols
 from .impact import Impact
 
@@ -189,7 +189,7 @@ class _Resolver:
         for definition in found:
             if definition.module_path is None or definition.line is None:
                 continue
-            target = (Path(os.path.relpath(definition.module_path, self.root)).as_posix(), definition.line)
+            target = (relative(definition.module_path, self.root), definition.line)
             if target in self.defined and self.impact.add_edge(caller, self.defined[target]):
                 stats.edges += 1
 

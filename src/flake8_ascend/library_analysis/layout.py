@@ -9,9 +9,10 @@ the analysed folder (``tests/test_nms.py`` -> ``tests.test_nms``).
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Dict, Iterable, List, NamedTuple
+
+from ..files import relative
 
 
 class ModuleFile(NamedTuple):
@@ -19,10 +20,6 @@ class ModuleFile(NamedTuple):
     rel: str  # relative to the analysed folder, with ``/``
     module: str  # dotted import name
     is_package: bool  # an ``__init__.py``
-
-
-def _rel(path: Path, root: Path) -> str:
-    return Path(os.path.relpath(path, root)).as_posix()
 
 
 def module_files(root: Path, files: Iterable[Path]) -> List[ModuleFile]:
@@ -42,7 +39,7 @@ def module_files(root: Path, files: Iterable[Path]) -> List[ModuleFile]:
 
     named = []
     for path in files:
-        rel = _rel(path, root)
+        rel = relative(path, root)
         stem = path.name[:-3] if path.name.endswith(".py") else path.name
         is_package = stem == "__init__"
         folder = path.parent

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
 from ..config import Config
-from ..engine import Finding, analyze, unsuppressed
+from ..detect.api_domain import inherited_status
+from ..engine import Finding, lint, unsuppressed
 from ..registry import rule_for
-from ..rules.api_support import inherited_status
 from .extensions import CUDA_OP, LOADER_NAMES, ExtensionCalls
 from .layout import absolute
 
@@ -93,11 +93,7 @@ def _first_line(node) -> int:
 
 
 class Collector(ExtensionCalls):
-    """Gathers a ``FileSummary`` while the engine walks the file.
-
-    The engine instantiates the rule classes it is given; calling a collector
-    returns itself, so the instance passed in is the one that sees the nodes.
-    """
+    """Gathers a ``FileSummary`` while the engine walks the file (a ``lint`` visitor beside the rules)."""
 
     node_types = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Call, ast.Assign,
                   ast.Import, ast.ImportFrom, ast.Attribute)
@@ -115,9 +111,6 @@ class Collector(ExtensionCalls):
         self.inherited: List[Finding] = []  # unsupported/unknown torch base classes (not findings of the rules)
         self.guarded: Set[int] = set()  # lines of imports under an ``if`` or ``try`` of their function or module
         self.module_scope = None
-
-    def __call__(self) -> "Collector":
-        return self
 
     # -- where are we ----------------------------------------------------------------------
     def _owner(self, ctx) -> Tuple[str, Optional[ast.AST]]:
@@ -338,6 +331,7 @@ class Collector(ExtensionCalls):
                 self.s.imports[local] = target
                 self.s.names.add(local)
 
+
 def _category(finding, data, tops: frozenset) -> Optional[str]:
     if finding.code == "ASC201":
         name = finding.api.split(".")[2] if finding.api.count(".") >= 2 else ""
@@ -371,8 +365,8 @@ def _owner_by_line(spans: List[Tuple[int, int, str]]):
 def summarise(tree: ast.AST, lines: List[str], summary: FileSummary, config: Config, ops: OpTable) -> FileSummary:
     """Fill ``summary`` from one parsed file."""
     collector = Collector(summary, ops)
-    rules = [rule_for(code) for code in CAUSE_CODES] + [collector]
-    findings = analyze(tree, lines, summary.rel, config, rules)
+    rules = [rule_for(code) for code in CAUSE_CODES]
+    findings = lint(tree, lines, summary.rel, config, rules, visitors=[collector])
     collector.finish()
     owner = _owner_by_line(summary.spans)
     data = config.data

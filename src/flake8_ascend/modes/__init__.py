@@ -26,13 +26,13 @@ only declare their ``tables``.
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, ClassVar, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
 from ..config import Config
 from ..discovery import import_submodules
+from ..files import relative
 from ..flake8_settings import Selection
 from ..progress import Progress
 from ..reports import write_csv
@@ -67,7 +67,7 @@ class Job:
 
     def rel(self, path: Path) -> str:
         """``path`` relative to ``root`` with ``/`` separators, as reports show it."""
-        return Path(os.path.relpath(path, self.root)).as_posix()
+        return relative(path, self.root)
 
     def output_path(self, relative: str) -> Path:
         """A path inside ``out_dir``; refuses anything that would land outside it."""

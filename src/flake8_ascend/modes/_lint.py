@@ -1,10 +1,10 @@
 """Lint-style modes: run the rule engine on every file and route findings into CSVs.
 
-Each file is read and parsed once (``ast.parse``), analysed by ``engine.analyze``
+Each file is read and parsed once (``ast.parse``), analysed by ``engine.lint``
 and filtered with ``engine.unsuppressed`` so ``# noqa`` means the same as in
 flake8.  Inputs of ``PARALLEL_MIN_FILES`` files or more are spread over a
-process pool.  A finding goes to the report named by its rule's ``csv``
-attribute, so new rules need no edit here or in the CLI.
+process pool.  A finding goes to the report its code's row of ``codes.CODES``
+names, so new rules need no edit here or in the CLI.
 """
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Callable, ClassVar, Dict, Iterator, List, Optional, Sequence, Tuple, Type
 
 from .. import fix, report_page, reports
+from ..codes import Report
 from ..config import Config
 from ..data import load_version
-from ..engine import Finding, analyze, unsuppressed
+from ..engine import Finding, lint, unsuppressed
 from ..files import SourceError, read_source
 from ..pools import process_pool
 from . import Job, Mode
@@ -64,7 +65,7 @@ def _analyse_file(task: Tuple[str, str]) -> Tuple[str, List[Finding], str]:
         return rel, [], f"cannot parse ({type(error).__name__}: {error})"
     lines = source.splitlines(keepends=True)
     try:
-        findings = analyze(tree, lines, rel, _worker_config, _worker_rules)
+        findings = lint(tree, lines, rel, _worker_config, _worker_rules)
     except RecursionError:
         return rel, [], "nested too deeply to analyse"
     except Exception as error:  # a rule bug must not cost the whole report; the log names it
@@ -89,25 +90,25 @@ def analyse_files(job: Job, rules: Sequence[Type[Rule]]) -> Iterator[Tuple[str, 
 
 
 class LintMode(Mode):
-    """A mode whose reports are rule findings; subclasses declare ``tables`` (file name -> Table)."""
+    """A mode whose reports are rule findings; subclasses declare ``tables`` (report file -> Table)."""
 
-    tables: ClassVar[Dict[str, Table]] = {}
+    tables: ClassVar[Dict[Report, Table]] = {}
     formats = ("csv", "json", "sarif", "html")
     uses_rules = True
     diff_name: ClassVar[str] = ""  # with ``fixes``: the report --fix/--diff write their diff into
 
     def __init_subclass__(cls, **kwargs) -> None:
-        cls.outputs = tuple(cls.tables)
+        cls.outputs = tuple(report.value for report in cls.tables)
         super().__init_subclass__(**kwargs)
 
     @classmethod
     def fix_codes(cls) -> List[str]:
-        return [rule.code for rule in all_rules() if rule.csv in cls.tables and rule.code in fix.FIX_CODES] \
+        return [rule.code for rule in all_rules() if rule.report in cls.tables and rule.fixable] \
             if cls.fixes else []
 
     def rules(self, job: Job) -> List[Type[Rule]]:
         """The rules feeding this mode's tables that the flake8 selection leaves on (in some file at least)."""
-        return [rule for rule in all_rules() if rule.csv in self.tables and job.selection.selects(rule.code)]
+        return [rule for rule in all_rules() if rule.report in self.tables and job.selection.selects(rule.code)]
 
     def run(self, job: Job) -> Dict[str, int]:
         rules = self.rules(job)
@@ -139,7 +140,7 @@ class LintMode(Mode):
         """Apply (--fix) or only show (--diff) the safe rewrites; the diff also goes to ``diff_name``."""
         write = job.args.fix and not job.args.diff
         # rules() keeps this mode's tables, and only a mode that ``fixes`` gets here: these are fix_codes()
-        codes = [rule.code for rule in self.rules(job) if rule.code in fix.FIX_CODES]
+        codes = [rule.code for rule in self.rules(job) if rule.fixable]
         results, problems = fix.fix_paths(job.files, job.root, job.config, write, codes)
         for problem in problems:
             job.log(f"fix: skipped {problem}")
@@ -159,12 +160,12 @@ class LintMode(Mode):
 
     def write(self, job: Job, findings: List[Finding]) -> Dict[str, int]:
         """The CSVs (always), plus findings.json / findings.sarif / report.html for --format json / sarif / html."""
-        by_file: Dict[str, List[Finding]] = {name: [] for name in self.tables}
+        by_file: Dict[Report, List[Finding]] = {report: [] for report in self.tables}
         for finding in findings:
-            by_file[_rule(finding).csv].append(finding)
+            by_file[_rule(finding).report].append(finding)
         counts = {}
-        for name, table in self.tables.items():
-            counts[name] = job.write_csv(name, table.columns, _rows(table, by_file[name]))
+        for report, table in self.tables.items():
+            counts[report.value] = job.write_csv(report.value, table.columns, _rows(table, by_file[report]))
         if job.args.format == "json":
             job.output_path(reports.JSON_NAME).write_text(reports.to_json(findings), encoding="utf-8",
                                                           errors="backslashreplace")
@@ -182,8 +183,8 @@ class LintMode(Mode):
         diffs: Dict[str, str] = {}
         command = ""
         if self.fixes:
-            codes = [rule.code for rule in self.rules(job) if rule.code in fix.FIX_CODES]
-            fixable = {f.path for f in findings if f.fix and f.code in codes}
+            codes = [rule.code for rule in self.rules(job) if rule.fixable]
+            fixable = {f.path for f in findings if f.rewrite and f.code in codes}
             results, _ = fix.fix_paths([job.root / rel for rel in sorted(fixable)], job.root, job.config, False, codes)
             diffs = {result.rel: result.diff() for result in results}
             command = fix_command(self.name, job, codes)

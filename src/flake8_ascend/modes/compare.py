@@ -5,7 +5,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Optional
 
-from ..runtime.compare import HEADER, RESULTS, CompareError, compare
+from ..offline.dump_compare import HEADER, RESULTS, CompareError, compare
 from . import Job, JobError, Mode
 
 RESULT_NAME = "compare_result.csv"

@@ -7,10 +7,10 @@ the static dynamic-shape hints (ASC401-404) to ``dynamic_shape_hints.csv``.
 """
 from __future__ import annotations
 
+from ..codes import Report
 from ..runtime.inject import PACKAGE, REPORT_NAME
 from ..runtime.runtime_copy import SHAPES, make_copy
 from ._lint import LintMode, Table
-from ..rules.value_dependent_ops import HINTS_CSV
 from . import Job, Mode, whole_number
 
 HINT_COLUMNS = ("File", "Start Line", "End Line", "OP", "Tips")
@@ -23,14 +23,14 @@ def _hint_row(finding, rule):
 class _Hints(LintMode):
     """The ASC4xx findings of the input (no ``name``: not a mode of its own)."""
 
-    tables = {HINTS_CSV: Table(HINT_COLUMNS, _hint_row)}
+    tables = {Report.DYNAMIC_SHAPE_HINTS: Table(HINT_COLUMNS, _hint_row)}
 
 
 class DynamicShape(Mode):
     name = "dynamic_shape"
     help = ("copy the project with its data loops wrapped in a runtime shape detector (run the copy to get "
             f"{REPORT_NAME}); also lists ASC401-404 hints")
-    outputs = (HINTS_CSV, f"{PACKAGE}/", "the instrumented copy of the input")
+    outputs = (Report.DYNAMIC_SHAPE_HINTS.value, f"{PACKAGE}/", "the instrumented copy of the input")
     formats = ("csv", "json", "sarif")  # the hints; the page (html) is for the lint and migrate modes
     uses_rules = True
 

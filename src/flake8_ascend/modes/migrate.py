@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Dict
 
 from .. import report_page
-from ..migrate import CUDA_PREFIX, TRANSFER_IMPORTS, Migrator
+from ..migrated_copy import CUDA_PREFIX, TRANSFER_IMPORTS, Migrator
 from ..runtime.runtime_copy import excluded, run_command
 from . import Job, Mode
 

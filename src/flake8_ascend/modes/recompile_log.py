@@ -1,7 +1,7 @@
 """``-m recompile_log``: operators a torch_npu host log shows compiled again after the warm-up iterations."""
 from __future__ import annotations
 
-from ..runtime.recompile import (DEFAULT_SPLIT_FLAG, LIST_NAME, SUSPECT_COLUMNS, SUSPECTS_NAME, WARMUP, LogError,
+from ..offline.recompile import (DEFAULT_SPLIT_FLAG, LIST_NAME, SUSPECT_COLUMNS, SUSPECTS_NAME, WARMUP, LogError,
                                  op_list_text, parse_log, suspect_rows)
 from . import Job, JobError, Mode
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..data import version_key
 from ..runtime.inject import PACKAGE
 from ..runtime.runtime_copy import Detector, make_copy
 from . import Job, JobError, Mode, positive_number
@@ -14,7 +15,7 @@ TABLES = Path(__file__).resolve().parent.parent / "runtime" / "aten_ops"
 def table_versions():
     """The torch_npu versions with an op-status table (those with wheel facts), oldest first."""
     versions = [p.stem[len("aten_ops_"):] for p in TABLES.glob("aten_ops_*.json")]
-    return sorted(versions, key=lambda v: tuple(int(x) for x in v.split(".")))
+    return sorted(versions, key=version_key)
 
 
 class RuntimeOps(Mode):

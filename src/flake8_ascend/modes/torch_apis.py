@@ -1,6 +1,7 @@
 """``-m torch_apis`` (the default): torch APIs, CUDA uses and advice, in the official report files."""
 from __future__ import annotations
 
+from ..codes import Report
 from ._lint import LintMode, Table
 
 API_COLUMNS = ("File", "Start Line", "End Line", "OP", "Tips")
@@ -22,11 +23,11 @@ class TorchApis(LintMode):
     help = ("torch APIs the NPU lacks or restricts, CUDA-only code, precision and performance advice (default); "
             "with --select ASC2, --fix rewrites the CUDA code that has an NPU form, --diff shows the rewrite")
     tables = {
-        "unsupported_api.csv": Table(API_COLUMNS, _api_row),
-        "unknown_api.csv": Table(API_COLUMNS, _api_row),
-        "cuda_op_list.csv": Table(CUDA_COLUMNS, _cuda_row),
-        "api_precision_advice.csv": Table(API_COLUMNS, _api_row),
-        "api_performance_advice.csv": Table(API_COLUMNS, _api_row),
+        Report.UNSUPPORTED_API: Table(API_COLUMNS, _api_row),
+        Report.UNKNOWN_API: Table(API_COLUMNS, _api_row),
+        Report.CUDA_OP_LIST: Table(CUDA_COLUMNS, _cuda_row),
+        Report.PRECISION_ADVICE: Table(API_COLUMNS, _api_row),
+        Report.PERFORMANCE_ADVICE: Table(API_COLUMNS, _api_row),
     }
     fixes = True
     diff_name = "cuda_fix.diff"

@@ -4,9 +4,11 @@ from __future__ import annotations
 import ast
 from typing import Optional, Tuple
 
-from .. import affinity
-from ..fused import attention_scores, sdpa_in_other_branch
+from ..calls import passed
+from ..detect import affinity
+from ..detect.fused import attention_scores, sdpa_in_other_branch
 from ..registry import Rule
+from ..rewrite import Kind, Rewrite
 
 _TRANSPOSE_LAST_TWO = ({-2, -1},)
 
@@ -34,19 +36,13 @@ def transposed_last_two(expr: ast.AST, ctx) -> bool:
     return len(dims) == 2 and {_int(d) for d in dims} in _TRANSPOSE_LAST_TWO
 
 
-def argument(call: ast.Call, position: int, name: str) -> Optional[ast.AST]:
-    if len(call.args) > position:
-        return call.args[position]
-    return next((k.value for k in call.keywords if k.arg == name), None)
-
-
 def _pair(node: Optional[ast.AST]) -> bool:
     return isinstance(node, ast.Tuple) and len(node.elts) == 2
 
 
 def roll_over_h_w(call: ast.Call) -> Tuple[bool, str]:
     """(fires, why it is not rewritten) for ``torch.roll``: the affinity roll shifts dims (1, 2) of NHWC."""
-    shifts, dims = argument(call, 1, "shifts"), argument(call, 2, "dims")
+    shifts, dims = passed(call, "shifts", 1), passed(call, "dims", 2)
     if not isinstance(dims, (ast.Tuple, ast.List)) or [_int(d) for d in dims.elts] != [1, 2]:
         return False, ""
     if shifts is None or _int(shifts) is not None:
@@ -71,7 +67,7 @@ def _unfit(call: ast.Call, entry: dict) -> str:
     if extra:
         return f"{', '.join(extra)}= has no counterpart"
     for name in entry.get("needs", ()):
-        if argument(call, accepted.index(name), name) is None:
+        if passed(call, name, accepted.index(name)) is None:
             return f"{name}= must be given (the replacement has no default)"
     return ""
 
@@ -107,14 +103,13 @@ class AffinityTorchCall(Rule):
     summary = "torch API call replaceable by an NPU affinity or fused API (Api Type torch)"
     node_types = (ast.Call, ast.BinOp)
     trigger_words = ("torch",)
-    csv = "affinity_api_call.csv"
     api_type = "torch"
     why = (
         "torch_npu's fused optimizers update all parameters in a few large kernels instead of one small kernel "
         "per tensor, and its affinity roll and matmul_transpose avoid slow generic kernels on NPU."
     )
     example = "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)"
-    fix = (
+    use_instead = (
         "Use the API named in the message (`torch_npu.optim.NpuFusedAdamW`...). `ascend-analyse -m affinity_apis "
         "--fix` rewrites the calls the message marks as rewritable (fused optimizers need float32/float16 params)."
     )
@@ -177,4 +172,4 @@ class AffinityTorchCall(Rule):
         target = entry["target"]
         note = f"not rewritten: {why_not}" if why_not else "ascend-analyse --fix rewrites it"
         ctx.report(node, self.code, f"use {target} instead of {api} (NPU affinity API, {affinity.since(entry)}; "
-                   f"{note})", api=api, tips=target, fix="" if why_not else f"call {target}")
+                   f"{note})", api=api, tips=target, rewrite=None if why_not else Rewrite(Kind.CALL, target))

@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import ast
 
-from .. import affinity
+from ..detect import affinity
 from ..registry import Rule
 
-_CSV = "affinity_api_call.csv"
 _SOURCE = (
     "rules_data/sources/affinity/affinity_rules.tsv (from the official affinity_list_1_11_0.json and the "
     "op-plugin torch_npu-contrib / torch_npu-optim lists), every target checked against the torch_npu wheels"
@@ -27,7 +26,6 @@ class AffinityClass(Rule):
     summary = "user-defined class that re-implements an NPU affinity class (Api Type class)"
     node_types = (ast.ClassDef,)
     trigger_words = tuple(affinity.entries("class"))
-    csv = _CSV
     api_type = "class"
     why = (
         "torch_npu ships NPU-tuned versions of common model blocks (YOLOv5 Focus, timm DropPath, fairseq "
@@ -37,7 +35,7 @@ class AffinityClass(Rule):
         "class Focus(nn.Module):\n    def __init__(self, c1, c2, k=1, s=1, p=None, g=1, act=True): ...\n"
         "    def forward(self, x): ..."
     )
-    fix = "Use the class named in the message (e.g. `torch_npu.contrib.module.Focus`) in place of your own."
+    use_instead = "Use the class named in the message (e.g. `torch_npu.contrib.module.Focus`) in place of your own."
     source = _SOURCE
     fires = [
         ("import torch.nn as nn\nclass Focus(nn.Module):\n    def __init__(self, c1, c2, k=1, s=1, p=None, g=1,"
@@ -85,14 +83,13 @@ class AffinityFunction(Rule):
     summary = "user-defined function that re-implements an NPU affinity function (Api Type function)"
     node_types = (ast.FunctionDef, ast.AsyncFunctionDef)
     trigger_words = tuple(affinity.entries("function"))
-    csv = _CSV
     api_type = "function"
     why = (
         "torch_npu has NPU kernels for common detection and shuffle helpers (mmdet multiclass_nms, bbox coders, "
         "ShuffleNet channel_shuffle); the Python version runs as many small ops, some on the AI CPU."
     )
     example = "def channel_shuffle(x, groups):\n    ..."
-    fix = "Call the affinity API named in the message instead (e.g. `torch_npu.contrib.module.ChannelShuffle`)."
+    use_instead = "Call the affinity API named in the message instead (e.g. `torch_npu.contrib.module.ChannelShuffle`)."
     source = _SOURCE
     fires = [
         ("def channel_shuffle(x, groups):\n    return x\n", 1),

@@ -5,12 +5,13 @@ import ast
 from types import SimpleNamespace
 from typing import Dict
 
-from .. import affinity
+from ..detect import affinity
 from ..semantic.flow import Flow
-from ..fused import STARTS, function_patterns, sdpa_in_other_branch
+from ..detect.fused import STARTS, function_patterns, sdpa_in_other_branch
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
 from ..semantic.values import ARRAY, COMPARE, MASK, NUMBER
 from ..registry import Rule
+from ..rewrite import Kind, Rewrite
 from .affinity_calls import _CAIT_ATTENTION, _TIMM_SDPA_OR_MANUAL
 
 _LABELS = {
@@ -35,7 +36,7 @@ class AffinityPattern(Rule):
     local name bound in the same body to a newly allocated tensor and not stored anywhere else afterwards.
     ``x[mask] = tensor`` and masks beside other indices (``x[:, mask] = 0``) name ``torch.where`` /
     ``masked_scatter_`` / ``masked_fill_`` instead, never rewritten.
-    *Fused blocks* (detected through the local names of one function, see ``fused.py``): hand-written
+    *Fused blocks* (detected through the local names of one function, see ``detect/fused.py``): hand-written
     RMSNorm, rotate_half RoPE, SwiGLU/GeGLU, attention matmul-softmax-matmul and add + layer_norm; these
     are reported, never rewritten.
     """
@@ -44,7 +45,6 @@ class AffinityPattern(Rule):
     summary = "code pattern replaceable by an NPU affinity or fused API (Api Type special)"
     node_types = (ast.Assign, ast.Call, ast.BinOp)
     trigger_words = ("torch",)
-    csv = "affinity_api_call.csv"
     api_type = "special"
     why = (
         "A boolean-mask assignment becomes an IndexPut that runs on the AI CPU; hand-written RMSNorm, RoPE, "
@@ -52,7 +52,7 @@ class AffinityPattern(Rule):
         "kernels for."
     )
     example = "boxes[boxes < 0] = 0\nx = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)"
-    fix = (
+    use_instead = (
         "`x = torch_npu.contrib.function.npu_fast_condition_index_put(x, mask, value)` (rewritten by "
         "`ascend-analyse -m affinity_apis --fix` when safe); call the fused API the message names "
         "(`torch_npu.npu_rms_norm`, `npu_rotary_mul`, `npu_swiglu`, `npu_fusion_attention`, `npu_add_layer_norm`)."
@@ -147,7 +147,7 @@ class AffinityPattern(Rule):
         ctx.report(node, self.code, f"replace the boolean-mask index put by x = {entry['target']}(x, mask, value) "
                    f"(NPU affinity API, {affinity.since(entry)}; {note})",
                    api=source_line(node, ctx.lines) or "x[mask] = value", tips=entry["target"],
-                   fix="" if why_not else f"index_put {entry['target']}")
+                   rewrite=None if why_not else Rewrite(Kind.INDEX_PUT, entry["target"]))
 
     @staticmethod
     def _mask(part: ast.AST, ctx) -> bool:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import ast
 from typing import Optional, Tuple
 
+from ..detect.api_domain import CUDA_DOMAIN as _CUDA_DOMAIN
 from ..registry import Rule
 
-_CUDA_DOMAIN = ("torch.cuda.", "torch.backends.cuda", "torch.backends.cudnn")  # the ASC2xx codes own these
 _SOURCE = (
     "torch_npu support lists: the official PyTorch Analyse tool's per-version lists (1.11.0-2.8.0), "
     "Ascend/pytorch API docs tables (2.7.1, 2.9.0-2.13.0), and the ATen ops of the torch_npu wheels "
@@ -70,16 +70,6 @@ def is_use(node: ast.AST, ctx) -> bool:
     return True
 
 
-def inherited_status(base: ast.AST, ctx) -> Optional[Tuple[str, str, str]]:
-    """(api, status, note) of a torch class a class derives from: not a use where it is named (no
-    finding there), but the library analysis counts the subclass as using it."""
-    api = ctx.qualname(base)
-    if api is None or not api.startswith("torch.") or api.startswith(_CUDA_DOMAIN):
-        return None
-    row = ctx.data.api_status(api, ctx.config.official_lists)
-    return (api, row[0], row[1]) if row else None
-
-
 def is_called(node: ast.AST, ctx) -> bool:
     """``node(...)`` or ``functools.partial(node, ...)``: where an API's argument restrictions apply."""
     parent = ctx.parent
@@ -110,7 +100,6 @@ def status_of(node: ast.AST, ctx) -> Optional[Tuple[str, str, str, str]]:
 
 class _ApiStatusRule(Rule):
     node_types = (ast.Name, ast.Attribute)
-    csv = "unsupported_api.csv"
     source = _SOURCE
     wanted = ""
 
@@ -150,7 +139,7 @@ class UnsupportedApi(_ApiStatusRule):
         "those kernels and a later list contradict is stale and not reported (`--official-lists` reports it)."
     )
     example = "eigenvalues = torch.linalg.eig(a)"
-    fix = "Use a supported equivalent, move that computation to the CPU explicitly, or pick a newer torch_npu."
+    use_instead = "Use a supported equivalent, move that computation to the CPU explicitly, or pick a newer torch_npu."
 
     fires = [
         ("import torch\nx = torch.randn(4, 4)\nm = x.mode()\n", 3),
@@ -184,7 +173,6 @@ class UnknownApi(_ApiStatusRule):
     code = "ASC102"
     summary = "torch API whose NPU support is unknown for the selected version"
     wanted = "unknown"
-    csv = "unknown_api.csv"
     why = (
         "The evidence leaves NPU support open: the version's support list does not name the API and it "
         "could not be traced (or its name's ATen op has no NPU kernel in that wheel, or no wheel data "
@@ -194,7 +182,7 @@ class UnknownApi(_ApiStatusRule):
         "reported."
     )
     example = "torch.hspmm(a, b)"
-    fix = "Check the API on an NPU or with `ascend-analyse -m runtime_ops`; prefer an API the list supports."
+    use_instead = "Check the API on an NPU or with `ascend-analyse -m runtime_ops`; prefer an API the list supports."
 
     fires = [
         ("import torch\nv = torch.hspmm(a, b)\n", 2),
@@ -218,14 +206,13 @@ class RestrictedApi(_ApiStatusRule):
     code = "ASC103"
     summary = "torch API supported on NPU only with restrictions (dtypes, arguments)"
     wanted = "partial"
-    default_off = True
     why = (
         "The API runs on NPU but only for some dtypes or argument values; other inputs fail or lose precision. "
         "Reported on calls only (and `functools.partial(api, ...)`), never on type hints, isinstance or base "
         "classes, nor on APIs that dispatch no ATen op."
     )
     example = "d = torch.cdist(a, b)"
-    fix = "Check the restriction in the message against your dtypes and arguments. Off by default: enable with `--extend-select ASC103`."
+    use_instead = "Check the restriction in the message against your dtypes and arguments. Off by default: enable with `--extend-select ASC103`."
 
     fires = [("import torch\nd = torch.cdist(a, b)\n", 2)]
     passes = [

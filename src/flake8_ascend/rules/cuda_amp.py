@@ -4,8 +4,8 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ._cuda_fixes import name_fix
-from ._transfer_to_npu import quiet
+from ..detect.cuda_fixes import name_fix
+from ..detect.transfer_to_npu import quiet
 
 
 class CudaAmp(Rule):
@@ -13,11 +13,10 @@ class CudaAmp(Rule):
     summary = "CUDA AMP API (torch.cuda.amp.autocast, GradScaler, custom_fwd, custom_bwd)"
     node_types = (ast.Name, ast.Attribute)
     trigger_words = ("amp",)
-    csv = "cuda_op_list.csv"
     why = "`torch.cuda.amp` drives CUDA autocast; on NPU the same API lives in `torch_npu.npu.amp` / `torch.amp` with device 'npu'."
     example = "scaler = torch.cuda.amp.GradScaler()"
-    fix = ("Use `torch.amp.autocast('npu')` / `torch.amp.GradScaler('npu')` or `torch_npu.npu.amp.*`; `--fix` "
-           "rewrites `torch.cuda.amp.X` to `torch_npu.npu.amp.X`.")
+    use_instead = ("Use `torch.amp.autocast('npu')` / `torch.amp.GradScaler('npu')` or `torch_npu.npu.amp.*`; `--fix` "
+                   "rewrites `torch.cuda.amp.X` to `torch_npu.npu.amp.X`.")
     source = "torch_npu transfer_to_npu.py (torch.cuda.amp -> torch_npu.npu.amp); rules_data/sources/cuda/cuda_api_catalog.tsv"
     fires = [
         ("import torch\nscaler = torch.cuda.amp.GradScaler()\n", 2),
@@ -32,4 +31,4 @@ class CudaAmp(Rule):
         if qualname and qualname.startswith("torch.cuda.amp.") and not quiet(ctx, qualname):
             name = qualname[len("torch.cuda.amp."):]
             ctx.report(node, self.code, f"{qualname} is CUDA AMP (use torch_npu.npu.amp.{name} or torch.amp with 'npu')",
-                       api=qualname, tips=f"torch_npu.npu.amp.{name}", fix=name_fix(qualname, ctx))
+                       api=qualname, tips=f"torch_npu.npu.amp.{name}", rewrite=name_fix(qualname, ctx))

@@ -4,10 +4,10 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ._device_dispatch import cuda_guarded, has_npu_branch
-from ..training import last_name
-from ._cuda_fixes import name_fix
-from ._transfer_to_npu import quiet
+from ..detect.device_dispatch import cuda_guarded, has_npu_branch
+from ..detect.training import last_name
+from ..detect.cuda_fixes import name_fix
+from ..detect.transfer_to_npu import quiet
 
 
 DISPATCHES_PER_DEVICE = (
@@ -23,15 +23,14 @@ class CudaApi(Rule):
     summary = "torch.cuda API use; says whether transfer_to_npu maps it or it needs a manual rewrite"
     node_types = (ast.Name, ast.Attribute)
     trigger_words = ("cuda",)
-    csv = "cuda_op_list.csv"
     why = (
         "`torch.cuda` drives NVIDIA devices. `torch_npu.contrib.transfer_to_npu` redirects the names that "
         "`torch_npu.npu` also provides; every other name must be rewritten by hand. A file that imports "
         "transfer_to_npu is only told about the names it does not map."
     )
     example = "torch.cuda.set_device(local_rank)"
-    fix = ("Call `torch_npu.npu.<name>` (or `torch.npu.<name>`), or import `torch_npu.contrib.transfer_to_npu` "
-           "first. `--fix` rewrites the names the version's `torch_npu.npu` has and adds `import torch_npu`.")
+    use_instead = ("Call `torch_npu.npu.<name>` (or `torch.npu.<name>`), or import `torch_npu.contrib.transfer_to_npu` "
+                   "first. `--fix` rewrites the names the version's `torch_npu.npu` has and adds `import torch_npu`.")
     source = "torch_npu wheel: torch_npu/npu/__init__.py __all__ and torch_npu/contrib/transfer_to_npu.py"
     fires = [
         ("import torch\ntorch.cuda.synchronize()\n", 2),
@@ -69,8 +68,8 @@ class CudaApi(Rule):
             how = f"transfer_to_npu maps it to torch_npu.npu.{name}"
         else:
             how = f"torch_npu.npu has no {name} in torch_npu {data.version}: rewrite by hand"
-        fix = "" if qualname == "torch.cuda.is_available" and _kept_as_cuda_flag(ctx) else name_fix(qualname, ctx)
-        ctx.report(node, self.code, f"{qualname} is a CUDA API ({how})", api=qualname, tips=how, fix=fix)
+        rewrite = None if qualname == "torch.cuda.is_available" and _kept_as_cuda_flag(ctx) else name_fix(qualname, ctx)
+        ctx.report(node, self.code, f"{qualname} is a CUDA API ({how})", api=qualname, tips=how, rewrite=rewrite)
 
 
 def _kept_as_cuda_flag(ctx) -> bool:

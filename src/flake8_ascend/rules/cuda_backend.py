@@ -14,13 +14,12 @@ class CudaBackendSwitch(Rule):
     summary = "cuDNN / CUDA backend switch (torch.backends.cudnn.*, torch.backends.cuda.*)"
     node_types = (ast.Name, ast.Attribute)
     trigger_words = ("cud",)
-    csv = "cuda_op_list.csv"
     why = (
         "These switches tune NVIDIA libraries. On NPU most are accepted but change nothing, some are "
         "unsupported, and TF32 has an NPU counterpart (HF32) that must be set separately."
     )
     example = "torch.backends.cudnn.benchmark = True"
-    fix = "Drop the switch, or set the NPU counterpart (e.g. `torch.npu.matmul.allow_hf32`, `torch.npu.conv.allow_hf32`)."
+    use_instead = "Drop the switch, or set the NPU counterpart (e.g. `torch.npu.matmul.allow_hf32`, `torch.npu.conv.allow_hf32`)."
     source = "Ascend/pytorch docs torch-backends.md (rules_data/sources/cuda/cuda_api_catalog.tsv)"
     fires = [
         ("import torch\ntorch.backends.cudnn.benchmark = True\n", 2),

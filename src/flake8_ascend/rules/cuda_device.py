@@ -7,9 +7,9 @@ from typing import FrozenSet, List
 
 from ..registry import Rule
 from .cuda_api import DISPATCHES_PER_DEVICE
-from ._device_dispatch import has_npu_branch
-from ._cuda_fixes import method_fix, string_fix
-from ._transfer_to_npu import migrated
+from ..detect.device_dispatch import has_npu_branch
+from ..detect.cuda_fixes import method_fix, string_fix
+from ..detect.transfer_to_npu import migrated
 
 _CUDA_STRING = re.compile(r"cuda(:\d+)?")
 _DEVICE_FUNCTIONS = frozenset({"torch.device", "torch.autocast", "torch.amp.autocast", "torch.Generator",
@@ -53,17 +53,16 @@ class HardCodedCudaDevice(Rule):
     summary = "hard-coded CUDA device (.cuda(), 'cuda:N' device strings)"
     node_types = (ast.Call, ast.Constant)
     trigger_words = ("cuda",)
-    csv = "cuda_op_list.csv"
     why = (
         "An NPU is device type `npu`: `.cuda()` and `'cuda'` device strings fail on a machine without CUDA. "
         "In a file that imports transfer_to_npu only comparisons are reported: it rewrites `.cuda()` and the "
         "devices passed to torch, but `x.device.type == 'cuda'` is then False."
     )
     example = "model = model.cuda()\nx = x.to('cuda:0')"
-    fix = ("Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`). `--fix` "
-           "rewrites both where the string reaches a device (not comparisons, which decide what code runs, and not "
-           "`.cuda()` in a file that defines its own `cuda` method).")
-    source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu); codes.md"
+    use_instead = ("Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`). `--fix` "
+                   "rewrites both where the string reaches a device (not comparisons, which decide what code runs, and not "
+                   "`.cuda()` in a file that defines its own `cuda` method).")
+    source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu); docs/codes.md (ASC202)"
     fires = [
         ("model = Net().cuda()\n", 1),
         ("import torch\nd = torch.device('cuda:0')\n", 2),
@@ -115,13 +114,13 @@ class HardCodedCudaDevice(Rule):
                     and not migrated(ctx) and not self._forwarding(ctx)):
                 ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or .to(device))",
                            api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu",
-                           fix="" if _defines_cuda(ctx) else method_fix(func.attr, ctx))
+                           rewrite=None if _defines_cuda(ctx) else method_fix(func.attr, ctx))
             return
         if (isinstance(node.value, str) and _CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
                 and (not migrated(ctx) or self._compared(ctx)) and not (self._compared(ctx) and has_npu_branch(ctx))):
             ctx.report(node, self.code, f"hard-coded CUDA device string {node.value!r} (use 'npu' or a configured device)",
                        api=repr(node.value), tips="cuda device string -> npu",
-                       fix="" if self._compared(ctx) else string_fix(node.value, ctx))  # a comparison gates code
+                       rewrite=None if self._compared(ctx) else string_fix(node.value, ctx))  # a comparison gates code
 
     @staticmethod
     def _forwarding(ctx) -> bool:

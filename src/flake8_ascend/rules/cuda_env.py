@@ -16,14 +16,13 @@ class CudaVisibleDevices(Rule):
     summary = "CUDA_VISIBLE_DEVICES set or read in code (the NPU runtime reads ASCEND_RT_VISIBLE_DEVICES)"
     node_types = (ast.Assign, ast.Call, ast.Subscript)
     trigger_words = (CUDA_VARIABLE,)
-    csv = "cuda_op_list.csv"
     why = (
         "CANN chooses the devices a process sees from `ASCEND_RT_VISIBLE_DEVICES`; `CUDA_VISIBLE_DEVICES` "
         "changes nothing on an NPU machine, so device selection written for GPUs (or `'-1'` to force the CPU) "
         "silently stops working. transfer_to_npu does not rewrite environment variables."
     )
     example = "os.environ['CUDA_VISIBLE_DEVICES'] = args.device"
-    fix = "Set `ASCEND_RT_VISIBLE_DEVICES` instead (same comma-separated device IDs, in ascending order)."
+    use_instead = "Set `ASCEND_RT_VISIBLE_DEVICES` instead (same comma-separated device IDs, in ascending order)."
     source = ("CANN environment variable reference: ASCEND_RT_VISIBLE_DEVICES "
               "(hiascend.com document envref_07_0028)")
     fires = [

@@ -19,10 +19,9 @@ class CudaExtension(Rule):
     summary = "custom CUDA extension build or load (CUDAExtension, cpp_extension.load of .cu, load_inline cuda_sources)"
     node_types = (ast.Call,)
     trigger_words = ("cpp_extension",)
-    csv = "cuda_op_list.csv"
     why = "CUDA kernels cannot run on an NPU; the operator must be re-implemented (Ascend C / OpPlugin) or replaced."
     example = "ext = load(name='ops', sources=['ops.cpp', 'ops_kernel.cu'])"
-    fix = "Port the kernel to Ascend C or compose it from torch ops; build with torch_npu's cpp_extension (NpuExtension)."
+    use_instead = "Port the kernel to Ascend C or compose it from torch ops; build with torch_npu's cpp_extension (NpuExtension)."
     source = "rules_data/sources/cuda/cuda_api_catalog.tsv (docs: cpp_extension.load unsupported)"
     fires = [
         ("from torch.utils.cpp_extension import CUDAExtension\ne = CUDAExtension('x', ['a.cpp', 'b.cu'])\n", 2),

@@ -63,10 +63,9 @@ class CudaOnlyPackage(Rule):
     summary = "import of a CUDA-only third-party package (apex, flash_attn, xformers, bitsandbytes, triton, mmcv.ops...)"
     node_types = (ast.Import, ast.ImportFrom)
     trigger_words = tuple(sorted({p.split(".")[0] for p in CUDA_ONLY_PACKAGES}))
-    csv = "cuda_op_list.csv"
     why = "These packages ship CUDA kernels; they do not install or do not run on an Ascend NPU."
     example = "from flash_attn import flash_attn_func"
-    fix = "Replace the package with its NPU counterpart named in the message."
+    use_instead = "Replace the package with its NPU counterpart named in the message."
     source = "rules_data/sources/cuda/cuda_api_catalog.tsv; torch_npu transfer_to_npu.py (triton disabled)"
     fires = [
         ("import apex\n", 1),

@@ -14,39 +14,20 @@ subclasses it, or a local name bound to one of those (yolov5's
 from __future__ import annotations
 
 import ast
-import re
 from typing import Dict, FrozenSet, List, Optional
 
+from ..calls import passed
+from ..detect.loader_names import says_eval, says_train
 from ..registry import Rule
-from .value_dependent_ops import DYNAMIC_SOURCE, HINTS_CSV
+from .value_dependent_ops import DYNAMIC_SOURCE
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last)
 _POSITIONS = {"dataset": 0, "batch_size": 1, "shuffle": 2, "sampler": 3, "batch_sampler": 4, "drop_last": 8}
-_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
-_EVAL_PREFIXES = ("val", "test", "eval")
-_EVAL_WORDS = frozenset({"dev", "predict", "prediction", "infer", "inference", "valid", "validation"})
 _DATALOADERS = frozenset({"torch.utils.data.DataLoader"})  # qualname() gives the canonical path of every spelling
 
 
-def words(text: str) -> List[str]:
-    """Lower-case words of an identifier (``trainLoader``, ``val_dl`` -> ``train loader``, ``val dl``)."""
-    return [w.lower() for w in _WORD.findall(text)]
-
-
-def says_eval(text: str) -> bool:
-    return any(w.startswith(_EVAL_PREFIXES) or w in _EVAL_WORDS for w in words(text))
-
-
-def says_train(text: str) -> bool:
-    return any("train" in w for w in words(text))
-
-
 def _argument(call: ast.Call, name: str) -> Optional[ast.AST]:
-    for keyword in call.keywords:
-        if keyword.arg == name:
-            return keyword.value
-    position = _POSITIONS[name]
-    return call.args[position] if position < len(call.args) else None
+    return passed(call, name, _POSITIONS[name])
 
 
 def _loader_classes(ctx) -> FrozenSet[str]:
@@ -90,14 +71,13 @@ class DataLoaderLastBatch(Rule):
     summary = "training DataLoader without drop_last=True (the smaller last batch is a new shape)"
     node_types = (ast.Call,)
     trigger_words = ("DataLoader",)
-    csv = HINTS_CSV
     why = (
         "Unless the dataset size is a multiple of the batch size, the last batch of every epoch is smaller: "
         "every op of the forward and backward pass sees a new shape and the NPU compiles it again."
     )
     example = "train_loader = DataLoader(train_set, batch_size=32, shuffle=True)"
-    fix = ("Pass `drop_last=True` to training loaders (or pad the last batch to the full batch size); "
-           "an explicit `drop_last=False` on a loader that does not shuffle is taken as intended.")
+    use_instead = ("Pass `drop_last=True` to training loaders (or pad the last batch to the full batch size); "
+                   "an explicit `drop_last=False` on a loader that does not shuffle is taken as intended.")
     source = (
         "PyTorch DataLoader docs (drop_last: 'the last batch will be smaller' when the size is not divisible); "
         + DYNAMIC_SOURCE

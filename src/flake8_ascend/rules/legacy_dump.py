@@ -16,14 +16,13 @@ class LegacyDump(Rule):
     summary = "legacy Ascend dump / overflow switch (torch.utils.dumper, the ACL_DUMP_DATA variable)"
     node_types = (ast.Name, ast.Attribute, ast.Constant)
     trigger_words = ("dumper", _ENV)
-    csv = "api_precision_advice.csv"
     why = (
         "`torch.utils.dumper(use_dump=..., check_overflow=...)` existed only in Huawei's patched PyTorch 1.5/1.8 "
         "for Ascend; stock PyTorch with torch_npu has no such module, so the script fails with AttributeError. "
         "torch_npu still reads `ACL_DUMP_DATA` but warns that it is deprecated."
     )
     example = "with torch.utils.dumper(check_overflow=True, dump_path='dump.h5'):\n    loss = model(x)"
-    fix = (
+    use_instead = (
         "Find overflowing operators and dump their data with the runtime detector (`ascend-analyse -m overflow "
         "-i IN -o OUT --dump N`, or `for batch in OVERFLOW.start(loader)`), compare two dumps with "
         "`ascend-analyse compare DUMP_A DUMP_B -o OUT`; on the NPU itself use `torch_npu.npu.init_dump()` / "

@@ -5,7 +5,7 @@ import ast
 
 from ..registry import Rule
 from ..semantic.values import ARRAY, COMPARE, CONTAINER, MASK, OTHER
-from .value_dependent_ops import DYNAMIC_SOURCE, HINTS_CSV
+from .value_dependent_ops import DYNAMIC_SOURCE
 
 _MASK_METHOD_NAMES = frozenset("isnan isinf isfinite bool logical_not eq ne gt ge lt le".split())
 
@@ -19,13 +19,12 @@ class BooleanMaskRead(Rule):
     code = "ASC402"
     summary = "boolean-mask indexing read (x[x > 0], boxes[keep] with a mask)"
     node_types = (ast.Subscript,)
-    csv = HINTS_CSV
     why = (
         "Indexing with a boolean mask returns as many rows as the mask holds True values, so the result's shape "
         "changes from batch to batch and the NPU recompiles the ops that consume it."
     )
     example = "positives = scores[scores > 0.5]"
-    fix = (
+    use_instead = (
         "Keep the full shape and neutralise the unwanted elements: `torch.where(mask, x, 0)`, "
         "`x.masked_fill(~mask, 0)`, or weight a loss by `mask.float()`; select on the CPU if you must."
     )

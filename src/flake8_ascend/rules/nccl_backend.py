@@ -5,8 +5,8 @@ import ast
 
 from ..data import load_transfer_to_npu
 from ..registry import Rule
-from ._cuda_fixes import string_fix
-from ._transfer_to_npu import migrated, quiet
+from ..detect.cuda_fixes import string_fix
+from ..detect.transfer_to_npu import migrated, quiet
 
 _GROUP_FUNCTIONS = ("init_process_group", "new_group", "init_device_mesh")
 
@@ -28,12 +28,11 @@ class NcclBackend(Rule):
     summary = "NCCL collective backend ('nccl', Backend.NCCL, is_nccl_available)"
     node_types = (ast.Constant, ast.Name, ast.Attribute)
     trigger_words = ("nccl", "NCCL")
-    csv = "cuda_op_list.csv"
     why = "NCCL is NVIDIA's collective library; on Ascend the backend is HCCL (`'hccl'`)."
     example = "dist.init_process_group('nccl')"
-    fix = ("Use `backend='hccl'`, or let transfer_to_npu rewrite it; comparisons with 'nccl' must be edited by hand "
-           "after it. `--fix` rewrites the backend strings, comparisons included; `Backend.NCCL` and "
-           "`is_nccl_available` stay manual.")
+    use_instead = ("Use `backend='hccl'`, or let transfer_to_npu rewrite it; comparisons with 'nccl' must be edited by hand "
+                   "after it. `--fix` rewrites the backend strings, comparisons included; `Backend.NCCL` and "
+                   "`is_nccl_available` stay manual.")
     source = "torch_npu transfer_to_npu.py (nccl -> hccl); rules_data/sources/cuda/cuda_api_catalog.tsv"
     fires = [
         ("import torch.distributed as dist\ndist.init_process_group('nccl')\n", 2),
@@ -58,7 +57,7 @@ class NcclBackend(Rule):
             if (isinstance(node.value, str) and node.value.lower() == "nccl" and self._backend_context(ctx)
                     and not (migrated(ctx) and self._rewritten(ctx))):
                 ctx.report(node, self.code, "NCCL backend 'nccl' does not exist on NPU (use 'hccl')",
-                           api="nccl", tips="nccl -> hccl", fix=string_fix(node.value, ctx))
+                           api="nccl", tips="nccl -> hccl", rewrite=string_fix(node.value, ctx))
             return
         qualname = ctx.chain(node)
         if qualname and quiet(ctx, qualname):

@@ -11,9 +11,8 @@ import ast
 from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
 from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
-from ..training import source_text, training
+from ..detect.training import source_text, training
 
-_CSV = "api_performance_advice.csv"
 _DATALOADER = "torch.utils.data.DataLoader"
 _DDP = "torch.nn.parallel.DistributedDataParallel"
 _LASTS = last_names(_DATALOADER, _DDP)
@@ -30,14 +29,13 @@ class DataLoaderWithoutPinMemory(Rule):
     summary = "DataLoader without pin_memory=True"
     node_types = (ast.Call,)
     trigger_words = ("DataLoader",)
-    csv = _CSV
     why = (
         "Batches in pageable host memory are first staged into a pinned buffer before the DMA to the NPU, "
         "and the copy cannot overlap with compute. `pin_memory=True` makes the workers hand over page-locked "
         "batches, so `.to(device, non_blocking=True)` really is asynchronous."
     )
     example = "loader = DataLoader(dataset, batch_size=64, num_workers=8)"
-    fix = "`DataLoader(dataset, ..., pin_memory=True)`"
+    use_instead = "`DataLoader(dataset, ..., pin_memory=True)`"
     source = f"{OFFICIAL_ADVICE} api_parameters_performance_dict; {ADVISOR_RULES}dataloader.yaml; {ADVICE_TABLE}"
     fires = [
         ("from torch.utils.data import DataLoader\nl = DataLoader(ds, batch_size=8, num_workers=4)\n", 2),
@@ -63,13 +61,12 @@ class DataLoaderWithoutWorkers(Rule):
     summary = "DataLoader with num_workers=0 (the default)"
     node_types = (ast.Call,)
     trigger_words = ("DataLoader",)
-    csv = _CSV
     why = (
         "With `num_workers=0` the training process itself loads and augments every batch between steps, "
         "so the NPU waits for data on each step. Worker processes prepare batches in parallel with training."
     )
     example = "loader = DataLoader(dataset, batch_size=64, pin_memory=True)"
-    fix = "`DataLoader(dataset, ..., num_workers=N)` with N > 0 (e.g. the CPU cores per device)."
+    use_instead = "`DataLoader(dataset, ..., num_workers=N)` with N > 0 (e.g. the CPU cores per device)."
     source = f"{OFFICIAL_ADVICE} api_parameters_performance_dict; {ADVISOR_RULES}dataloader.yaml; {ADVICE_TABLE}"
     fires = [
         ("from torch.utils.data import DataLoader\nl = DataLoader(ds, batch_size=8, pin_memory=True)\n", 2),
@@ -94,14 +91,13 @@ class DdpWithoutBucketSize(Rule):
     summary = "DistributedDataParallel without bucket_cap_mb"
     node_types = (ast.Call,)
     trigger_words = ("DistributedDataParallel",)
-    csv = _CSV
     why = (
         "DDP all-reduces gradients in buckets of `bucket_cap_mb` (25 MB by default). On Ascend every bucket "
         "is one HCCL collective with a fixed launch cost, so small buckets mean many collectives per step; "
         "the official migration tool advises a much larger bucket (500 MB)."
     )
     example = "model = DistributedDataParallel(model, device_ids=[rank])"
-    fix = "`DistributedDataParallel(model, device_ids=[rank], bucket_cap_mb=500)`, then tune by profiling."
+    use_instead = "`DistributedDataParallel(model, device_ids=[rank], bucket_cap_mb=500)`, then tune by profiling."
     source = f"{OFFICIAL_ADVICE} api_parameters_performance_dict; {ADVICE_TABLE}"
     fires = [
         ("from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(m, device_ids=[0])\n", 2),
@@ -126,7 +122,6 @@ class DdpAccumulationWithoutNoSync(Rule):
     summary = "DistributedDataParallel with gradient accumulation but no no_sync()"
     node_types = (ast.Call,)
     trigger_words = ("DistributedDataParallel",)
-    csv = _CSV
     why = (
         "DDP all-reduces the gradients on every `backward()`. With gradient accumulation only the last "
         "micro-batch before `optimizer.step()` needs it; the others pay a full HCCL all-reduce for nothing. "
@@ -137,7 +132,7 @@ class DdpAccumulationWithoutNoSync(Rule):
         "model = DDP(model)\nfor i, x in enumerate(loader):\n    loss = model(x).sum()\n    loss.backward()\n"
         "    if (i + 1) % accum == 0:\n        opt.step()"
     )
-    fix = "Run the non-stepping micro-batches under `with model.no_sync():` so only the last one all-reduces."
+    use_instead = "Run the non-stepping micro-batches under `with model.no_sync():` so only the last one all-reduces."
     source = f"{OFFICIAL_ADVICE} performance_api_suggest_use; {ADVICE_TABLE}"
     fires = [
         ("from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(m, bucket_cap_mb=100)\n"

@@ -7,7 +7,6 @@ from ..calls import argument, callee, env_settings, is_constant, last_names
 from ..registry import Rule
 from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
 
-_CSV = "api_performance_advice.csv"
 _SET_ANOMALY = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})
 _DETECT_ANOMALY = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})
 _DOUBLE_DTYPES = {
@@ -25,7 +24,6 @@ class AnomalyDetectionOn(Rule):
     summary = "autograd anomaly detection switched on (set_detect_anomaly(True), detect_anomaly())"
     node_types = (ast.Call,)
     trigger_words = ("anomaly",)
-    csv = _CSV
     why = (
         "Anomaly detection records a Python traceback for every forward op and checks every backward "
         "result for NaN, which forces a host synchronisation per op. It is a debugging aid; left on, it "
@@ -33,7 +31,7 @@ class AnomalyDetectionOn(Rule):
         "a flag (`set_detect_anomaly(args.debug)`) or `False` does not fire."
     )
     example = "torch.autograd.set_detect_anomaly(True)"
-    fix = "Delete it, or tie it to a debug flag: `torch.autograd.set_detect_anomaly(args.debug)`."
+    use_instead = "Delete it, or tie it to a debug flag: `torch.autograd.set_detect_anomaly(args.debug)`."
     source = f"{OFFICIAL_ADVICE} api_performance_dict; {ADVICE_TABLE}"
     fires = [
         ("import torch\ntorch.autograd.set_detect_anomaly(True)\n", 2),
@@ -59,7 +57,6 @@ class DoublePrecisionTensor(Rule):
     summary = "float64 / complex128 tensors (.double(), dtype=torch.float64), which NPUs run on the AI CPU"
     node_types = (ast.Call, ast.Name, ast.Attribute)
     trigger_words = ("float64", "double", "complex128", "DoubleTensor")
-    csv = _CSV
     why = (
         "The NPU's AI cores compute in float32 and lower precision. Operators given float64 (or "
         "complex128) tensors fall back to AI CPU kernels, which are far slower and add transfers between "
@@ -69,7 +66,7 @@ class DoublePrecisionTensor(Rule):
         "`torch.DoubleTensor(...)`; comparisons like `x.dtype == torch.float64` do not fire."
     )
     example = "x = torch.zeros(n, dtype=torch.float64)\ny = x.double()"
-    fix = "Use float32 (`dtype=torch.float32`, `.float()`); keep float64 maths on the CPU, outside the NPU graph."
+    use_instead = "Use float32 (`dtype=torch.float32`, `.float()`); keep float64 maths on the CPU, outside the NPU graph."
     source = (f"{ADVISOR_RULES}aicpu_rules.yaml; Ascend-mstt profiler/msprof_analyze/advisor/doc/Samples of AI CPU "
               "Operator Replacement.md; torch_npu/contrib/transfer_to_npu.py; "
               f"{ADVICE_TABLE}")
@@ -135,14 +132,13 @@ class LaunchBlockingSet(Rule):
     summary = "ASCEND_LAUNCH_BLOCKING=1 set in code (synchronous kernel launch)"
     node_types = (ast.Assign, ast.Call)
     trigger_words = ("ASCEND_LAUNCH_BLOCKING",)
-    csv = _CSV
     why = (
         "`ASCEND_LAUNCH_BLOCKING=1` makes every operator launch wait for the operator to finish, which is "
         "useful to find the op behind an error but removes all host/device overlap (and the task queue). "
         "Fires when the script sets it to 1 through `os.environ` or `os.putenv`."
     )
     example = 'os.environ["ASCEND_LAUNCH_BLOCKING"] = "1"'
-    fix = "Remove it (or set 0) for training; set it only on the command line while debugging."
+    use_instead = "Remove it (or set 0) for training; set it only on the command line while debugging."
     source = f"{ADVISOR_RULES}synchronize.yaml, environment_variable_info.yaml; {ADVICE_TABLE}"
     fires = [
         ('import os\nos.environ["ASCEND_LAUNCH_BLOCKING"] = "1"\n', 2),
@@ -168,14 +164,13 @@ class VerboseCannLogging(Rule):
     summary = "ASCEND_GLOBAL_LOG_LEVEL below 3 (debug/info/warning CANN logs) set in code"
     node_types = (ast.Assign, ast.Call)
     trigger_words = ("ASCEND_GLOBAL_LOG_LEVEL",)
-    csv = _CSV
     why = (
         "CANN writes its logs from the operator launch path; at level 0-2 (debug, info, warning) it writes "
         "so much that training slows down. 3 (error) is the level for training runs. Fires when the script "
         "sets the variable to 0, 1 or 2."
     )
     example = 'os.environ["ASCEND_GLOBAL_LOG_LEVEL"] = "1"'
-    fix = 'Set `ASCEND_GLOBAL_LOG_LEVEL=3` (or leave it unset) for training.'
+    use_instead = 'Set `ASCEND_GLOBAL_LOG_LEVEL=3` (or leave it unset) for training.'
     source = f"{ADVISOR_RULES}environment_variable_info.yaml; {ADVICE_TABLE}"
     fires = [
         ('import os\nos.environ["ASCEND_GLOBAL_LOG_LEVEL"] = "0"\n', 2),
@@ -200,7 +195,6 @@ class SyncBatchNormLayers(Rule):
     summary = "SyncBatchNorm, slow on NPU when the model has many BatchNorm layers"
     node_types = (ast.Call,)
     trigger_words = ("SyncBatchNorm",)
-    csv = _CSV
     why = (
         "SyncBatchNorm all-reduces the batch statistics in every BN layer, forward and backward, and its "
         "forward runs many small ops dispatched from Python. The msprof-analyze advisor flags models with "
@@ -209,8 +203,8 @@ class SyncBatchNormLayers(Rule):
         "has is only known at run time, so check before acting."
     )
     example = "model = nn.SyncBatchNorm.convert_sync_batchnorm(model)"
-    fix = ("Keep plain BatchNorm when the per-device batch is large enough; otherwise use the faster "
-           "SyncBatchNorm forward the advisor's sync_batchnorm rule describes.")
+    use_instead = ("Keep plain BatchNorm when the per-device batch is large enough; otherwise use the faster "
+                   "SyncBatchNorm forward the advisor's sync_batchnorm rule describes.")
     source = f"{ADVISOR_RULES}sync_batchnorm.yaml; {ADVICE_TABLE}"
     fires = [
         ("import torch.nn as nn\nmodel = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n", 2),

@@ -2,7 +2,7 @@
 
 This advice belongs to no line of code. It is reported once per *entry
 script* (a module-level ``if __name__ == "__main__":`` plus a training loop,
-see ``flake8_ascend.training``), never once per file, on line 1 of that
+see ``flake8_ascend.detect.training``), never once per file, on line 1 of that
 script; ``ascend-analyse`` writes the script with ``NA`` for Start Line and
 End Line (``Rule.no_line``).  Launch settings are advice for the report, not
 a gate a correct port must pass: both codes are off unless named
@@ -14,9 +14,8 @@ import ast
 
 from ..registry import Rule
 from ._sources import ADVICE_TABLE, OFFICIAL_ADVICE
-from ..training import is_main_guard, source_text, training
+from ..detect.training import is_main_guard, source_text, training
 
-_CSV = "api_performance_advice.csv"
 _LINE_ONE = ast.Pass(lineno=1, col_offset=0, end_lineno=1, end_col_offset=0)
 _ENTRY = (
     "import torch\n\ndef main():\n    for x in data:\n        loss = f(x)\n        loss.backward()\n"
@@ -27,9 +26,7 @@ _ENTRY = (
 class _EntryScriptAdvice(Rule):
     node_types = (ast.Module,)
     trigger_words = ("__main__",)
-    csv = _CSV
     no_line = True
-    default_off = True
     marker = ""  # text whose presence in the script means the setting is handled
     api = ""
     tips = ""
@@ -58,8 +55,8 @@ class CompileModeNotChosen(_EntryScriptAdvice):
         "correct port passes CI). With `mp.spawn`, set it inside the spawned worker."
     )
     example = _ENTRY
-    fix = ("`torch_npu.npu.set_compile_mode(jit_compile=False)` at start-up (before the first NPU op) for "
-           "dynamic shapes.")
+    use_instead = ("`torch_npu.npu.set_compile_mode(jit_compile=False)` at start-up (before the first NPU op) for "
+                   "dynamic shapes.")
     source = (f"{OFFICIAL_ADVICE} performance_configuration_dict; MindStudio 8.3.0 analysis-migration tool user guide "
               f"§5.3; {ADVICE_TABLE}")
     fires = [(_ENTRY, 1)]
@@ -88,7 +85,7 @@ class TaskQueueNotSet(_EntryScriptAdvice):
         "or ignore the code for that file."
     )
     example = _ENTRY
-    fix = "`export TASK_QUEUE_ENABLE=2` in the launch script (or `os.environ` before `import torch_npu`)."
+    use_instead = "`export TASK_QUEUE_ENABLE=2` in the launch script (or `os.environ` before `import torch_npu`)."
     source = (f"{OFFICIAL_ADVICE} performance_configuration_dict; Ascend/pytorch docs/zh/api/environment_variable "
               f"TASK_QUEUE_ENABLE.md; {ADVICE_TABLE}")
     fires = [(_ENTRY, 1)]

@@ -1,6 +1,6 @@
 """ASC501, ASC502, ASC513, ASC514: work that stalls the NPU on every training step.
 
-"Every training step" is decided by ``flake8_ascend.training`` (see its
+"Every training step" is decided by ``flake8_ascend.detect.training`` (see its
 docstring and docs/advice.md): inside a training loop, not in a periodic
 ``if step % N == 0:`` branch.
 """
@@ -10,10 +10,9 @@ import ast
 
 from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
-from ..training import training
+from ..detect.training import training
 from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
 
-_CSV = "api_performance_advice.csv"
 _LOOP_WORDS = ("backward", ".step(")
 _SYNC_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})
 _SYNCHRONIZE = frozenset({"torch.cuda.synchronize", "torch.npu.synchronize", "torch_npu.npu.synchronize"})
@@ -50,7 +49,6 @@ class HostSyncInTrainingLoop(Rule):
     summary = "host synchronisation on every training step (.item(), .cpu(), .numpy(), print(tensor), float(loss))"
     node_types = (ast.Call, ast.FormattedValue)
     trigger_words = _LOOP_WORDS
-    csv = _CSV
     why = (
         "NPU kernels run asynchronously behind a task queue. Reading a tensor's value on the host "
         "(`.item()`, `.cpu()`, `.numpy()`, `.tolist()`, `float(t)`, printing or formatting a tensor) or calling "
@@ -61,7 +59,7 @@ class HostSyncInTrainingLoop(Rule):
     )
     example = ("for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n    opt.step()\n"
                "    print(loss.item())")
-    fix = (
+    use_instead = (
         "Log every N steps (`if step % 50 == 0:`), or accumulate on the device "
         "(`total += loss.detach()`) and read the value once per epoch."
     )
@@ -175,7 +173,6 @@ class BlockingCopyInTrainingLoop(Rule):
     summary = "host-to-device copy without non_blocking=True on every training step (.to(device), .npu(), .cuda())"
     node_types = (ast.Call,)
     trigger_words = _LOOP_WORDS
-    csv = _CSV
     why = (
         "A blocking copy makes the host wait until the batch has reached the NPU before it dispatches the "
         "next kernel. With `non_blocking=True` (and a DataLoader with `pin_memory=True`) the copy is queued "
@@ -184,7 +181,7 @@ class BlockingCopyInTrainingLoop(Rule):
         "target (`Module.cuda()` has no `non_blocking`, so modules are left alone)."
     )
     example = "for x, y in loader:\n    x, y = x.to(device), y.to(device)\n    ..."
-    fix = "`x = x.to(device, non_blocking=True)`, and build the DataLoader with `pin_memory=True`."
+    use_instead = "`x = x.to(device, non_blocking=True)`, and build the DataLoader with `pin_memory=True`."
     source = f"{OFFICIAL_ADVICE} api_parameters_performance_dict (tensor.to non_blocking); {ADVICE_TABLE}"
     fires = [
         ("for x, y in data:\n    x = x.to(device)\n    loss = f(x, y)\n    loss.backward()\n", 2),
@@ -231,7 +228,6 @@ class EmptyCacheInTrainingLoop(Rule):
     summary = "empty_cache() on every training step"
     node_types = (ast.Call,)
     trigger_words = ("empty_cache",)
-    csv = _CSV
     why = (
         "`empty_cache()` hands the caching allocator's free blocks back to the driver. The next step must "
         "allocate them again through the device runtime, which is slow and synchronises with the device, "
@@ -239,7 +235,7 @@ class EmptyCacheInTrainingLoop(Rule):
         "step. Fires on `torch.npu.empty_cache()` / `torch.cuda.empty_cache()` inside a training loop."
     )
     example = "for x in loader:\n    loss = f(x)\n    loss.backward()\n    torch.npu.empty_cache()"
-    fix = "Remove it from the loop; if memory is fragmented, set `PYTORCH_NPU_ALLOC_CONF=expandable_segments:True`."
+    use_instead = "Remove it from the loop; if memory is fragmented, set `PYTORCH_NPU_ALLOC_CONF=expandable_segments:True`."
     source = (
         "PyTorch docs, CUDA semantics > Memory management (empty_cache releases cached blocks, it does not "
         "increase the memory available to PyTorch); torch_npu mirrors the allocator (torch_npu.npu.empty_cache); "
@@ -270,14 +266,13 @@ class GcCollectInTrainingLoop(Rule):
     summary = "gc.collect() on every training step"
     node_types = (ast.Call,)
     trigger_words = ("gc",)
-    csv = _CSV
     why = (
         "A full Python garbage collection pauses the host thread; while it runs no kernel is dispatched and "
         "the NPU goes idle. The msprof-analyze advisor reports such GC pauses as a cause of free time on the "
         "device. Called every step, the pause is paid every step. Fires on `gc.collect()` inside a training loop."
     )
     example = "for x in loader:\n    loss = f(x)\n    loss.backward()\n    gc.collect()"
-    fix = "Collect every N steps or once per epoch; avoid reference cycles; `gc.freeze()` after start-up."
+    use_instead = "Collect every N steps or once per epoch; avoid reference cycles; `gc.freeze()` after start-up."
     source = f"{ADVISOR_RULES}gc.yaml; {ADVICE_TABLE}"
     fires = [("import gc\nfor x in data:\n    f(x).backward()\n    opt.step()\n    gc.collect()\n", 5)]
     passes = [

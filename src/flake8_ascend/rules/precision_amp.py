@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import ast
 
-from ..autocast import autocast_dtype, region_dtype
+from ..detect.autocast import autocast_dtype, region_dtype
 from ..calls import last_names
 from ..registry import Rule
-from ..training import source_text, training
+from ..detect.training import source_text, training
 
-_CSV = "api_precision_advice.csv"
 _AUTOCAST_SOURCE = ("torch_npu torch_npu/csrc/aten/AutoCastOps.cpp (Ascend/pytorch master, KERNEL_PRIVATEUSEONE "
                     "entries) via rules_data/sources/advice/npu_autocast_op_lists.json")
 _HF32_DOCS = ("hiascend.com torch_npu API reference (torch_npu.npu.matmul.allow_hf32: default False; "
@@ -40,7 +39,6 @@ class HalfAutocastWithoutScaler(Rule):
     summary = "float16 autocast in a training loop without loss scaling"
     node_types = (ast.With, ast.AsyncWith)
     trigger_words = ("autocast",)
-    csv = _CSV
     why = (
         "In float16, small gradients underflow to zero and large ones overflow; a loss scaler multiplies the "
         "loss before backward and unscales the gradients before the step. float16 autocast without one "
@@ -51,10 +49,10 @@ class HalfAutocastWithoutScaler(Rule):
     )
     example = ("for x, y in loader:\n    with torch.autocast('npu'):\n        loss = crit(model(x), y)\n"
                "    loss.backward()")
-    fix = ("`scaler = torch.amp.GradScaler('npu')`, then `scaler.scale(loss).backward()`, `scaler.step(opt)`, "
-           "`scaler.update()`; or autocast with `dtype=torch.bfloat16`.")
+    use_instead = ("`scaler = torch.amp.GradScaler('npu')`, then `scaler.scale(loss).backward()`, `scaler.step(opt)`, "
+                   "`scaler.update()`; or autocast with `dtype=torch.bfloat16`.")
     source = ("PyTorch docs, Automatic Mixed Precision > Gradient Scaling; Ascend/pytorch docs torch_npu.npu.amp "
-              "(GradScaler for NPU AMP); shared design codes.md (ASC601+: fp16 without loss scaling)")
+              "(GradScaler for NPU AMP); docs/codes.md (ASC6xx: precision)")
     fires = [
         ("import torch\nfor x in data:\n    with torch.autocast('npu'):\n        loss = f(x)\n"
          "    loss.backward()\n    optimizer.step()\n", 3),
@@ -99,7 +97,6 @@ class Tf32WithoutHf32(Rule):
     summary = "TF32 switch whose NPU counterpart (HF32) is not set to match"
     node_types = (ast.Assign,)
     trigger_words = ("allow_tf32",)
-    csv = _CSV
     why = (
         "TF32 switches only configure NVIDIA GPUs. NPUs have HF32 instead, with their own switches and "
         "defaults: `torch.npu.matmul.allow_hf32` is False and `torch.npu.conv.allow_hf32` is True. A script "
@@ -108,8 +105,8 @@ class Tf32WithoutHf32(Rule):
         "set differs from the NPU default (or is not a literal) and the file does not set the counterpart."
     )
     example = "torch.backends.cuda.matmul.allow_tf32 = True\ntorch.backends.cudnn.allow_tf32 = False"
-    fix = ("Set the counterpart to the same value: `torch.npu.matmul.allow_hf32 = True`, "
-           "`torch.npu.conv.allow_hf32 = False`.")
+    use_instead = ("Set the counterpart to the same value: `torch.npu.matmul.allow_hf32 = True`, "
+                   "`torch.npu.conv.allow_hf32 = False`.")
     source = f"{_HF32_DOCS}; rules_data/sources/advice/hf32_switches.tsv"
     fires = [
         ("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n", 2),
@@ -144,7 +141,6 @@ class Fp32PolicyOpInAutocast(Rule):
     summary = "op that the NPU autocast policy runs in float32, used inside an autocast region"
     node_types = (ast.Call,)
     trigger_words = ("autocast",)
-    csv = _CSV
     why = (
         "torch_npu registers an autocast policy per op. Ops in its fp32 list (exp, log, rsqrt, softplus, "
         "layer_norm, group_norm, the losses...) are run in float32 even inside an autocast region: half inputs "
@@ -154,8 +150,8 @@ class Fp32PolicyOpInAutocast(Rule):
         "an enabled autocast `with` block of the same function; module instances (`nn.LayerNorm`) are not tracked."
     )
     example = "with torch.autocast('npu'):\n    probs = torch.exp(logits)"
-    fix = ("Nothing to change if float32 is what you want there; do not cast the result back to half by hand, "
-           "and expect a float32 tensor when comparing dtypes with the GPU run.")
+    use_instead = ("Nothing to change if float32 is what you want there; do not cast the result back to half by hand, "
+                   "and expect a float32 tensor when comparing dtypes with the GPU run.")
     source = _AUTOCAST_SOURCE
     fires = [
         ("import torch\nwith torch.autocast('npu'):\n    y = torch.exp(x)\n", 3),

@@ -6,10 +6,9 @@ from typing import ClassVar, FrozenSet
 
 from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
-from ..training import last_name, source_text
+from ..detect.training import last_name, source_text
 from ._sources import ADVICE_TABLE, ASCEND_API_DOCS, OFFICIAL_ADVICE
 
-_CSV = "api_precision_advice.csv"
 _DETERMINISTIC_LASTS = last_names("torch.use_deterministic_algorithms")
 
 
@@ -17,7 +16,6 @@ class _CallAdvice(Rule):
     """Advice on calls of ``apis`` (qualified names) and of ``methods`` on known tensors."""
 
     node_types = (ast.Call,)
-    csv = _CSV
     apis: ClassVar[FrozenSet[str]] = frozenset()
     methods: ClassVar[FrozenSet[str]] = frozenset()
     lasts: ClassVar[FrozenSet[str]] = frozenset()  # last components of ``apis`` (set per subclass)
@@ -87,8 +85,8 @@ class BaddbmmOverflow(_CallAdvice):
         "advises computing the batched product and the addition as two ops."
     )
     example = "scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scale)"
-    fix = ("`scores = torch.bmm(q, k.transpose(1, 2)) * scale + bias` instead of "
-           "`torch.baddbmm(bias, q, k.mT, alpha=scale)`.")
+    use_instead = ("`scores = torch.bmm(q, k.transpose(1, 2)) * scale + bias` instead of "
+                   "`torch.baddbmm(bias, q, k.mT, alpha=scale)`.")
     source = f"{OFFICIAL_ADVICE} api_precision_dict; {ADVICE_TABLE}"
     fires = [
         ("import torch\ny = torch.baddbmm(m, a, b)\n", 2),
@@ -129,8 +127,8 @@ class EmbeddingNondeterministic(_CallAdvice):
         "compare an NPU run with a GPU run or with an earlier run."
     )
     example = "self.tok = nn.Embedding(vocab, dim)"
-    fix = ("Nothing for ordinary training. For bit-reproducible runs call `torch.use_deterministic_algorithms(True)` "
-           "(see ASC606) and compare runs with that setting.")
+    use_instead = ("Nothing for ordinary training. For bit-reproducible runs call `torch.use_deterministic_algorithms(True)` "
+                   "(see ASC606) and compare runs with that setting.")
     source = f"{OFFICIAL_ADVICE} api_precision_dict; {ADVICE_TABLE}"
     fires = [
         ("import torch.nn as nn\nemb = nn.Embedding(100, 16)\n", 2),
@@ -192,7 +190,6 @@ class MatmulNondeterministic(_CallAdvice):
     code = "ASC603"
     summary = "torch.matmul, whose NPU result may not be reproducible (off by default)"
     trigger_words = ("matmul",)
-    default_off = True
     apis = frozenset({"torch.matmul"})
     methods = frozenset({"matmul"})
     tips = "result may be nondeterministic; enable deterministic computing when reproducibility matters"
@@ -203,7 +200,7 @@ class MatmulNondeterministic(_CallAdvice):
         "(`matmul_transpose`), which already reports that call."
     )
     example = "y = torch.matmul(a, b)"
-    fix = "For reproducible runs call `torch.use_deterministic_algorithms(True)` (see ASC606)."
+    use_instead = "For reproducible runs call `torch.use_deterministic_algorithms(True)` (see ASC606)."
     source = f"{OFFICIAL_ADVICE} api_precision_dict; {ADVICE_TABLE}"
     fires = [
         ("import torch\ny = torch.matmul(a, b)\n", 2),
@@ -237,8 +234,8 @@ class SeluHalfBackward(_CallAdvice):
         "GPU kernel. SELU is ELU with fixed alpha and scale; the docs' workaround computes it with the ELU op."
     )
     example = "y = F.selu(x)"
-    fix = ("Compute the forward as ELU with SELU's constants: "
-           "`torch.ops.aten.elu(x, 1.6732632423543772848170429916717, 1.0507009873554804934193349852946)`.")
+    use_instead = ("Compute the forward as ELU with SELU's constants: "
+                   "`torch.ops.aten.elu(x, 1.6732632423543772848170429916717, 1.0507009873554804934193349852946)`.")
     source = f"{ASCEND_API_DOCS}pytorch_2-13-0/torch-nn-functional.md (restrictions of selu); {ADVICE_TABLE}"
     fires = [
         ("import torch.nn.functional as F\ny = F.selu(x)\n", 2),
@@ -264,7 +261,7 @@ class InfNanHandling(_CallAdvice):
         "relies on the exact inf/nan pattern (masks, nan checks) can behave differently on NPU."
     )
     example = "s = torch.sign(x)\nu, s, vh = torch.linalg.svd(a)"
-    fix = "Sanitise inputs first (`torch.nan_to_num(x)`) or check `torch.isfinite` before the op where it matters."
+    use_instead = "Sanitise inputs first (`torch.nan_to_num(x)`) or check `torch.isfinite` before the op where it matters."
     source = f"{ASCEND_API_DOCS}appendixes/inf_nan_difference_apis.md; {ADVICE_TABLE}"
     fires = [
         ("import torch\ns = torch.sign(x)\n", 2),
@@ -290,7 +287,6 @@ class DeterministicWithoutFill(Rule):
     summary = "torch.use_deterministic_algorithms(True) without fill_uninitialized_memory"
     node_types = (ast.Call,)
     trigger_words = ("use_deterministic_algorithms",)
-    csv = _CSV
     why = (
         "On NPU, deterministic mode does not fill uninitialised memory (`torch.empty`) by default, unlike "
         "native PyTorch, so results can still depend on leftover memory contents. Collectives need "
@@ -298,8 +294,8 @@ class DeterministicWithoutFill(Rule):
         "False when the file never mentions `fill_uninitialized_memory`."
     )
     example = "torch.use_deterministic_algorithms(True)"
-    fix = ("Also set `torch.utils.deterministic.fill_uninitialized_memory = True` (and export "
-           "`HCCL_DETERMINISTIC=true` for distributed runs); set it once, in the main training process.")
+    use_instead = ("Also set `torch.utils.deterministic.fill_uninitialized_memory = True` (and export "
+                   "`HCCL_DETERMINISTIC=true` for distributed runs); set it once, in the main training process.")
     source = (f"{ASCEND_API_DOCS}pytorch_2-13-0/torch.md (use_deterministic_algorithms); "
               f"{ASCEND_API_DOCS}deterministic_computing_apis.md; {ADVICE_TABLE}")
     fires = [("import torch\ntorch.use_deterministic_algorithms(True)\n", 2)]

@@ -11,13 +11,12 @@ class UnsupportedThirdPartyApi(Rule):
     summary = "call of a third-party API listed as unsupported by a third_party result file"
     node_types = (ast.Call,)
     trigger_words = ()  # the listed libraries need not mention torch
-    csv = "unsupported_api.csv"
     why = (
         "A `third_party` run found that this library function (or something it calls) uses a torch API or a "
         "custom CUDA operator the NPU does not have, so calling it fails or falls back to the CPU."
     )
     example = "keep = mmcv.ops.nms(boxes, scores, 0.5)  # with --ascend-api-files full_unsupported_results.csv"
-    fix = "Use an NPU-capable replacement for the library function, or port the operator it depends on."
+    use_instead = "Use an NPU-capable replacement for the library function, or port the operator it depends on."
     source = "the full_unsupported_results.csv files given with -api / --ascend-api-files"
     example_settings = {"third_party_apis": frozenset({"mmcv.ops.nms", "mmdet.models.ResNet.__init__"})}
     fires = [

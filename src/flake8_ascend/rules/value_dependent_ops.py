@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import ast
 
+from ..calls import passed
 from ..registry import Rule
 
-HINTS_CSV = "dynamic_shape_hints.csv"
 DYNAMIC_SOURCE = (
     "Ascend ascend-pytorch-crowdintelligence-doc, pytorch-train-guide, 'dynamic shape' (the NPU compiles "
     "operators online and recompiles them for every new shape; dynamic shapes come mostly from nonzero and "
@@ -19,20 +19,11 @@ _FUNCTIONS = frozenset(f"torch.{n}" for n in _NAMES) | frozenset(f"torch.Tensor.
 _NOT_NUMPY = frozenset(("unique", "unique_consecutive", "bincount", "argwhere", "masked_select"))
 
 
-def _argument(call: ast.Call, name: str, position: int):
-    for keyword in call.keywords:
-        if keyword.arg == name:
-            return keyword.value
-    args = [a for a in call.args if not isinstance(a, ast.Starred)]
-    return args[position] if len(args) == len(call.args) and position < len(args) else None
-
-
 class ValueDependentShape(Rule):
     code = "ASC401"
     summary = "op whose output shape depends on tensor values (nonzero, masked_select, unique, 1-arg where...)"
     node_types = (ast.Call,)
     trigger_words = _NAMES + ("where", "repeat_interleave")
-    csv = HINTS_CSV
     why = (
         "The NPU compiles kernels for each input shape. `nonzero`, `masked_select`, `unique`, `argwhere`, "
         "`bincount`, one-argument `where` and `repeat_interleave` with tensor repeats return as many elements as "
@@ -40,7 +31,7 @@ class ValueDependentShape(Rule):
         "and training slows down."
     )
     example = "idx = torch.nonzero(scores > 0.5)"
-    fix = (
+    use_instead = (
         "Keep shapes static: `torch.where(cond, a, b)` (three arguments) or `masked_fill` instead of selecting, "
         "`nonzero_static(size=...)` or padding to a maximum size; run value-dependent post-processing on the CPU."
     )
@@ -93,7 +84,7 @@ class ValueDependentShape(Rule):
         elif name in ("torch.repeat_interleave", "torch.Tensor.repeat_interleave"):
             if any(k.arg == "output_size" for k in node.keywords):
                 return
-            repeats = _argument(node, "repeats", 1 - receiver_args)
+            repeats = passed(node, "repeats", 1 - receiver_args)
             only_repeats = repeats is None and not receiver_args and len(node.args) == 1
             if only_repeats or (repeats is not None and values.is_tensor(repeats)):
                 self._emit(node, ctx, name, "tensor-valued repeats make the output length data-dependent")

@@ -5,7 +5,7 @@ import ast
 from typing import Dict, Optional, Tuple
 
 from ..registry import Rule
-from .value_dependent_ops import DYNAMIC_SOURCE, HINTS_CSV
+from .value_dependent_ops import DYNAMIC_SOURCE
 
 ALL = -1  # every positional argument is a size
 _SIZE_KEYWORDS = ("size", "shape", "sizes", "split_size_or_sections", "split_size", "length", "steps", "k",
@@ -31,14 +31,13 @@ class ShapeFromValue(Rule):
     code = "ASC403"
     summary = "shape taken from tensor values (.item(), int(t.sum()), .tolist() feeding sizes or slices)"
     node_types = (ast.Subscript, ast.Call)
-    csv = HINTS_CSV
     why = (
         "A size read out of a tensor (`n.item()`, `int(mask.sum())`, `lengths.tolist()`) changes with the data, "
         "so the tensors built or sliced with it get a new shape every time and the NPU compiles new kernels; "
         "reading the value also stalls the host until the device catches up."
     )
     example = "valid = x[: n.item()]\nbuf = torch.zeros(int(mask.sum()))"
-    fix = (
+    use_instead = (
         "Keep sizes static: allocate the maximum size and mask or pad the rest, slice on the CPU, or bucket the "
         "sizes to a few fixed values so only a few shapes ever reach the NPU."
     )

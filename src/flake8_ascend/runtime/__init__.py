@@ -1,2 +1,2 @@
-"""Dynamic-shape tooling of ``ascend-analyse``: the instrumented copy (``inject``), the runtime hook package
-(``msft_dynamic_analysis``, shipped as data) and the recompile-log analysis (``recompile``)."""
+"""Runtime tooling of ``ascend-analyse``: instrumented copies (``inject``, ``runtime_copy``) and the hook package
+they carry (``msft_dynamic_analysis``, shipped as data)."""

@@ -5,9 +5,9 @@
 scripts of the copy with libcst, changing nothing else in them:
 
 * the data loops are wrapped where they can be recognised: ``for ... in ITER:``
-  becomes ``for ... in DETECTOR.start(ITER):`` when its body runs a training
-  step (a ``.backward(`` call and an optimizer call: ``.step(``, ``.zero_grad(``
-  or a name saying ``optim``), whatever ITER is, or when ITER is a DataLoader,
+  becomes ``for ... in DETECTOR.start(ITER):`` when it is a whole-step loop of
+  ``detect.training`` (its body runs a backward call and an optimizer step, as
+  the advice rules define them), whatever ITER is, or when ITER is a DataLoader,
   a name or attribute bound to one (or spelled like one: ``train_loader``,
   ``val_dataloader``, ``train_dl``), a call of a function named like one
   (``build_train_loader()``), or ``enumerate``/``zip``/``iter``/a progress bar
@@ -21,8 +21,7 @@ scripts of the copy with libcst, changing nothing else in them:
   numbers are the original's; scripts in subfolders first append the analysis
   folder to ``sys.path`` on that same line.
 
-A training script is a file with a loop (``for`` or ``while``) whose body
-runs a training step; those where no loop could be wrapped (a ``while`` loop)
+A training script is a file with a whole-step loop (``for`` or ``while``); those where no loop could be wrapped (a ``while`` loop)
 still get the import and are listed so the user can wrap the loop by hand.  A
 ``.backward(`` elsewhere (a profiling helper) makes no training script.  The
 source tree is only read.
@@ -36,13 +35,16 @@ import tokenize
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from ..files import SKIPPED_FOLDERS, SourceError, read_regular, regular_file_problem
-from ..rules.dataloader_last_batch import words
+from ..files import SKIPPED_FOLDERS, SourceError, read_regular, regular_file_problem, relative
+from ..calls import dotted as ast_dotted
+from ..cst_names import dotted as cst_dotted
+from ..detect.loader_names import says_loader
+from ..detect.training import Training
 
 PACKAGE = "msft_dynamic_analysis"
 PACKAGE_SOURCE = Path(__file__).parent / PACKAGE
@@ -83,26 +85,12 @@ class Injection:
     package: str = ""  # the input was this package's folder: the copy holds it as <dest>/<package>/
 
 
-def says_loader(name: str) -> bool:
-    return any("loader" in w or w == "dl" for w in words(name))
-
-
 def _callee(func: cst.BaseExpression) -> str:
     if isinstance(func, cst.Name):
         return func.value
     if isinstance(func, cst.Attribute):
         return func.attr.value
     return ""
-
-
-def _dotted(node: cst.BaseExpression) -> Optional[str]:
-    """``self.train_loader`` for a Name/Attribute chain, else None."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        inner = _dotted(node.value)
-        return f"{inner}.{node.attr.value}" if inner else None
-    return None
 
 
 def _is_detector_start(node: cst.BaseExpression) -> bool:
@@ -118,12 +106,12 @@ class _Assignments(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            name = _dotted(target.target)
+            name = cst_dotted(target.target)
             if name:
                 self.values.setdefault(name, []).append(node.value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        name = _dotted(node.target)
+        name = cst_dotted(node.target)
         if name and node.value is not None:
             self.values.setdefault(name, []).append(node.value)
 
@@ -133,10 +121,12 @@ class _LoopWrapper(cst.CSTTransformer):
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, assignments: Dict[str, List[cst.BaseExpression]], module: cst.Module) -> None:
+    def __init__(self, assignments: Dict[str, List[cst.BaseExpression]], module: cst.Module,
+                 step_lines: Set[int]) -> None:
         super().__init__()
         self.assignments = assignments
         self.module = module
+        self.step_lines = step_lines  # first lines of the whole-step loops (detect.training)
         self.training = False  # a loop of the module runs a training step
         self.open_loops: List[bool] = []  # for each enclosing for loop: is it a data loop?
         self.wrap: Set[int] = set()
@@ -153,19 +143,22 @@ class _LoopWrapper(cst.CSTTransformer):
             if name in _WRAPPERS or "tqdm" in name.lower() or "progress" in name.lower():
                 return any(self.is_loader(arg.value, depth + 1) for arg in node.args if arg.keyword is None)
             return says_loader(name)
-        dotted = _dotted(node)
+        dotted = cst_dotted(node)
         if dotted is None:
             return False
         last = dotted.rsplit(".", 1)[-1]
         return says_loader(last) or any(self.is_loader(v, depth + 1) for v in self.assignments.get(dotted, ()))
 
+    def _runs_training_step(self, node: cst.CSTNode) -> bool:
+        return self.get_metadata(PositionProvider, node).start.line in self.step_lines
+
     def visit_While(self, node: cst.While) -> None:
-        if _runs_training_step(node.body):
+        if self._runs_training_step(node):
             self.training = True
 
     def visit_For(self, node: cst.For) -> None:
         data_loop = False
-        steps = _runs_training_step(node.body)
+        steps = self._runs_training_step(node)
         self.training = self.training or steps
         if _is_detector_start(node.iter):
             self.already_wrapped = data_loop = True
@@ -185,36 +178,6 @@ class _LoopWrapper(cst.CSTTransformer):
             return updated
         start = cst.Attribute(value=cst.Name("DETECTOR"), attr=cst.Name("start"))
         return updated.with_changes(iter=cst.Call(func=start, args=[cst.Arg(value=updated.iter)]))
-
-
-class _TrainingStep(cst.CSTVisitor):
-    """The calls of a loop body, not entering nested loops, functions or classes: backward and optimizer calls."""
-
-    def __init__(self) -> None:
-        self.backward = self.optimizer = False
-
-    def visit_Call(self, node: cst.Call) -> None:
-        name = _callee(node.func)
-        if name == "backward" and isinstance(node.func, cst.Attribute):
-            self.backward = True
-        elif name in ("step", "zero_grad") or "optim" in (_dotted(node.func) or "").lower():
-            self.optimizer = True
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if "optim" in node.value.lower():  # scaler.step(optimizer), optimizer_step(...)
-            self.optimizer = True
-
-    def _stop(self, node: cst.CSTNode) -> bool:
-        return False  # do not enter
-
-    visit_For = visit_While = visit_FunctionDef = visit_ClassDef = visit_Lambda = _stop
-
-
-def _runs_training_step(body: cst.BaseSuite) -> bool:
-    """Whether a loop body runs a training step itself: a ``.backward(`` call and an optimizer call."""
-    found = _TrainingStep()
-    body.visit(found)
-    return found.backward and found.optimizer
 
 
 def _import_statements(depth: int) -> List[cst.BaseSmallStatement]:
@@ -266,18 +229,9 @@ def _names_in(node: ast.AST) -> Iterator[str]:
             yield sub.id
         elif isinstance(sub, ast.Attribute):
             yield sub.attr
-            dotted = _ast_dotted(sub)
+            dotted = ast_dotted(sub)
             if dotted:
                 yield dotted
-
-
-def _ast_dotted(node: ast.AST) -> Optional[str]:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        inner = _ast_dotted(node.value)
-        return f"{inner}.{node.attr}" if inner else None
-    return None
 
 
 def may_have_data_loop(source: bytes) -> bool:
@@ -296,7 +250,7 @@ def may_have_data_loop(source: bytes) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                dotted = _ast_dotted(target)
+                dotted = ast_dotted(target)
                 if dotted:
                     assigned.setdefault(dotted, []).append(node.value)
         elif isinstance(node, ast.For):
@@ -318,6 +272,17 @@ def may_have_data_loop(source: bytes) -> bool:
         return False
 
     return any(mentions_loader(iterable) for iterable in loops)
+
+
+def whole_step_lines(source: bytes) -> Set[int]:
+    """First lines of the loops that run a whole training step (``detect.training``, on the stdlib tree)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return set()  # libcst reports what it makes of the file; no loop counts as a training loop
+    text = source.decode(tokenize.detect_encoding(io.BytesIO(source).readline)[0], "replace")
+    lines = io.StringIO(text, newline=None).readlines()  # Python's own line breaks, as ast numbers them
+    return {loop.lineno for loop in Training(tree, lines).whole_step_loops()}
 
 
 class TooDeep(ValueError):
@@ -375,7 +340,7 @@ def instrument_source(source: bytes, depth: int = 0) -> Instrumented:
     module = cst.parse_module(source)
     assignments = _Assignments()
     module.visit(assignments)
-    wrapper = _LoopWrapper(assignments.values, module)
+    wrapper = _LoopWrapper(assignments.values, module, whole_step_lines(source))
     module = MetadataWrapper(module, unsafe_skip_copy=True).visit(wrapper)
     training = wrapper.training
     already = IMPORT_LINE.encode() in source
@@ -460,7 +425,7 @@ def copy_tree(source: Path, dest: Path, on_python: FileHandler, exclude: Iterabl
         excluded = {os.path.normcase(os.path.abspath(p)) for p in exclude}
 
         def unreadable(error: OSError) -> None:
-            rel = Path(os.path.relpath(error.filename, source)).as_posix()
+            rel = relative(error.filename, source)
             result.skipped.append((rel, f"left out: cannot list folder ({error.strerror})"))
 
         result.package = source.name if (source / "__init__.py").is_file() else ""

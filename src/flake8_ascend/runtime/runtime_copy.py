@@ -19,10 +19,9 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List
+from typing import Callable, Dict, Iterable, List, Optional, Protocol
 
 from ..files import report_folders
-from ..modes import Job
 from .inject import IMPORT_LINE, PACKAGE, REPORT_NAME, Injection, instrument_tree
 
 
@@ -37,6 +36,16 @@ class Detector:
     def import_line(self) -> str:
         alias = "" if self.name == "DETECTOR" else " as DETECTOR"
         return f"from {PACKAGE}.{self.module} import {self.name}{alias}"
+
+
+class Job(Protocol):
+    """What a copy needs of the mode's job (``modes.Job`` has it): runtime/ sits below the modes."""
+
+    input: Path  # the -i path (a folder or one file)
+    out_dir: Path  # where the copy is written
+    target: Optional[Path]  # what out_dir is renamed to once the run succeeded
+
+    log: Callable[[str], None]  # append one line to the run log
 
 
 MAX_RUN_LINES = 8  # "to run ..." lines in the log

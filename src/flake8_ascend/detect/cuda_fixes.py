@@ -1,4 +1,4 @@
-"""The safe rewrites the CUDA rules attach to their findings (``Finding.fix``, applied by ``fix.py``).
+"""The safe rewrites the CUDA rules attach to their findings (``Finding.rewrite``, applied by ``fix.py``).
 
 A rewrite comes from ``data/cuda_fixes.json`` (the GPU2Ascend rule tables, where transfer_to_npu agrees) and
 is attached only where the finding is certain and the version has the target: ``torch.cuda.X`` only when
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Optional
 
 from ..data import load_cuda_fixes
+from ..rewrite import Kind, Rewrite
 
 _DEVICE_INDEX = re.compile(r"\d+")
 _NPU_DATA = re.compile(r"npu(:\d+)?|hccl|HCCL")
@@ -30,34 +32,34 @@ def handles_npu(ctx) -> bool:
     return ctx.memo("handles_npu", lambda c: names_npu(c.tree, c.lines))
 
 
-def name_fix(qualname: str, ctx) -> str:
+def name_fix(qualname: str, ctx) -> Optional[Rewrite]:
     """``name torch_npu.npu.synchronize`` for ``torch.cuda.synchronize`` (longest mapped module first)."""
     data = ctx.data
     if not data.npu_all or handles_npu(ctx):
-        return ""
+        return None
     for old, new in sorted(load_cuda_fixes()["modules"].items(), key=lambda item: -len(item[0])):
         if qualname.startswith(old + "."):
             rest = qualname[len(old) + 1:]
             if old == "torch.cuda" and rest.split(".")[0] not in data.npu_all:
-                return ""
-            return f"name {new}.{rest}"
-    return ""
+                return None
+            return Rewrite(Kind.NAME, f"{new}.{rest}")
+    return None
 
 
-def method_fix(name: str, ctx) -> str:
+def method_fix(name: str, ctx) -> Optional[Rewrite]:
     """``method npu`` for ``.cuda()``."""
     new = load_cuda_fixes()["methods"].get(name)
-    return f"method {new}" if new and not handles_npu(ctx) else ""
+    return Rewrite(Kind.METHOD, new) if new and not handles_npu(ctx) else None
 
 
-def string_fix(value: str, ctx) -> str:
+def string_fix(value: str, ctx) -> Optional[Rewrite]:
     """``string npu:1`` for ``'cuda:1'``, ``string hccl`` for ``'nccl'``: exact strings and device prefixes."""
     strings = load_cuda_fixes()["strings"]
     if handles_npu(ctx):
-        return ""
+        return None
     if value in strings:
-        return f"string {strings[value]}"
+        return Rewrite(Kind.STRING, strings[value])
     for old, new in strings.items():
         if old.endswith(":") and value.startswith(old) and _DEVICE_INDEX.fullmatch(value[len(old):]):
-            return f"string {new}{value[len(old):]}"
-    return ""
+            return Rewrite(Kind.STRING, f"{new}{value[len(old):]}")
+    return None

@@ -1,7 +1,8 @@
 """Where a file trains: training loops, per-step code and entry scripts.
 
-Shared by every advice rule (ASC5xx/ASC6xx) that asks "does this run on every
-training step?" so they all agree.  The definitions, also in docs/advice.md:
+The one loop finder: every advice rule (ASC5xx/ASC6xx) that asks "does this run
+on every training step?" and the runtime injector that asks "which loop records
+an iteration?" use it, so they agree.  The definitions, also in docs/advice.md:
 
 - A *training step call* is ``<expr>.backward(...)``, ``torch.autograd.backward(...)``
   or an optimizer step: ``<opt>.step(...)`` whose receiver's last name contains
@@ -12,6 +13,9 @@ training step?" so they all agree.  The definitions, also in docs/advice.md:
   ``self.f(...)`` of a *step function*: a function of the same file with a
   training step call outside its own loops.  An epoch loop that only contains
   a training loop is not one itself.
+- A *whole-step loop* (where the injector records iterations) is a loop whose own
+  body, outside nested loops and definitions, holds both a backward call and an
+  optimizer step.
 - Code *runs every step* when it is in the body of a training loop (loops
   nested in it included) or in a step function called from a loop, without
   crossing a def/lambda/class boundary, and not in the body of an ``if``
@@ -26,7 +30,7 @@ import ast
 from bisect import bisect_left
 from typing import Dict, List, Optional, Sequence, Set
 
-from .semantic.values import returns_tensor_method
+from ..semantic.values import returns_tensor_method
 
 _STEP_WORDS = ("backward", ".step(")  # a training step call spells one of these
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -101,6 +105,7 @@ class Training:
 
     def __init__(self, tree: ast.AST, lines: Sequence[str]) -> None:
         self.loops: Set[int] = set()  # ids of training loops
+        self._kinds: Dict[ast.AST, Set[str]] = {}  # loop -> kinds of the step calls in its own body
         self.step_functions: Set[int] = set()  # ids of step functions called from a loop
         self.loss_names: Dict[int, Set[str]] = {}  # id(def or module) -> names backward is called on
         self.scales_loss = False  # GradScaler, scaler.scale(...), amp.scale_loss or X.backward(loss)
@@ -155,6 +160,7 @@ class Training:
             _receiver_names(receiver, self.loss_names.setdefault(id(scope), set()))
         if kind and loop is not None:
             self.loops.add(id(loop))
+            self._kinds.setdefault(loop, set()).add(kind)
             self.accumulates |= kind == "step" and periodic
         elif kind and isinstance(scope, _FUNCTIONS):
             self._candidates.setdefault(scope.name, []).append(scope)
@@ -170,6 +176,11 @@ class Training:
             self.step_functions.add(id(function))
 
     # -- questions -----------------------------------------------------------
+    def whole_step_loops(self) -> List[ast.AST]:
+        """The loops whose own body runs a backward call and an optimizer step, in file order."""
+        return sorted((loop for loop, kinds in self._kinds.items() if kinds == {"backward", "step"}),
+                      key=lambda loop: (loop.lineno, loop.col_offset))
+
     def runs_every_step(self, stack: Sequence[ast.AST], node: ast.AST) -> bool:
         """Does ``node`` (whose ancestors are ``stack``) run on every training step?"""
         child = node

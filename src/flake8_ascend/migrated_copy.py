@@ -20,14 +20,15 @@ from typing import Iterable, List, Tuple
 import libcst as cst
 
 from . import fix
+from .codes import FIXABLE_CODES
 from .config import Config
-from .engine import Finding, analyze, unsuppressed
+from .engine import Finding, lint, unsuppressed
 from .files import SourceError, read_source
 from .registry import all_rules
-from .rules._cuda_fixes import names_npu
-from .rules._transfer_to_npu import imports_transfer_to_npu
+from .detect.cuda_fixes import names_npu
+from .detect.transfer_to_npu import imports_transfer_to_npu
 from .runtime.inject import Injection, TooDeep, check_nesting, copy_tree
-from .training import Training
+from .detect.training import Training
 
 CUDA_PREFIX = "ASC2"
 TRANSFER_IMPORTS = ("import torch_npu", "from torch_npu.contrib import transfer_to_npu")
@@ -53,7 +54,7 @@ class Migrator:
         self.config = config
         self.after = dataclasses.replace(config, transfer_to_npu=transfer_to_npu)  # how the copy is read
         self.rules = [rule for rule in all_rules() if rule.code.startswith(CUDA_PREFIX)]
-        self.fix_codes = [code for code in fix.FIX_CODES if code.startswith(CUDA_PREFIX)]
+        self.fix_codes = [code for code in FIXABLE_CODES if code.startswith(CUDA_PREFIX)]
         self.result = Migration()
 
     def tree(self, source: Path, dest: Path, exclude: Iterable[Path] = ()) -> Migration:
@@ -91,7 +92,7 @@ class Migrator:
             new, _, left, changes = fix.fix_source(source, findings) if findings else (source, 0, [], [])
         lines = new.splitlines(keepends=True)
         tree = ast.parse(new)
-        remaining = unsuppressed(analyze(tree, lines, rel, self.after, self.rules), lines)
+        remaining = unsuppressed(lint(tree, lines, rel, self.after, self.rules), lines)
         if not self.transfer_to_npu and names_npu(tree if new == source else ast.parse(source), source.splitlines()):
             self.result.names_npu.append(rel)  # the original named the NPU: why its CUDA code stays
             if remaining:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from .calls import MISSING, argument, is_constant
+from ..calls import MISSING, argument, is_constant
 
 # context manager -> (device it is bound to or None for a device argument, index of positional ``enabled``,
 # index of positional ``dtype``)

@@ -18,12 +18,9 @@ Signature rule (ours; the official tool compares name and the exact parameter li
 from __future__ import annotations
 
 import ast
-import json
-from functools import lru_cache
-from pathlib import Path
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
-TABLE_PATH = Path(__file__).parent / "data" / "affinity.json"
+from ..data import load_affinity, version_key
 
 # Names that mean the same parameter; the sets are disjoint (tests check it).
 SYNONYMS: Tuple[FrozenSet[str], ...] = tuple(frozenset(s.split()) for s in (
@@ -41,16 +38,6 @@ SYNONYMS: Tuple[FrozenSet[str], ...] = tuple(frozenset(s.split()) for s in (
 ))
 _CANONICAL = {name: min(group) for group in SYNONYMS for name in group}
 _RECEIVERS = ("self", "cls", "ctx")
-
-
-@lru_cache(maxsize=None)
-def table() -> dict:
-    """The packaged affinity table (read once per process)."""
-    return json.loads(TABLE_PATH.read_text(encoding="utf-8"))
-
-
-def version_key(version: str) -> Tuple[int, ...]:
-    return tuple(int(part) for part in version.partition(".post")[0].split("."))
 
 
 def available(entry: dict, version: str) -> bool:
@@ -158,4 +145,4 @@ def first_available(entries: Iterable[dict], version: str, matches) -> Optional[
 
 
 def entries(api_type: str) -> Dict[str, object]:
-    return table()[api_type]
+    return load_affinity()[api_type]

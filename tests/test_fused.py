@@ -1,0 +1,89 @@
+"""detect/fused.py: the hand-written fused-op patterns ASC304 reports, found through one function's locals."""
+import ast
+
+from flake8_ascend.detect.fused import attention_scores, function_patterns, module_ops, sdpa_in_other_branch
+from probe import ask
+
+
+def _spans(source: str, detector: str):
+    """(first line, last line) of every span ``Patterns.<detector>`` finds at a call or product."""
+    def question(node, ctx):
+        patterns = function_patterns(ctx)
+        span = getattr(patterns, detector)(node) if patterns is not None else None
+        return (span[0].lineno, span[1].lineno) if span else None
+    return [a for a in ask(source, ast.Call, question) if a]
+
+
+RMS_NORM = """
+    import torch
+    def norm(x, eps):
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return x * torch.rsqrt(variance + eps)
+"""
+
+
+def test_rms_norm_is_followed_through_local_names():
+    assert _spans(RMS_NORM, "rms_norm") == [(4, 5)]
+
+
+def test_a_centred_variance_is_a_layer_norm_not_an_rms_norm():
+    source = RMS_NORM.replace("x.pow(2)", "(x - x.mean(-1, keepdim=True)).pow(2)")
+    assert _spans(source, "rms_norm") == []
+
+
+def test_rsqrt_of_something_else_is_no_rms_norm():
+    assert _spans("import torch\ndef f(x, y):\n    return x * torch.rsqrt(y)\n", "rms_norm") == []
+
+
+def test_rotate_half_needs_the_two_halves_of_one_tensor():
+    source = """
+        import torch
+        def rotate(x, y):
+            x1, x2 = x.chunk(2, dim=-1)
+            a = torch.cat((-x2, x1), dim=-1)
+            b = torch.cat((-x2, y), dim=-1)
+    """
+    assert _spans(source, "rotate_half") == [(5, 5)]
+
+
+def test_module_level_code_has_no_patterns():
+    assert ask("import torch\ny = torch.rsqrt(x)\n", ast.Call, lambda node, ctx: function_patterns(ctx)) == [None]
+
+
+def test_module_ops_come_from_init():
+    source = """
+        from torch import nn
+        class Block(nn.Module):
+            def __init__(self):
+                self.act = nn.SiLU()
+                self.norm = nn.LayerNorm(8)
+                self.proj = nn.Linear(8, 8)
+    """
+    assert ask(source, ast.ClassDef, module_ops) == [{"act": "silu", "norm": "layer_norm"}]
+
+
+ATTENTION = """
+    import torch
+    def attend(self, q, k, v):
+        if self.fused:
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        else:
+            scores = q @ k.transpose(-2, -1)
+            return scores.softmax(dim=-1) @ v
+"""
+
+
+def test_attention_scores_names_the_first_product():
+    def question(node, ctx):
+        return any(id(n) in attention_scores(ctx) for n in ast.walk(node))
+    returns = ask(ATTENTION, ast.Return, question)
+    assert returns == [False, False]  # the q @ k product is in the assignment, not in a return
+    assignments = ask(ATTENTION, ast.Assign, question)
+    assert assignments == [True]
+
+
+def test_the_branch_beside_sdpa_is_the_fallback():
+    answers = ask(ATTENTION, ast.Assign, sdpa_in_other_branch)
+    assert answers == [True]
+    assert ask(ATTENTION.replace("scaled_dot_product_attention", "other"), ast.Assign, sdpa_in_other_branch) \
+        == [False]
