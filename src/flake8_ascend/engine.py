@@ -153,7 +153,11 @@ def analyze(
     config: Config,
     rules: Optional[Iterable[Type[Rule]]] = None,
 ) -> List[Finding]:
-    """Run the rules on one parsed module and return its findings, sorted."""
+    """Run the rules on one parsed module and return its findings, sorted.
+
+    ``lines`` are split as ``sources.split_lines`` splits them (flake8 hands the plugin such lines); callers
+    run it through ``sources.deep`` so that a tree deeper than the recursion limit allows is still walked.
+    """
     source = "".join(lines)
     active = _active_rules(source, all_rules() if rules is None else rules)
     if not active:
@@ -186,11 +190,6 @@ def analyze(
 
     visit(tree)
     return sorted(set(ctx.findings))
-
-
-def parse_source(source: str, path: str = "<string>") -> Tuple[ast.AST, List[str]]:
-    """Parse source text as flake8 does; raises SyntaxError / ValueError."""
-    return ast.parse(source, filename=path), source.splitlines(keepends=True)
 
 
 def _statement_lines(lines: Sequence[str]) -> Dict[int, str]:

@@ -5,10 +5,8 @@ regular files, up to ``MAX_FILE_BYTES``, and every reader of input files uses it
 """
 from __future__ import annotations
 
-import io
 import os
 import stat
-import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, List, Tuple
@@ -111,17 +109,6 @@ def collect(input_path: Path, exclude: Iterable[Path] = ()) -> FileSet:
                 found.files.append(here / name)
     found.files.sort(key=lambda p: _rel(p, root))
     return found
-
-
-def read_source(path: Path) -> str:
-    """The text of a Python file: UTF-8, or the encoding its BOM/coding cookie declares."""
-    raw = read_regular(path)
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-        return raw.decode(encoding)
-    except (SyntaxError, LookupError, UnicodeDecodeError) as error:
-        reason = error.msg if isinstance(error, SyntaxError) else str(error)
-        raise SourceError(f"not decodable as UTF-8 or its declared encoding ({reason})") from None
 
 
 def report_folders(out_dir: Path) -> List[Path]:

@@ -38,8 +38,9 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from .config import Config
 from .data import load_cuda_fixes
 from .engine import Finding, analyze, unsuppressed
-from .files import SourceError, read_source
+from .files import SourceError
 from .registry import rule_for
+from .sources import Source, TooComplex, check_libcst, deep, parse, read_source, split_lines
 
 FIX_CODES = ("ASC201", "ASC202", "ASC204", "ASC207", "ASC303", "ASC304")
 Position = Tuple[int, int]
@@ -81,16 +82,16 @@ class FileFix:
         return self.old != self.new
 
     def diff(self) -> str:
-        return "".join(difflib.unified_diff(self.old.splitlines(keepends=True), self.new.splitlines(keepends=True),
+        return "".join(difflib.unified_diff(split_lines(self.old), split_lines(self.new),
                                             fromfile=f"a/{self.rel}", tofile=f"b/{self.rel}"))
 
 
 def fixable_findings(source: str, path: str, config: Config, codes: Sequence[str] = FIX_CODES) -> List[Finding]:
-    """The findings of ``source`` that carry a safe rewrite (``# noqa`` respected); raises SyntaxError."""
-    tree = ast.parse(source, filename=path)
-    lines = source.splitlines(keepends=True)
+    """The findings of ``source`` that carry a safe rewrite (``# noqa`` respected); raises SourceError."""
+    text = Source.of(source)
+    tree = parse(text, path)
     rules = [rule_for(code) for code in codes]
-    return [f for f in unsuppressed(analyze(tree, lines, path, config, rules), lines) if f.fix]
+    return [f for f in unsuppressed(deep(analyze, tree, text.lines, path, config, rules), text.lines) if f.fix]
 
 
 def _char_column(lines: Sequence[str], line: int, byte_col: int) -> int:
@@ -294,8 +295,12 @@ def insert_statements(module_node: cst.Module, texts: Sequence[str]) -> cst.Modu
 
 
 def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List[str], List[Change]]:
-    """(new source, number of rewrites, why the other fixable findings were left, what changed) for one file."""
-    lines = source.splitlines(keepends=True)
+    """(new source, number of rewrites, why the other fixable findings were left, what changed) for one file.
+
+    Raises ``SourceError`` for a file libcst must not be given or cannot reproduce exactly (``check_libcst``;
+    libcst rejects a form feed before an indented line, which Python accepts).
+    """
+    lines = split_lines(source)
     tree = ast.parse(source)
     bound = _bound_names(tree)
     targets: Dict[str, Dict[Position, str]] = {kind: {} for kind in _KINDS}
@@ -320,7 +325,7 @@ def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List
     if not wanted:
         return source, 0, left, []
     rewriter = _Rewriter(targets)
-    module_node = MetadataWrapper(cst.parse_module(source)).visit(rewriter)
+    module_node = MetadataWrapper(libcst_module(source)).visit(rewriter)
     missed = sorted(set(wanted) - set(rewriter.done))
     left += [f"line {line}: the code there could not be rewritten" for line, _ in missed]
     imports: Dict[str, Set[str]] = {}
@@ -350,9 +355,23 @@ def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List
     return module_node.code, len(rewriter.done), left, changes
 
 
+def libcst_module(source: str) -> cst.Module:
+    """libcst's tree of ``source``; raises SourceError when libcst must not or cannot handle it faithfully."""
+    try:
+        check_libcst(source)
+        module_node = cst.parse_module(source)
+    except TooComplex as error:
+        raise SourceError(f"{error}; not rewritten") from None
+    except cst.ParserSyntaxError as error:
+        raise SourceError(f"libcst cannot parse it ({str(error).strip().splitlines()[0]}): not rewritten") from None
+    if module_node.code != source:
+        raise SourceError("libcst would not write it back unchanged: not rewritten")
+    return module_node
+
+
 def fix_file(path: Path, findings: Iterable[Finding]) -> str:
     """The new text of ``path`` with ``findings``' safe rewrites applied (the file is not written)."""
-    return fix_source(read_source(Path(path)), findings)[0]
+    return fix_source(read_source(Path(path)).text, findings)[0]
 
 
 def write_file(path: Path, text: str) -> None:
@@ -369,31 +388,56 @@ def write_file(path: Path, text: str) -> None:
         raise
 
 
+class UnwritableInput(Exception):
+    """``--fix`` cannot write some of the files it would rewrite; the message names the first one."""
+
+
+def _writable(path: Path) -> bool:
+    """Whether ``write_file`` may replace ``path``: it writes a new file into the folder and renames it."""
+    return os.access(path.parent, os.W_OK | os.X_OK)
+
+
 def fix_paths(paths: Sequence[Path], root: Path, config: Config, write: bool,
               codes: Sequence[str] = FIX_CODES) -> Tuple[List[FileFix], List[str]]:
-    """Fix every file (written only when ``write``); returns the files with fixable findings and the problems."""
+    """Fix every file (written only when ``write``); returns the files with fixable findings and why others
+    were skipped.
+
+    With ``write``, every file to rewrite is checked first: when one cannot be written, none is, and
+    ``UnwritableInput`` says which; a write that fails all the same raises it after the others.
+    """
     results: List[FileFix] = []
     problems: List[str] = []
     for path in paths:
         rel = Path(os.path.relpath(path, root)).as_posix()
         try:
             source = read_source(path)
-            findings = fixable_findings(source, rel, config, codes)
+            findings = fixable_findings(source.text, rel, config, codes)
+            if not findings:
+                continue
+            if not source.exact:
+                raise SourceError(f"{source.note}; not rewritten")
+            new, applied, left, changes = fix_source(source.text, findings)
         except SourceError as error:
             problems.append(f"{rel}: {error}")
             continue
-        except (SyntaxError, ValueError, RecursionError) as error:
-            problems.append(f"{rel}: cannot parse ({type(error).__name__})")
-            continue
-        if not findings:
-            continue
-        new, applied, left, changes = fix_source(source, findings)
-        result = FileFix(path, rel, source, new, applied, left, changes)
-        if write and result.changed:
-            try:
-                write_file(path, new)
-            except OSError as error:
-                problems.append(f"{rel}: cannot write ({error.strerror or error})")
-                continue
-        results.append(result)
+        results.append(FileFix(path, rel, source.text, new, applied, left, changes))
+    if not write:
+        return results, problems
+    changed = [result for result in results if result.changed]
+    refused = [result.rel for result in changed if not _writable(result.path)]
+    if refused:
+        others = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        raise UnwritableInput(f"--fix cannot write {refused[0]}{others}: its folder is not writable; "
+                              "no file was rewritten")
+    failed = []
+    for result in changed:
+        try:
+            write_file(result.path, result.new)
+        except OSError as error:
+            failed.append((result.rel, error.strerror or str(error)))
+    if failed:
+        rel, why = failed[0]
+        others = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        raise UnwritableInput(f"--fix could not write {rel}{others}: {why}; "
+                              f"{len(changed) - len(failed)} other files were rewritten")
     return results, problems

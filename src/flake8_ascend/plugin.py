@@ -9,6 +9,7 @@ from .config import Config, ConfigError, make_config
 from .data import known_versions
 from .engine import analyze
 from .registry import all_rules
+from .sources import deep
 
 
 def optional_codes() -> FrozenSet[str]:
@@ -77,8 +78,8 @@ class AscendChecker:
     def run(self) -> Iterator[Tuple[int, int, str, type]]:
         config = self.config or make_config()
         try:
-            findings = analyze(self.tree, self.lines, self.filename, config)
-        except RecursionError:  # absurdly deep expressions: flake8 itself reports nothing either
+            findings = deep(analyze, self.tree, self.lines, self.filename, config)
+        except RecursionError:  # deeper than even ``deep`` walks: flake8's own checks fail on it too
             return
         for finding in findings:
             if finding.code not in self.suppressed:

@@ -30,9 +30,7 @@ source tree is only read.
 from __future__ import annotations
 
 import ast
-import io
 import os
-import tokenize
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,13 +40,13 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..files import SKIPPED_FOLDERS, SourceError, read_regular, regular_file_problem
+from ..sources import TooComplex, check_libcst, decode
 from ..rules.dataloader_last_batch import words
 
 PACKAGE = "msft_dynamic_analysis"
 PACKAGE_SOURCE = Path(__file__).parent / PACKAGE
 IMPORT_LINE = f"from {PACKAGE}.hook import DETECTOR"
 REPORT_NAME = "msft_dynamic_shape_analysis_report.csv"
-MAX_NESTING = 1000  # syntax-tree depth handed to libcst; it crashed at 5,000 nested lambdas, not at 2,500
 _WRAPPERS = frozenset({"enumerate", "zip", "iter", "islice", "track"})
 
 
@@ -320,58 +318,19 @@ def may_have_data_loop(source: bytes) -> bool:
     return any(mentions_loader(iterable) for iterable in loops)
 
 
-class TooDeep(ValueError):
-    """A file nested deeper than libcst parses safely: its native parser overflows the stack (a crash, not an error)."""
-
-
-def check_nesting(source: bytes, limit: int = MAX_NESTING) -> None:
-    """Raise ``TooDeep`` when ``source`` is nested deeper than ``limit``, as far as the stdlib can tell.
-
-    libcst crashes the whole process on a 20,000-term expression or 5,000 nested
-    lambdas; real code stays far below ``MAX_NESTING`` levels.  The depth is
-    measured without recursion.  A file the stdlib parser rejects (a syntax error,
-    or syntax newer than this Python) is left to libcst unless one of its
-    statements has more than ``2 * limit`` tokens: depth cannot be told then.
-    """
-    try:
-        tree = ast.parse(source)
-    except (RecursionError, MemoryError):
-        raise TooDeep(f"nested more than {limit} levels deep") from None
-    except (SyntaxError, ValueError):
-        if _longest_statement(source) > 2 * limit:
-            raise TooDeep(f"a statement of more than {2 * limit} tokens that does not parse") from None
-        return
-    stack = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            raise TooDeep(f"nested more than {limit} levels deep")
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-
-
-def _longest_statement(source: bytes) -> int:
-    """The most tokens in one logical line (the whole file when it cannot be tokenized)."""
-    longest = count = 0
-    try:
-        for token in tokenize.tokenize(io.BytesIO(source).readline):
-            count += 1
-            if token.type in (tokenize.NEWLINE, tokenize.ENDMARKER):
-                longest, count = max(longest, count), 0
-    except (tokenize.TokenError, SyntaxError, UnicodeDecodeError):
-        return max(longest, count, len(source))
-    return longest
-
-
 def instrument_source(source: bytes, depth: int = 0) -> Instrumented:
     """Wrap the data loops of one file and add the detector import; raises ``libcst.ParserSyntaxError``
-    or ``TooDeep``.
+    or ``TooComplex``.
 
     ``depth`` is the file's folder depth below the analysis root (0: beside ``msft_dynamic_analysis``).
     """
     loader_words = b"oader" in source or b"dl" in source or b"DETECTOR" in source
     if not (b".backward(" in source or (b"for " in source and loader_words and may_have_data_loop(source))):
         return Instrumented(source, [], IMPORT_LINE.encode() in source, False)
-    check_nesting(source)
+    decoded = decode(source)
+    if not decoded.exact:  # libcst would fail on it, and Python cannot run it
+        raise TooComplex(decoded.note)
+    check_libcst(source)
     module = cst.parse_module(source)
     assignments = _Assignments()
     module.visit(assignments)
@@ -516,8 +475,8 @@ def _instrument_file(path: Path, target: Path, rel: str, depth: int, result: Inj
         return
     try:
         done = instrument_source(raw, depth)
-    except TooDeep as error:
-        result.skipped.append((rel, f"copied unchanged: {error}, more than libcst parses safely"))
+    except TooComplex as error:
+        result.skipped.append((rel, f"copied unchanged: {error}"))
         shutil.copy2(path, target)
         result.copied += 1
         return
