@@ -72,6 +72,15 @@ class FileSet:
     skipped: List[Tuple[str, str]] = field(default_factory=list)  # (relative path, reason)
 
 
+def lstat_problem(path: Path) -> str:
+    """Why ``path`` itself cannot be looked at (a path longer than the system allows), or ""."""
+    try:
+        os.lstat(path)
+    except OSError as error:
+        return f"cannot read ({error.strerror or error})"
+    return ""
+
+
 def _rel(path: Path, root: Path) -> str:
     return Path(os.path.relpath(path, root)).as_posix()
 
@@ -97,7 +106,10 @@ def collect(input_path: Path, exclude: Iterable[Path] = ()) -> FileSet:
             path = here / name
             if name in SKIPPED_FOLDERS or os.path.normcase(os.path.abspath(path)) in excluded:
                 continue
-            if path.is_symlink():
+            problem = lstat_problem(path)
+            if problem:
+                found.skipped.append((_rel(path, root), problem))
+            elif path.is_symlink():
                 found.skipped.append((_rel(path, root), "symbolic link to a folder, not followed"))
             elif os.path.isfile(path / "pyvenv.cfg"):  # os.path: an unreadable folder answers False
                 found.skipped.append((_rel(path, root), "virtual environment"))

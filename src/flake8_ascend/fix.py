@@ -298,8 +298,13 @@ def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List
     """(new source, number of rewrites, why the other fixable findings were left, what changed) for one file.
 
     Raises ``SourceError`` for a file libcst must not be given or cannot reproduce exactly (``check_libcst``;
-    libcst rejects a form feed before an indented line, which Python accepts).
+    libcst rejects a form feed before an indented line, which Python accepts).  libcst's visitors recurse
+    once or more per level: a deep file is rewritten with room for that (``sources.deep``).
     """
+    return deep(_fix_source, source, list(findings))
+
+
+def _fix_source(source: str, findings: List[Finding]) -> Tuple[str, int, List[str], List[Change]]:
     lines = split_lines(source)
     tree = ast.parse(source)
     bound = _bound_names(tree)
@@ -361,11 +366,11 @@ def libcst_module(source: str) -> cst.Module:
         check_libcst(source)
         module_node = cst.parse_module(source)
     except TooComplex as error:
-        raise SourceError(f"{error}; not rewritten") from None
+        raise SourceError(str(error)) from None
     except cst.ParserSyntaxError as error:
-        raise SourceError(f"libcst cannot parse it ({str(error).strip().splitlines()[0]}): not rewritten") from None
+        raise SourceError(f"libcst cannot parse it ({error.message})") from None
     if module_node.code != source:
-        raise SourceError("libcst would not write it back unchanged: not rewritten")
+        raise SourceError("libcst would not write it back unchanged")
     return module_node
 
 
@@ -415,7 +420,7 @@ def fix_paths(paths: Sequence[Path], root: Path, config: Config, write: bool,
             if not findings:
                 continue
             if not source.exact:
-                raise SourceError(f"{source.note}; not rewritten")
+                raise SourceError(source.note)
             new, applied, left, changes = fix_source(source.text, findings)
         except SourceError as error:
             problems.append(f"{rel}: {error}")

@@ -86,9 +86,9 @@ class Migrator:
         new, changes, left = source.text, [], []
         try:
             if not source.exact:
-                raise SourceError(f"{source.note}; not rewritten")
+                raise SourceError(source.note)
             if self.transfer_to_npu:
-                new = self._add_transfer_imports(source, tree)
+                new = deep(self._add_transfer_imports, source, tree)
                 if new != source.text:
                     changes = [fix.Change(0, "", "", line) for line in TRANSFER_IMPORTS]
             else:

@@ -39,8 +39,8 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Set, Tupl
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from ..files import SKIPPED_FOLDERS, SourceError, read_regular, regular_file_problem
-from ..sources import TooComplex, check_libcst, decode
+from ..files import SKIPPED_FOLDERS, SourceError, lstat_problem, read_regular, regular_file_problem
+from ..sources import TooComplex, check_libcst, decode, deep
 from ..rules.dataloader_last_batch import words
 
 PACKAGE = "msft_dynamic_analysis"
@@ -427,16 +427,24 @@ def copy_tree(source: Path, dest: Path, on_python: FileHandler, exclude: Iterabl
             here = Path(folder)
             rel_folder = Path(result.package, here.relative_to(source))
             depth = len(rel_folder.parts)
+            try:
+                (dest / rel_folder).mkdir(parents=True, exist_ok=True)
+            except OSError as error:  # a path longer than the system allows, in the copy
+                result.skipped.append((rel_folder.as_posix(), f"left out: cannot copy ({error.strerror or error})"))
+                subfolders[:] = []
+                continue
             keep = []
             for name in sorted(subfolders):
                 path = here / name
                 rel = (rel_folder / name).as_posix()
                 if name in SKIPPED_FOLDERS or os.path.normcase(os.path.abspath(path)) in excluded:
                     continue
-                if _reserved(depth == 0, name):
+                problem = lstat_problem(path)
+                if problem:
+                    result.skipped.append((rel, f"left out: {problem}"))
+                elif _reserved(depth == 0, name):
                     result.skipped.append((rel, "name reserved for the analysis output"))
                 elif path.is_symlink():
-                    (dest / rel_folder).mkdir(parents=True, exist_ok=True)
                     problem = _copy_link(path, dest / rel_folder / name, source, excluded)
                     if problem:
                         result.skipped.append((rel, problem))
@@ -445,26 +453,34 @@ def copy_tree(source: Path, dest: Path, on_python: FileHandler, exclude: Iterabl
                 else:
                     keep.append(name)
             subfolders[:] = keep
-            (dest / rel_folder).mkdir(parents=True, exist_ok=True)
             for name in sorted(names):
                 rel = (rel_folder / name).as_posix()
-                if _reserved(depth == 0, name):
-                    result.skipped.append((rel, "name reserved for the analysis output"))
-                elif (here / name).is_symlink():
-                    problem = _copy_link(here / name, dest / rel_folder / name, source, excluded)
-                    if problem:
-                        result.skipped.append((rel, problem))
-                    else:
-                        result.copied += 1
-                elif name.endswith(".py"):
-                    on_python(here / name, dest / rel_folder / name, rel, depth, result)
-                else:
-                    problem = _copy_file(here / name, dest / rel_folder / name)
-                    if problem:
-                        result.skipped.append((rel, problem))
-                    else:
-                        result.copied += 1
+                try:
+                    _copy_entry(here / name, dest / rel_folder / name, rel, depth, on_python, source, excluded, result)
+                except OSError as error:  # a path longer than the system allows, in the input or the copy
+                    result.skipped.append((rel, f"left out: cannot copy ({error.strerror or error})"))
     return result
+
+
+def _copy_entry(path: Path, target: Path, rel: str, depth: int, on_python: FileHandler, source: Path,
+                excluded: Set[str], result: Injection) -> None:
+    """Copy one file (or link to one) of a folder of the input; raises OSError."""
+    if _reserved(depth == 0, path.name):
+        result.skipped.append((rel, "name reserved for the analysis output"))
+    elif path.is_symlink():
+        problem = _copy_link(path, target, source, excluded)
+        if problem:
+            result.skipped.append((rel, problem))
+        else:
+            result.copied += 1
+    elif path.name.endswith(".py"):
+        on_python(path, target, rel, depth, result)
+    else:
+        problem = _copy_file(path, target)
+        if problem:
+            result.skipped.append((rel, problem))
+        else:
+            result.copied += 1
 
 
 def _instrument_file(path: Path, target: Path, rel: str, depth: int, result: Injection) -> None:
@@ -474,7 +490,7 @@ def _instrument_file(path: Path, target: Path, rel: str, depth: int, result: Inj
         result.skipped.append((rel, f"left out: {error}"))
         return
     try:
-        done = instrument_source(raw, depth)
+        done = deep(instrument_source, raw, depth)  # libcst's visitors recurse once or more per level
     except TooComplex as error:
         result.skipped.append((rel, f"copied unchanged: {error}"))
         shutil.copy2(path, target)
