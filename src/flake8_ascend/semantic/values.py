@@ -1013,11 +1013,6 @@ def _reduction_of_unknown(arg: ast.AST, values: Values, scope: Scope, depth: int
 
 
 def _imports_torch(ctx) -> bool:
-    for node in ast.walk(ctx.tree):
-        if isinstance(node, ast.Import):
-            if any(alias.name.split(".")[0] in _TORCH_MODULES for alias in node.names):
-                return True
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                and node.module.split(".")[0] in _TORCH_MODULES:
-            return True
-    return False
+    """From the scope table the engine built anyway: cheaper than another walk over the tree."""
+    return any(binding.qualname and binding.qualname.split(".")[0] in _TORCH_MODULES
+               for scope in ctx._scopes.values() for bindings in scope.bindings.values() for binding in bindings)
