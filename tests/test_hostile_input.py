@@ -842,6 +842,11 @@ def test_both_front_ends_read_an_undecodable_file_as_flake8_does(tmp_path):
         assert f"{name}: not decodable as UTF-8 or its declared encoding (" in log
         assert f"fix: skipped {name}: not decodable as UTF-8" in log
         assert (source / name).read_bytes() == files[name]  # never rewritten in an encoding it does not have
+    assert run_main("-i", source, "-o", out, "-q", "-m", "migrate") == (0, "")
+    report = out / "proj_analysis"
+    assert [(row[0], int(row[1])) for row in report_rows(report, "manual_work.csv")] == expected
+    for name in files:
+        assert (report / "proj_msft" / name).read_bytes() == files[name]
 
 
 def test_fix_on_a_read_only_input_is_a_one_line_error(open_project):

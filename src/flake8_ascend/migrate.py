@@ -85,8 +85,6 @@ class Migrator:
         tree = parse(source, rel)
         new, changes, left = source.text, [], []
         try:
-            if not source.exact:
-                raise SourceError(source.note)
             if self.transfer_to_npu:
                 new = deep(self._add_transfer_imports, source, tree)
                 if new != source.text:
@@ -94,7 +92,7 @@ class Migrator:
             else:
                 findings = fix.fixable_findings(source.text, rel, self.config, self.fix_codes)
                 if findings:
-                    new, _, left, changes = fix.fix_source(source.text, findings)
+                    new, _, left, changes = fix.fix_source(_rewritable(source), findings)
         except SourceError as error:
             left = [str(error)]
         migrated = source if new == source.text else Source.of(new)
@@ -113,4 +111,11 @@ class Migrator:
         """The two lines of Ascend's automatic migration, in a training entry script that lacks them."""
         if not Training(tree, source.lines).is_entry or imports_transfer_to_npu(tree, source.lines):
             return source.text
-        return fix.insert_statements(fix.libcst_module(source.text), TRANSFER_IMPORTS).code
+        return fix.insert_statements(fix.libcst_module(_rewritable(source)), TRANSFER_IMPORTS).code
+
+
+def _rewritable(source: Source) -> str:
+    """The text of a file that may be rewritten; raises SourceError for one not decoded as it declares."""
+    if not source.exact:
+        raise SourceError(source.note)
+    return source.text
