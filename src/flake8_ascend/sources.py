@@ -8,7 +8,7 @@ flake8 does it for the plugin (docs/security.md):
   bogus or non-text cookie such as ``rot13``, invalid UTF-8) is read as Latin-1, as flake8 reads it, and
   marked ``exact = False`` so that nothing rewrites it;
 * lines: ``\\n``, ``\\r\\n`` and ``\\r`` end a line, as for Python's tokenizer and flake8; ``str.splitlines``
-  also breaks at form feeds, ``\\x1c``-``\\x1e``, ``\\x85`` and U+2028/2029, which would shift every later
+  also breaks at form feeds, ``\\x0b``, ``\\x1c``-``\\x1e``, ``\\x85`` and U+2028/2029, which would shift every later
   line number;
 * parsing: the stdlib ``ast``; what it refuses becomes a ``SourceError`` with a one-line reason;
 * walking: a tree too deep for the default recursion limit is walked again in a thread with a larger stack
