@@ -21,8 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from flake8_ascend.files import collect, read_source
+from flake8_ascend.files import collect
 from flake8_ascend.modes import all_modes
+from flake8_ascend.sources import read_source
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpora  # noqa: E402
@@ -37,7 +38,7 @@ def parse_only(files) -> float:
     """Seconds to read and ``ast.parse`` every file on one core."""
     started = time.perf_counter()
     for path in files:
-        ast.parse(read_source(path))
+        ast.parse(read_source(path).text)
     return time.perf_counter() - started
 
 
@@ -63,7 +64,7 @@ def main() -> None:
         sys.exit("ascend-analyse is not installed (pip install -e .)")
     source = fetch()
     files = collect(source).files
-    lines = sum(read_source(path).count("\n") for path in files)
+    lines = sum(len(read_source(path).lines) for path in files)
     print(f"{corpora.by_name('mmdet').requirement}: {len(files)} files, {lines} lines; {os.cpu_count()} cores")
     parse = parse_only(files)
     print(f"{'ast.parse only (1 core)':<28} {parse:7.2f} s {len(files) / parse:8.0f} files/s")

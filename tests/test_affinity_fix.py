@@ -50,16 +50,20 @@ def test_files_without_fixable_findings_are_not_parsed_by_libcst(monkeypatch, tm
     assert results == [] and problems == []
 
 
-def test_a_file_that_cannot_be_written_is_a_problem_not_a_crash(monkeypatch, tmp_path):
-    path = tmp_path / "opt.py"
-    path.write_text("import torch\nopt = torch.optim.AdamW(p, lr=1e-3)\n", encoding="utf-8")
+def test_a_write_that_fails_names_the_file_and_what_was_rewritten(monkeypatch, tmp_path):
+    for name in ("a.py", "opt.py"):
+        (tmp_path / name).write_text("import torch\nopt = torch.optim.AdamW(p, lr=1e-3)\n", encoding="utf-8")
+    written = []
 
-    def refuse(target, text):
-        raise PermissionError(13, "Permission denied")
+    def refuse_opt(target, text):
+        if target.name == "opt.py":
+            raise PermissionError(13, "Permission denied")
+        written.append(target.name)
 
-    monkeypatch.setattr(fix, "write_file", refuse)
-    results, problems = fix.fix_paths([path], tmp_path, CONFIG, write=True)
-    assert results == [] and problems == ["opt.py: cannot write (Permission denied)"]
+    monkeypatch.setattr(fix, "write_file", refuse_opt)
+    with pytest.raises(fix.UnwritableInput, match="^--fix could not write opt.py: Permission denied; 1 other files"):
+        fix.fix_paths([tmp_path / "a.py", tmp_path / "opt.py"], tmp_path, CONFIG, write=True)
+    assert written == ["a.py"]
 
 
 def test_crlf_and_bom_survive(tmp_path):

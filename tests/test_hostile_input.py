@@ -7,11 +7,13 @@ Runs that could hang or crash go to a subprocess with a timeout.
 """
 from __future__ import annotations
 
+import ast
 import csv
 import errno
 import io
 import os
 import pwd
+import shutil
 import signal
 import socket
 import subprocess
@@ -26,7 +28,9 @@ import pytest
 from flake8_ascend import cli
 from flake8_ascend.modes import Job
 from flake8_ascend.offline.dump_compare import CompareError, load_tensor
-from flake8_ascend.runtime.inject import MAX_NESTING, PACKAGE, TooDeep, check_nesting
+from flake8_ascend.plugin import AscendChecker
+from flake8_ascend.runtime.inject import PACKAGE
+from flake8_ascend.sources import TooComplex, check_libcst, split_lines
 from flake8_ascend.runtime.msft_dynamic_analysis.cells import safe_cell
 from flake8_ascend.runtime.msft_dynamic_analysis.hook import write_csv as hook_write_csv
 
@@ -206,15 +210,15 @@ def test_a_20000_term_expression_is_copied_unchanged_with_a_logged_reason(tmp_pa
     report = out / "deep_analysis"
     copy = report / "deep_msft" if mode == "migrate" else report
     assert (copy / "train.py").read_bytes() == (source / "train.py").read_bytes()
-    assert f"train.py: copied unchanged: nested more than {MAX_NESTING} levels deep" in (report / cli.LOG_NAME).read_text()
+    assert "train.py: copied unchanged: nested " in (report / cli.LOG_NAME).read_text()
     assert leftovers(out) == []
 
 
 def test_depth_guard_also_covers_files_the_stdlib_rejects():
-    with pytest.raises(TooDeep):  # libcst segfaults on this one too
-        check_nesting(("x = " + "+".join(["1"] * 20000) + "+\n").encode())
-    check_nesting(b"def f(:\n    pass\n")  # an ordinary syntax error is left to libcst's own message
-    check_nesting(b"x = [" + b"1, " * 20000 + b"]\n")  # wide is fine: only depth crashes libcst
+    with pytest.raises(TooComplex):  # libcst segfaults on this one too
+        check_libcst(("x = " + "+".join(["1"] * 20000) + "+\n").encode())
+    check_libcst(b"def f(:\n    pass\n")  # an ordinary syntax error is left to libcst's own message
+    check_libcst(b"x = [" + b"1, " * 20000 + b"]\n")  # wide is fine: only depth crashes libcst
 
 
 def test_an_input_symlink_named_like_the_dump_folder_is_not_copied(tmp_path):
@@ -625,3 +629,246 @@ def test_bad_option_values_are_named_in_the_error(project, argv, message):
     status, err = run_main("-i", source, "-o", out, *argv)
     assert status == 2 and message in err
     one_line_error(err)
+
+
+# -- 11. reading, decoding, line splitting and parsing: one ladder for every front end (issue 24) -----
+def report_rows(report: Path, name: str) -> list:
+    with (report / name).open(newline="", encoding="utf-8") as handle:
+        return list(csv.reader(handle))[1:]
+
+
+def cuda_lines(report: Path) -> list:
+    """(file, start line) of every row of cuda_op_list.csv."""
+    return sorted((row[0], int(row[2])) for row in report_rows(report, "cuda_op_list.csv"))
+
+
+def flake8_lines(root: Path, *args: str) -> list:
+    """(file, line) of every ASC finding flake8 reports under ``root``."""
+    result = subprocess.run([sys.executable, "-m", "flake8", "--select", "ASC", *args, "."], capture_output=True,
+                            text=True, cwd=root)
+    assert "Traceback" not in result.stderr, result.stderr
+    return sorted((line.split(":")[0][2:], int(line.split(":")[1])) for line in result.stdout.splitlines())
+
+
+def new_project(tmp_path: Path, files: dict) -> tuple:
+    source, out = tmp_path / "proj", tmp_path / "out"
+    source.mkdir()
+    out.mkdir()
+    for name, content in files.items():
+        path = source / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+    return source, out
+
+
+@pytest.mark.parametrize("mode", ("dynamic_shape", "overflow", "runtime_ops"))
+@pytest.mark.parametrize("codec", ("rot13", "base64", "hex", "uu_codec"))
+def test_a_coding_cookie_that_is_no_text_encoding_is_copied_unchanged_and_logged(tmp_path, mode, codec):
+    script = f"# coding: {codec}\nfor batch in train_loader:\n    loss.backward()\n    opt.step()\n".encode()
+    source, out = new_project(tmp_path, {"train.py": script})
+    assert run_main("-i", source, "-o", out, "-q", "-m", mode) == (0, "")
+    report = out / "proj_analysis"
+    assert (report / "train.py").read_bytes() == script
+    assert "train.py: copied unchanged: not decodable as UTF-8 or its declared encoding (" in \
+        (report / cli.LOG_NAME).read_text()
+    assert leftovers(out) == []
+
+
+@pytest.mark.parametrize("flag", ("--fix", "--diff"))
+def test_a_chain_too_deep_for_pythons_parser_is_a_logged_skip_for_fix_and_diff(tmp_path, flag):
+    deep = "x = " + "-" * 6000 + "1\n"
+    source, out = new_project(tmp_path, {"deep.py": deep, "gpu.py": CUDA_LINE})
+    result = run_cli("-i", source, "-o", out, "-q", "--select", "ASC2", flag)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    report = out / "proj_analysis"
+    log = (report / cli.LOG_NAME).read_text()
+    assert "skipped deep.py: nested too deeply for Python's parser (MemoryError)" in log
+    assert "fix: skipped deep.py: nested too deeply for Python's parser (MemoryError)" in log
+    assert cuda_lines(report) == [("gpu.py", 2)]
+    assert (source / "deep.py").read_text() == deep
+    assert (source / "gpu.py").read_text() == (CUDA_LINE.replace(".cuda()", ".npu()") if flag == "--fix" else CUDA_LINE)
+
+
+def test_a_form_feed_libcst_rejects_leaves_the_file_unrewritten_with_a_logged_reason(tmp_path):
+    text = "import torch\nif a:\n    if b:\n\x0c        raise X\n    c = 1\nx = torch.zeros(1).cuda()\n"
+    source, out = new_project(tmp_path, {"a.py": text})
+    result = run_cli("-i", source, "-o", out, "-q", "--select", "ASC2", "--diff")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    report = out / "proj_analysis"
+    assert cuda_lines(report) == [("a.py", 6)]
+    assert "fix: skipped a.py: libcst cannot parse it (tokenizer error: no matching outer block for dedent)" in \
+        (report / cli.LOG_NAME).read_text()
+
+
+def test_a_form_feed_in_a_function_body_survives_the_fix(tmp_path):
+    text = "import torch\ndef f():\n    a = 1\n\x0c\n    b = 2\n    x = torch.zeros(1).cuda()\n    return x\n"
+    source, out = new_project(tmp_path, {"a.py": text})
+    assert run_main("-i", source, "-o", out, "-q", "--select", "ASC2", "--fix") == (0, "")
+    assert (source / "a.py").read_text() == text.replace(".cuda()", ".npu()")
+
+
+# characters str.splitlines breaks at and Python (and flake8) do not
+LINE_BREAKS_PYTHON_IGNORES = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
+def test_line_numbers_noqa_and_migrate_count_lines_as_python_and_flake8_do(tmp_path):
+    files = {f"f{n}.py": f"import torch\n# a{char}b\nx = torch.zeros(3).cuda()  # noqa: ASC202\n"
+                         "y = torch.zeros(3).cuda()\n" for n, char in enumerate(LINE_BREAKS_PYTHON_IGNORES)}
+    source, out = new_project(tmp_path, files)
+    expected = [(name, 4) for name in sorted(files)]
+    assert flake8_lines(source) == expected
+    assert run_main("-i", source, "-o", out, "-q") == (0, "")
+    assert cuda_lines(out / "proj_analysis") == expected
+    assert run_main("-i", source, "-o", out, "-q", "-m", "migrate") == (0, "")
+    report = out / "proj_analysis"
+    assert sorted((row[0], row[1], row[4]) for row in report_rows(report, "change_list.csv")) == \
+        [(name, "4", ".npu()") for name in sorted(files)]
+    assert report_rows(report, "manual_work.csv") == []  # the noqa'd line 3 stays, as flake8 says
+    for name, text in files.items():
+        assert (report / "proj_msft" / name).read_text(encoding="utf-8") == \
+            text.replace("y = torch.zeros(3).cuda()", "y = torch.zeros(3).npu()")
+
+
+@pytest.fixture
+def long_path_project(tmp_path):
+    """A project whose folders nest deeper than PATH_MAX: ``a.py`` at the top, ``deep.py`` on every level."""
+    source, out = new_project(tmp_path, {"a.py": CUDA_LINE})
+    folder = os.open(source, os.O_RDONLY)
+    for level in range(20):  # 20 names of 252 characters: more than 4,096 in all
+        name = f"{level:02d}" + "d" * 250
+        os.mkdir(name, dir_fd=folder)
+        inner = os.open(name, os.O_RDONLY, dir_fd=folder)
+        os.close(folder)
+        folder = inner
+        os.close(os.open("deep.py", os.O_CREAT | os.O_WRONLY, dir_fd=folder))
+    os.close(folder)
+    yield source, out
+    shutil.rmtree(source, ignore_errors=True)  # rmtree walks by descriptor: it can remove what is too long to name
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_a_path_longer_than_the_system_allows_is_a_logged_skip(long_path_project, mode):
+    source, out = long_path_project
+    assert run_main("-i", source, "-o", out, "-q", *mode_args(mode)) == (0, "")
+    report = out / "proj_analysis"
+    log = (report / cli.LOG_NAME).read_text()
+    assert "(File name too long)" in log
+    if mode == "torch_apis":
+        assert cuda_lines(report) == [("a.py", 2)]
+    if mode in ("dynamic_shape", "overflow", "runtime_ops"):
+        assert (report / "a.py").read_text() == CUDA_LINE
+    assert leftovers(out) == []
+
+
+def test_libcst_gets_no_file_over_its_node_budget(tmp_path):
+    wide = "import torch\nx = torch.zeros(3).cuda()\ny = f(" + ", ".join(["1"] * 60000) + ")\n"
+    loop = "for batch in train_loader:\n    loss.backward()\n    opt.step()\n"
+    source, out = new_project(tmp_path, {"a.py": wide, "train.py": wide + loop})
+    started = time.monotonic()
+    result = run_cli("-i", source, "-o", out, "-q", "--select", "ASC2", "--diff", timeout=120)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    log = (out / "proj_analysis" / cli.LOG_NAME).read_text()
+    assert "fix: skipped a.py: 60021 syntax-tree nodes, more than the 50000 libcst is given" in log
+    assert run_main("-i", source, "-o", out, "-q", "-m", "dynamic_shape") == (0, "")
+    report = out / "proj_analysis"
+    assert "train.py: copied unchanged: 60038 syntax-tree nodes, more than the 50000" in (report / cli.LOG_NAME).read_text()
+    assert (report / "train.py").read_text() == wide + loop
+    assert run_main("-i", source, "-o", out, "-q", "-m", "migrate") == (0, "")
+    assert [(row[0], row[1]) for row in report_rows(out / "proj_analysis", "manual_work.csv")] == \
+        [("a.py", "2"), ("train.py", "2")]  # left as it was: manual work
+    assert time.monotonic() - started < 90  # libcst alone would take minutes on these two files
+    assert leftovers(out) == []
+
+
+def test_a_run_killed_outright_leaves_nothing_after_the_next_run(project):
+    source, out = project
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    abandoned = [out / f".proj_analysis.{ended.pid}.k2j4x.tmp", out / f".proj_analysis.{ended.pid}.a8b1.old"]
+    running = out / f".proj_analysis.{os.getpid()}.zz9.tmp"  # a concurrent run's: its process still runs
+    for folder in (*abandoned, running):
+        (folder / "sub").mkdir(parents=True)
+    assert run_main("-i", source, "-o", out, "-q") == (0, "")
+    assert leftovers(out) == [running.name]
+    killed = subprocess.Popen([str(SCRIPT), "-i", source, "-o", out, "-q", "-m", "third_party"])
+    deadline = time.monotonic() + 30
+    while not [p for p in out.iterdir() if p.name.startswith(f".proj_analysis.{killed.pid}.")]:
+        assert time.monotonic() < deadline and killed.poll() is None
+        time.sleep(0.01)
+    killed.kill()  # SIGKILL: nothing in the process can clean up
+    killed.wait()
+    assert any(str(killed.pid) in name for name in leftovers(out))
+    assert run_main("-i", source, "-o", out, "-q") == (0, "")
+    assert leftovers(out) == [running.name]
+
+
+@pytest.mark.parametrize("tail", ("y = " + " + ".join(["a"] * 500), "y = a" + ".f()" * 300))
+def test_a_long_chain_costs_no_finding_elsewhere_in_the_file(tmp_path, tail):
+    source, out = new_project(tmp_path, {"a.py": CUDA_LINE + tail + "\n"})
+    assert run_main("-i", source, "-o", out, "-q") == (0, "")
+    assert cuda_lines(out / "proj_analysis") == [("a.py", 2)]
+    assert run_main("-i", source, "-o", out, "-q", "-m", "migrate") == (0, "")
+    assert [row[:3] for row in report_rows(out / "proj_analysis", "change_list.csv")] == [["a.py", "2", "ASC202"]]
+    assert run_main("-i", source, "-o", out, "-q", *mode_args("third_party")) == (0, "")
+    assert "skipped" not in (out / "proj_analysis" / cli.LOG_NAME).read_text().replace("skipped: 0", "")
+    text = (source / "a.py").read_text()
+    found = AscendChecker(ast.parse(text), split_lines(text), "a.py").run()
+    assert [line for line, _, message, _ in found if message.startswith("ASC202")] == [2]
+
+
+def test_files_that_never_import_torch_have_no_tensors(tmp_path):
+    sympy = "import sympy\ndef f(p16):\n    return p16.double()\n"
+    numpy = "import numpy as np\ndef f(a):\n    return np.asarray(a)\ndef g(x):\n    return x.unique()\n"
+    source, out = new_project(tmp_path, {"sym.py": sympy, "num.py": numpy,
+                                         "t_sym.py": "import torch\n" + sympy, "t_num.py": "import torch\n" + numpy})
+    assert run_main("-i", source, "-o", out, "-q") == (0, "")
+    report = out / "proj_analysis"
+    assert [row[:2] for row in report_rows(report, "api_performance_advice.csv")] == [["t_sym.py", "4"]]
+    assert run_main("-i", source, "-o", out, "-q", "-m", "dynamic_shape") == (0, "")
+    assert [row[:2] for row in report_rows(out / "proj_analysis", "dynamic_shape_hints.csv")] == [["t_num.py", "6"]]
+
+
+def test_both_front_ends_read_an_undecodable_file_as_flake8_does(tmp_path):
+    files = {"bogus.py": b"# coding: bogus\nimport torch\nx = torch.zeros(3).cuda()\n",
+             "latin.py": b"import torch\n# \xff\xfe\nx = torch.zeros(3).cuda()\n"}
+    source, out = new_project(tmp_path, files)
+    expected = [("bogus.py", 3), ("latin.py", 3)]
+    assert flake8_lines(source) == expected
+    assert run_main("-i", source, "-o", out, "-q", "--select", "ASC2", "--fix") == (0, "")
+    report = out / "proj_analysis"
+    assert cuda_lines(report) == expected
+    log = (report / cli.LOG_NAME).read_text()
+    for name in files:
+        assert f"{name}: not decodable as UTF-8 or its declared encoding (" in log
+        assert f"fix: skipped {name}: not decodable as UTF-8" in log
+        assert (source / name).read_bytes() == files[name]  # never rewritten in an encoding it does not have
+    assert run_main("-i", source, "-o", out, "-q", "-m", "migrate") == (0, "")
+    report = out / "proj_analysis"
+    assert [(row[0], int(row[1])) for row in report_rows(report, "manual_work.csv")] == expected
+    for name in files:
+        assert (report / "proj_msft" / name).read_bytes() == files[name]
+
+
+def test_fix_on_a_read_only_input_is_a_one_line_error(open_project):
+    user = _nobody(needed=False)
+    source, out = open_project
+    run_main("-i", source, "-o", out, "-q", "--select", "ASC2", "--diff")  # imports what the child needs
+    shutil.rmtree(out / "proj_analysis")
+    os.chmod(out, 0o777)
+    source.chmod(0o555)
+    try:
+        status, err = run_as(user, "-i", source, "-o", out, "-q", "--select", "ASC2", "--fix")
+    finally:
+        source.chmod(0o755)
+    assert status == 2 and err == ("ascend-analyse: error: --fix cannot write a.py: its folder is not writable; "
+                                   "no file was rewritten\n")
+    one_line_error(err)
+    assert (source / "a.py").read_text() == CUDA_LINE and list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", ("torch_apis", "third_party"))
+def test_a_null_byte_is_logged_with_its_line(tmp_path, mode):
+    source, out = new_project(tmp_path, {"a.py": b"import torch\nx = 1\x00\n"})
+    assert run_main("-i", source, "-o", out, "-q", *mode_args(mode)) == (0, "")
+    log = (out / "proj_analysis" / cli.LOG_NAME).read_text()
+    assert "skipped a.py: a null byte at line 2: not Python source" in log and "line None" not in log

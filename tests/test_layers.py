@@ -8,7 +8,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "flake8_ascend"
 
 # Lowest first; a module may import its own layer and the ones before it.
 LAYERS = [
-    {"__init__", "files", "walk", "data", "codes", "rewrite", "discovery", "pools", "progress", "calls", "config",
+    {"__init__", "files", "sources", "walk", "data", "codes", "rewrite", "discovery", "pools", "progress", "calls", "config",
      "cst_names"},
     {"semantic"},
     {"detect"},

@@ -5,7 +5,8 @@ selected mode write its reports into a temporary folder beside the target,
 then swaps that folder in as ``OUT/<name>_analysis`` so an interrupted run
 never leaves a half-written report.  Usage and input errors print one line and
 exit 2; a report that cannot be written exits 3; SIGINT/SIGTERM exit 130/143
-with the temporary folder removed (docs/security.md).
+with the temporary folder removed; one left by a run that was killed outright (SIGKILL, a native crash) is
+removed by the next run into the same folder (docs/security.md).
 """
 from __future__ import annotations
 
@@ -289,7 +290,7 @@ def _replace_folder(temporary: Path, target: Path) -> None:
     with _folder_lock(target.parent):
         old: Optional[Path] = None
         if target.is_symlink() or target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".old", dir=target.parent))
             os.rmdir(old)
             os.replace(target, old)  # same parent: needs no write access to the old report itself
         try:
@@ -303,6 +304,27 @@ def _replace_folder(temporary: Path, target: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
         else:
             old.unlink()
+
+
+def _remove_abandoned(out_dir: Path, name: str) -> None:
+    """Remove the hidden folders of earlier runs into ``out_dir`` whose process is gone: a run ended by SIGKILL,
+    the kernel's out-of-memory killer or a native crash (SIGABRT, SIGSEGV) could not remove its own."""
+    hidden = re.compile(rf"\.{re.escape(name)}\.(\d+)\.[^./]+\.(tmp|old)")
+    for path in out_dir.iterdir():
+        match = hidden.fullmatch(path.name)
+        if match and not _running(int(match.group(1))) and path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    """Whether a process ``pid`` exists (this machine's; one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _check_replaceable(target: Path) -> None:
@@ -359,7 +381,8 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
     temporary: Optional[Path] = None
     with _signals_raise() as received:
         try:
-            temporary = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=out_dir))
+            _remove_abandoned(out_dir, target.name)
+            temporary = Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=out_dir))
             umask = os.umask(0)
             os.umask(umask)
             temporary.chmod(0o777 & ~umask)  # mkdtemp makes it private; the report is an ordinary folder

@@ -161,6 +161,8 @@ def lint(
 
     ``visitors`` are objects shaped like rule instances (``node_types``, ``check(node, ctx)``) that gather facts
     during the same walk instead of reporting; they run whatever the file's words.
+    ``lines`` are split as ``sources.split_lines`` splits them (flake8 hands the plugin such lines); callers
+    run it through ``sources.deep`` so that a tree deeper than the recursion limit allows is still walked.
     """
     source = "".join(lines)
     active = [*_active_rules(source, all_rules() if rules is None else rules), *visitors]

@@ -5,10 +5,8 @@ regular files, up to ``MAX_FILE_BYTES``, and every reader of input files uses it
 """
 from __future__ import annotations
 
-import io
 import os
 import stat
-import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, List, Tuple
@@ -74,6 +72,15 @@ class FileSet:
     skipped: List[Tuple[str, str]] = field(default_factory=list)  # (relative path, reason)
 
 
+def lstat_problem(path: Path) -> str:
+    """Why ``path`` itself cannot be looked at (a path longer than the system allows), or ""."""
+    try:
+        os.lstat(path)
+    except OSError as error:
+        return f"cannot read ({error.strerror or error})"
+    return ""
+
+
 def relative(path, root) -> str:
     """``path`` relative to ``root`` with ``/`` separators: how reports and logs name a file."""
     return Path(os.path.relpath(path, root)).as_posix()
@@ -100,7 +107,10 @@ def collect(input_path: Path, exclude: Iterable[Path] = ()) -> FileSet:
             path = here / name
             if name in SKIPPED_FOLDERS or os.path.normcase(os.path.abspath(path)) in excluded:
                 continue
-            if path.is_symlink():
+            problem = lstat_problem(path)
+            if problem:
+                found.skipped.append((relative(path, root), problem))
+            elif path.is_symlink():
                 found.skipped.append((relative(path, root), "symbolic link to a folder, not followed"))
             elif os.path.isfile(path / "pyvenv.cfg"):  # os.path: an unreadable folder answers False
                 found.skipped.append((relative(path, root), "virtual environment"))
@@ -112,17 +122,6 @@ def collect(input_path: Path, exclude: Iterable[Path] = ()) -> FileSet:
                 found.files.append(here / name)
     found.files.sort(key=lambda p: relative(p, root))
     return found
-
-
-def read_source(path: Path) -> str:
-    """The text of a Python file: UTF-8, or the encoding its BOM/coding cookie declares."""
-    raw = read_regular(path)
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-        return raw.decode(encoding)
-    except (SyntaxError, LookupError, UnicodeDecodeError) as error:
-        reason = error.msg if isinstance(error, SyntaxError) else str(error)
-        raise SourceError(f"not decodable as UTF-8 or its declared encoding ({reason})") from None
 
 
 def report_folders(out_dir: Path) -> List[Path]:

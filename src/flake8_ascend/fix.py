@@ -40,9 +40,10 @@ from .config import Config
 from .cst_names import dotted
 from .data import load_cuda_fixes
 from .engine import Finding, lint, unsuppressed
-from .files import SourceError, read_source, relative
+from .files import SourceError, relative
 from .registry import rule_for
 from .rewrite import Kind
+from .sources import Source, TooComplex, check_libcst, deep, parse, read_source, split_lines
 
 Position = Tuple[int, int]
 
@@ -81,16 +82,16 @@ class FileFix:
         return self.old != self.new
 
     def diff(self) -> str:
-        return "".join(difflib.unified_diff(self.old.splitlines(keepends=True), self.new.splitlines(keepends=True),
+        return "".join(difflib.unified_diff(split_lines(self.old), split_lines(self.new),
                                             fromfile=f"a/{self.rel}", tofile=f"b/{self.rel}"))
 
 
 def fixable_findings(source: str, path: str, config: Config, codes: Sequence[str] = FIXABLE_CODES) -> List[Finding]:
-    """The findings of ``source`` that carry a safe rewrite (``# noqa`` respected); raises SyntaxError."""
-    tree = ast.parse(source, filename=path)
-    lines = source.splitlines(keepends=True)
+    """The findings of ``source`` that carry a safe rewrite (``# noqa`` respected); raises SourceError."""
+    text = Source.of(source)
+    tree = parse(text, path)
     rules = [rule_for(code) for code in codes]
-    return [f for f in unsuppressed(lint(tree, lines, path, config, rules), lines) if f.rewrite]
+    return [f for f in unsuppressed(deep(lint, tree, text.lines, path, config, rules), text.lines) if f.rewrite]
 
 
 def _char_column(lines: Sequence[str], line: int, byte_col: int) -> int:
@@ -284,8 +285,17 @@ def insert_statements(module_node: cst.Module, texts: Sequence[str]) -> cst.Modu
 
 
 def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List[str], List[Change]]:
-    """(new source, number of rewrites, why the other fixable findings were left, what changed) for one file."""
-    lines = source.splitlines(keepends=True)
+    """(new source, number of rewrites, why the other fixable findings were left, what changed) for one file.
+
+    Raises ``SourceError`` for a file libcst must not be given or cannot reproduce exactly (``check_libcst``;
+    libcst rejects a form feed before an indented line, which Python accepts).  libcst's visitors recurse
+    once or more per level: a deep file is rewritten with room for that (``sources.deep``).
+    """
+    return deep(_fix_source, source, list(findings))
+
+
+def _fix_source(source: str, findings: List[Finding]) -> Tuple[str, int, List[str], List[Change]]:
+    lines = split_lines(source)
     tree = ast.parse(source)
     bound = _bound_names(tree)
     targets: Dict[Kind, Dict[Position, str]] = {kind: {} for kind in Kind}
@@ -306,7 +316,7 @@ def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List
     if not wanted:
         return source, 0, left, []
     rewriter = _Rewriter(targets)
-    module_node = MetadataWrapper(cst.parse_module(source)).visit(rewriter)
+    module_node = MetadataWrapper(libcst_module(source)).visit(rewriter)
     missed = sorted(set(wanted) - set(rewriter.done))
     left += [f"line {line}: the code there could not be rewritten" for line, _ in missed]
     imports: Dict[str, Set[str]] = {}
@@ -336,6 +346,20 @@ def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List
     return module_node.code, len(rewriter.done), left, changes
 
 
+def libcst_module(source: str) -> cst.Module:
+    """libcst's tree of ``source``; raises SourceError when libcst must not or cannot handle it faithfully."""
+    try:
+        check_libcst(source)
+        module_node = cst.parse_module(source)
+    except TooComplex as error:
+        raise SourceError(str(error)) from None
+    except cst.ParserSyntaxError as error:
+        raise SourceError(f"libcst cannot parse it ({error.message})") from None
+    if module_node.code != source:
+        raise SourceError("libcst would not write it back unchanged")
+    return module_node
+
+
 def write_file(path: Path, text: str) -> None:
     """Replace the file atomically, keeping its encoding and permissions."""
     encoding = tokenize.detect_encoding(io.BytesIO(path.read_bytes()).readline)[0]
@@ -350,31 +374,56 @@ def write_file(path: Path, text: str) -> None:
         raise
 
 
+class UnwritableInput(Exception):
+    """``--fix`` cannot write some of the files it would rewrite; the message names the first one."""
+
+
+def _writable(path: Path) -> bool:
+    """Whether ``write_file`` may replace ``path``: it writes a new file into the folder and renames it."""
+    return os.access(path.parent, os.W_OK | os.X_OK)
+
+
 def fix_paths(paths: Sequence[Path], root: Path, config: Config, write: bool,
               codes: Sequence[str] = FIXABLE_CODES) -> Tuple[List[FileFix], List[str]]:
-    """Fix every file (written only when ``write``); returns the files with fixable findings and the problems."""
+    """Fix every file (written only when ``write``); returns the files with fixable findings and why others
+    were skipped.
+
+    With ``write``, every file to rewrite is checked first: when one cannot be written, none is, and
+    ``UnwritableInput`` says which; a write that fails all the same raises it after the others.
+    """
     results: List[FileFix] = []
     problems: List[str] = []
     for path in paths:
         rel = relative(path, root)
         try:
             source = read_source(path)
-            findings = fixable_findings(source, rel, config, codes)
+            findings = fixable_findings(source.text, rel, config, codes)
+            if not findings:
+                continue
+            if not source.exact:
+                raise SourceError(source.note)
+            new, applied, left, changes = fix_source(source.text, findings)
         except SourceError as error:
             problems.append(f"{rel}: {error}")
             continue
-        except (SyntaxError, ValueError, RecursionError) as error:
-            problems.append(f"{rel}: cannot parse ({type(error).__name__})")
-            continue
-        if not findings:
-            continue
-        new, applied, left, changes = fix_source(source, findings)
-        result = FileFix(path, rel, source, new, applied, left, changes)
-        if write and result.changed:
-            try:
-                write_file(path, new)
-            except OSError as error:
-                problems.append(f"{rel}: cannot write ({error.strerror or error})")
-                continue
-        results.append(result)
+        results.append(FileFix(path, rel, source.text, new, applied, left, changes))
+    if not write:
+        return results, problems
+    changed = [result for result in results if result.changed]
+    refused = [result.rel for result in changed if not _writable(result.path)]
+    if refused:
+        others = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        raise UnwritableInput(f"--fix cannot write {refused[0]}{others}: its folder is not writable; "
+                              "no file was rewritten")
+    failed = []
+    for result in changed:
+        try:
+            write_file(result.path, result.new)
+        except OSError as error:
+            failed.append((result.rel, error.strerror or str(error)))
+    if failed:
+        rel, why = failed[0]
+        others = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        raise UnwritableInput(f"--fix could not write {rel}{others}: {why}; "
+                              f"{len(changed) - len(failed)} other files were rewritten")
     return results, problems

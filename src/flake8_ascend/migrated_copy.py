@@ -17,17 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, List, Tuple
 
-import libcst as cst
-
 from . import fix
 from .codes import FIXABLE_CODES
 from .config import Config
 from .engine import Finding, lint, unsuppressed
-from .files import SourceError, read_source
+from .files import SourceError
 from .registry import all_rules
 from .detect.cuda_fixes import names_npu
 from .detect.transfer_to_npu import imports_transfer_to_npu
-from .runtime.inject import Injection, TooDeep, check_nesting, copy_tree
+from .runtime.inject import Injection, copy_tree
+from .sources import Source, deep, parse, read_source
 from .detect.training import Training
 
 CUDA_PREFIX = "ASC2"
@@ -65,35 +64,42 @@ class Migrator:
     def _file(self, path: Path, target: Path, rel: str, depth: int, copied: Injection) -> None:
         try:
             source = read_source(path)
-            check_nesting(source.encode("utf-8"))
-            new = self.migrate_text(source, rel)
         except SourceError as error:  # a FIFO, an unreadable or oversized file: as the instrumented copies
             copied.skipped.append((rel, f"left out: {error}"))
             return
-        except TooDeep as error:
-            new, why = None, f"copied unchanged: {error}, more than libcst parses safely"
-        except (SyntaxError, ValueError, RecursionError, cst.ParserSyntaxError) as error:
-            new, why = None, f"copied unchanged: cannot parse it ({type(error).__name__})"
+        try:
+            new = self.migrate_text(source, rel)
+        except SourceError as error:  # Python cannot parse it: nothing to migrate, nothing flake8 reports
+            copied.skipped.append((rel, f"copied unchanged: {error}"))
+            new = source.text
         shutil.copy2(path, target)
         copied.copied += 1
-        if new is None:
-            copied.skipped.append((rel, why))
-        elif new != source:
+        if new != source.text:
             fix.write_file(target, new)
 
-    def migrate_text(self, source: str, rel: str) -> str:
-        """The migrated text of one file; records its changes and what is left for manual work."""
-        if self.transfer_to_npu:
-            new, changes, left = self._add_transfer_imports(source), [], []
-            if new != source:
-                changes = [fix.Change(0, "", "", line) for line in TRANSFER_IMPORTS]
-        else:
-            findings = fix.fixable_findings(source, rel, self.config, self.fix_codes)
-            new, _, left, changes = fix.fix_source(source, findings) if findings else (source, 0, [], [])
-        lines = new.splitlines(keepends=True)
-        tree = ast.parse(new)
-        remaining = unsuppressed(lint(tree, lines, rel, self.after, self.rules), lines)
-        if not self.transfer_to_npu and names_npu(tree if new == source else ast.parse(source), source.splitlines()):
+    def migrate_text(self, source: Source, rel: str) -> str:
+        """The migrated text of one file; records its changes and what is left for manual work.
+
+        Raises SourceError when Python cannot parse the file.  A file that cannot be rewritten (not
+        decodable as declared, beyond libcst's budget) stays as it is, its findings left for manual work.
+        """
+        tree = parse(source, rel)
+        new, changes, left = source.text, [], []
+        try:
+            if self.transfer_to_npu:
+                new = deep(self._add_transfer_imports, source, tree)
+                if new != source.text:
+                    changes = [fix.Change(0, "", "", line) for line in TRANSFER_IMPORTS]
+            else:
+                findings = fix.fixable_findings(source.text, rel, self.config, self.fix_codes)
+                if findings:
+                    new, _, left, changes = fix.fix_source(_rewritable(source), findings)
+        except SourceError as error:
+            left = [str(error)]
+        migrated = source if new == source.text else Source.of(new)
+        after = tree if new == source.text else ast.parse(new)
+        remaining = unsuppressed(deep(lint, after, migrated.lines, rel, self.after, self.rules), migrated.lines)
+        if not self.transfer_to_npu and names_npu(tree, source.lines):
             self.result.names_npu.append(rel)  # the original named the NPU: why its CUDA code stays
             if remaining:
                 self.result.own_npu_cases.append(rel)
@@ -102,10 +108,15 @@ class Migrator:
         self.result.manual += [(rel, finding) for finding in remaining]
         return new
 
-    def _add_transfer_imports(self, source: str) -> str:
+    def _add_transfer_imports(self, source: Source, tree: ast.Module) -> str:
         """The two lines of Ascend's automatic migration, in a training entry script that lacks them."""
-        tree = ast.parse(source)
-        lines = source.splitlines(keepends=True)
-        if not Training(tree, lines).is_entry or imports_transfer_to_npu(tree, lines):
-            return source
-        return fix.insert_statements(cst.parse_module(source), TRANSFER_IMPORTS).code
+        if not Training(tree, source.lines).is_entry or imports_transfer_to_npu(tree, source.lines):
+            return source.text
+        return fix.insert_statements(fix.libcst_module(_rewritable(source)), TRANSFER_IMPORTS).code
+
+
+def _rewritable(source: Source) -> str:
+    """The text of a file that may be rewritten; raises SourceError for one not decoded as it declares."""
+    if not source.exact:
+        raise SourceError(source.note)
+    return source.text

@@ -9,6 +9,7 @@ from .codes import OPTIONAL_CODES, named_optional_codes
 from .config import Config, ConfigError, make_config
 from .engine import lint
 from .flake8_settings import add_ascend_options
+from .sources import deep
 
 
 class AscendChecker:
@@ -42,8 +43,8 @@ class AscendChecker:
     def run(self) -> Iterator[Tuple[int, int, str, type]]:
         config = self.config or make_config()
         try:
-            findings = lint(self.tree, self.lines, self.filename, config)
-        except RecursionError:  # absurdly deep expressions: flake8 itself reports nothing either
+            findings = deep(lint, self.tree, self.lines, self.filename, config)
+        except RecursionError:  # deeper than even ``deep`` walks: flake8's own checks fail on it too
             return
         for finding in findings:
             if finding.code not in self.suppressed:

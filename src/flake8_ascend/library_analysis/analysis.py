@@ -6,7 +6,6 @@ memory stays bounded by the summaries, not by ASTs.
 """
 from __future__ import annotations
 
-import ast
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,8 +13,9 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..config import Config
 from ..data import load_version
-from ..files import NOT_REGULAR, SourceError, collect, read_source
+from ..files import NOT_REGULAR, SourceError, collect
 from ..pools import process_pool
+from ..sources import deep, parse, read_source
 from . import cpp_ops
 from .callgraph import Symbols
 from .impact import Impact, RootCause
@@ -35,21 +35,17 @@ def _init_worker(config: Config, ops: OpTable) -> None:
 
 
 def _summarise_file(task: ModuleFile) -> FileSummary:
-    summary = FileSummary(task.rel, task.module, task.is_package)
     try:
         source = read_source(task.path)
-        tree = ast.parse(source, filename=str(task.path))
+        tree = parse(source, str(task.path))
     except SourceError as error:
-        summary.error = str(error)
-        return summary
-    except SyntaxError as error:
-        summary.error = f"syntax error at line {error.lineno}: {error.msg}"
-        return summary
-    except (ValueError, RecursionError, MemoryError) as error:
-        summary.error = f"cannot parse ({type(error).__name__}: {error})"
-        return summary
+        return FileSummary(task.rel, task.module, task.is_package, error=str(error))
+
+    def summarise_afresh() -> FileSummary:  # a retry by ``deep`` starts from an empty summary
+        return summarise(tree, source.lines, FileSummary(task.rel, task.module, task.is_package), _config, _ops)
+
     try:
-        return summarise(tree, source.splitlines(keepends=True), summary, _config, _ops)
+        return deep(summarise_afresh)
     except RecursionError:
         return FileSummary(task.rel, task.module, task.is_package, error="nested too deeply to analyse")
 

@@ -8,7 +8,6 @@ names, so new rules need no edit here or in the CLI.
 """
 from __future__ import annotations
 
-import ast
 import os
 import shlex
 import sys
@@ -21,10 +20,11 @@ from ..codes import Report
 from ..config import Config
 from ..data import load_version
 from ..engine import Finding, lint, unsuppressed
-from ..files import SourceError, read_source
+from ..files import SourceError
 from ..pools import process_pool
-from . import Job, Mode
+from . import Job, JobError, Mode
 from ..registry import Rule, all_rules, rule_for
+from ..sources import deep, parse, read_source
 
 PARALLEL_MIN_FILES = 50
 
@@ -51,29 +51,24 @@ def _init_worker(config: Config, codes: Tuple[str, ...], disable_noqa: bool) -> 
     _worker_rules = [rule for rule in all_rules() if rule.code in wanted]
 
 
-def _analyse_file(task: Tuple[str, str]) -> Tuple[str, List[Finding], str]:
-    """(relative path, findings, "" or why the file was skipped) for one file."""
+def _analyse_file(task: Tuple[str, str]) -> Tuple[str, List[Finding], str, str]:
+    """(relative path, findings, "" or why the file was skipped, "" or a note for the log) for one file."""
     path, rel = task
     try:
         source = read_source(Path(path))
-        tree = ast.parse(source, filename=path)
+        tree = parse(source, path)
     except SourceError as error:
-        return rel, [], str(error)
-    except SyntaxError as error:
-        return rel, [], f"syntax error at line {error.lineno}: {error.msg}"
-    except (ValueError, RecursionError, MemoryError) as error:  # null bytes, absurd nesting
-        return rel, [], f"cannot parse ({type(error).__name__}: {error})"
-    lines = source.splitlines(keepends=True)
+        return rel, [], str(error), ""
     try:
-        findings = lint(tree, lines, rel, _worker_config, _worker_rules)
+        findings = deep(lint, tree, source.lines, rel, _worker_config, _worker_rules)
     except RecursionError:
-        return rel, [], "nested too deeply to analyse"
+        return rel, [], "nested too deeply to analyse", ""
     except Exception as error:  # a rule bug must not cost the whole report; the log names it
-        return rel, [], f"internal error in the rule engine, please report it ({type(error).__name__}: {error})"
-    return rel, unsuppressed(findings, lines, _worker_disable_noqa), ""
+        return rel, [], f"internal error in the rule engine, please report it ({type(error).__name__}: {error})", ""
+    return rel, unsuppressed(findings, source.lines, _worker_disable_noqa), "", source.note
 
 
-def analyse_files(job: Job, rules: Sequence[Type[Rule]]) -> Iterator[Tuple[str, List[Finding], str]]:
+def analyse_files(job: Job, rules: Sequence[Type[Rule]]) -> Iterator[Tuple[str, List[Finding], str, str]]:
     """Results of every file of the job, in file order, in parallel for large inputs."""
     tasks = [(str(path), job.rel(path)) for path in job.files]
     codes = tuple(rule.code for rule in rules)
@@ -116,7 +111,9 @@ class LintMode(Mode):
         findings: List[Finding] = []
         skipped = 0
         job.progress.start(len(job.files))
-        for index, (rel, found, problem) in enumerate(analyse_files(job, rules), 1):
+        for index, (rel, found, problem, note) in enumerate(analyse_files(job, rules), 1):
+            if note:
+                job.log(f"{rel}: {note}: read as Latin-1, as flake8 reads it")
             if problem:
                 skipped += 1
                 job.skip(rel, problem)
@@ -141,7 +138,10 @@ class LintMode(Mode):
         write = job.args.fix and not job.args.diff
         # rules() keeps this mode's tables, and only a mode that ``fixes`` gets here: these are fix_codes()
         codes = [rule.code for rule in self.rules(job) if rule.fixable]
-        results, problems = fix.fix_paths(job.files, job.root, job.config, write, codes)
+        try:
+            results, problems = fix.fix_paths(job.files, job.root, job.config, write, codes)
+        except fix.UnwritableInput as error:
+            raise JobError(str(error)) from None
         for problem in problems:
             job.log(f"fix: skipped {problem}")
         for result in results:

@@ -72,7 +72,7 @@ class DoublePrecisionTensor(Rule):
               f"{ADVICE_TABLE}")
     fires = [
         ("import torch\nx = torch.zeros(3, dtype=torch.float64)\n", 2),
-        ("y = x.double()\n", 1),
+        ("import torch\ny = x.double()\n", 2),
         ("import torch\nx = x.to(torch.double)\n", 2),
         ("import torch\ntorch.set_default_dtype(torch.float64)\n", 2),
         ("import torch\nt = torch.DoubleTensor([1.0])\n", 2),
@@ -83,6 +83,7 @@ class DoublePrecisionTensor(Rule):
         "import numpy as np\na = np.zeros(3, dtype=np.float64)\n",
         "import torch\nx = torch.zeros(3, dtype=torch.float32)\n",
         "y = x.double(2)\n",
+        "import sympy\ndef f(p16):\n    return p16.double()\n",  # no torch in the file: not a tensor
         "import torch\nTYPES = {torch.float64: 'double'}\n",
         "import torch\ndef weights(sizes):\n    return torch.arange(len(sizes), dtype=torch.float64)\n",
         # converted on the CPU (timm 1.0.31 data/scheduled_sampler.py:143-148; a .cpu() copy)
@@ -96,7 +97,8 @@ class DoublePrecisionTensor(Rule):
         if isinstance(node, ast.Call):
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr == "double" and not node.args and not node.keywords \
-                    and ctx.chain(func) is None and not ctx.values.host_side(func.value):
+                    and ctx.chain(func) is None and not ctx.values.host_side(func.value) \
+                    and (ctx.values.imports_torch() or ctx.values.is_tensor(func.value)):
                 self._report(node, ctx, "torch.Tensor.double", ".double()")
             return
         if isinstance(node, ast.Attribute) and node.attr not in _DOUBLE_LASTS:

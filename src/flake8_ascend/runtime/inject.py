@@ -29,9 +29,7 @@ source tree is only read.
 from __future__ import annotations
 
 import ast
-import io
 import os
-import tokenize
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,17 +38,17 @@ from typing import Callable, Dict, Iterable, Iterator, List, Set, Tuple
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from ..files import SKIPPED_FOLDERS, SourceError, read_regular, regular_file_problem, relative
+from ..files import SKIPPED_FOLDERS, SourceError, lstat_problem, read_regular, regular_file_problem, relative
 from ..calls import dotted as ast_dotted
 from ..cst_names import dotted as cst_dotted
 from ..detect.loader_names import says_loader
 from ..detect.training import Training
+from ..sources import TooComplex, check_libcst, decode, deep
 
 PACKAGE = "msft_dynamic_analysis"
 PACKAGE_SOURCE = Path(__file__).parent / PACKAGE
 IMPORT_LINE = f"from {PACKAGE}.hook import DETECTOR"
 REPORT_NAME = "msft_dynamic_shape_analysis_report.csv"
-MAX_NESTING = 1000  # syntax-tree depth handed to libcst; it crashed at 5,000 nested lambdas, not at 2,500
 _WRAPPERS = frozenset({"enumerate", "zip", "iter", "islice", "track"})
 
 
@@ -280,63 +278,22 @@ def whole_step_lines(source: bytes) -> Set[int]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return set()  # libcst reports what it makes of the file; no loop counts as a training loop
-    text = source.decode(tokenize.detect_encoding(io.BytesIO(source).readline)[0], "replace")
-    lines = io.StringIO(text, newline=None).readlines()  # Python's own line breaks, as ast numbers them
-    return {loop.lineno for loop in Training(tree, lines).whole_step_loops()}
-
-
-class TooDeep(ValueError):
-    """A file nested deeper than libcst parses safely: its native parser overflows the stack (a crash, not an error)."""
-
-
-def check_nesting(source: bytes, limit: int = MAX_NESTING) -> None:
-    """Raise ``TooDeep`` when ``source`` is nested deeper than ``limit``, as far as the stdlib can tell.
-
-    libcst crashes the whole process on a 20,000-term expression or 5,000 nested
-    lambdas; real code stays far below ``MAX_NESTING`` levels.  The depth is
-    measured without recursion.  A file the stdlib parser rejects (a syntax error,
-    or syntax newer than this Python) is left to libcst unless one of its
-    statements has more than ``2 * limit`` tokens: depth cannot be told then.
-    """
-    try:
-        tree = ast.parse(source)
-    except (RecursionError, MemoryError):
-        raise TooDeep(f"nested more than {limit} levels deep") from None
-    except (SyntaxError, ValueError):
-        if _longest_statement(source) > 2 * limit:
-            raise TooDeep(f"a statement of more than {2 * limit} tokens that does not parse") from None
-        return
-    stack = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            raise TooDeep(f"nested more than {limit} levels deep")
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-
-
-def _longest_statement(source: bytes) -> int:
-    """The most tokens in one logical line (the whole file when it cannot be tokenized)."""
-    longest = count = 0
-    try:
-        for token in tokenize.tokenize(io.BytesIO(source).readline):
-            count += 1
-            if token.type in (tokenize.NEWLINE, tokenize.ENDMARKER):
-                longest, count = max(longest, count), 0
-    except (tokenize.TokenError, SyntaxError, UnicodeDecodeError):
-        return max(longest, count, len(source))
-    return longest
+    return {loop.lineno for loop in Training(tree, decode(source).lines).whole_step_loops()}
 
 
 def instrument_source(source: bytes, depth: int = 0) -> Instrumented:
     """Wrap the data loops of one file and add the detector import; raises ``libcst.ParserSyntaxError``
-    or ``TooDeep``.
+    or ``TooComplex``.
 
     ``depth`` is the file's folder depth below the analysis root (0: beside ``msft_dynamic_analysis``).
     """
     loader_words = b"oader" in source or b"dl" in source or b"DETECTOR" in source
     if not (b".backward(" in source or (b"for " in source and loader_words and may_have_data_loop(source))):
         return Instrumented(source, [], IMPORT_LINE.encode() in source, False)
-    check_nesting(source)
+    decoded = decode(source)
+    if not decoded.exact:  # libcst would fail on it, and Python cannot run it
+        raise TooComplex(decoded.note)
+    check_libcst(source)
     module = cst.parse_module(source)
     assignments = _Assignments()
     module.visit(assignments)
@@ -433,16 +390,24 @@ def copy_tree(source: Path, dest: Path, on_python: FileHandler, exclude: Iterabl
             here = Path(folder)
             rel_folder = Path(result.package, here.relative_to(source))
             depth = len(rel_folder.parts)
+            try:
+                (dest / rel_folder).mkdir(parents=True, exist_ok=True)
+            except OSError as error:  # a path longer than the system allows, in the copy
+                result.skipped.append((rel_folder.as_posix(), f"left out: cannot copy ({error.strerror or error})"))
+                subfolders[:] = []
+                continue
             keep = []
             for name in sorted(subfolders):
                 path = here / name
                 rel = (rel_folder / name).as_posix()
                 if name in SKIPPED_FOLDERS or os.path.normcase(os.path.abspath(path)) in excluded:
                     continue
-                if _reserved(depth == 0, name):
+                problem = lstat_problem(path)
+                if problem:
+                    result.skipped.append((rel, f"left out: {problem}"))
+                elif _reserved(depth == 0, name):
                     result.skipped.append((rel, "name reserved for the analysis output"))
                 elif path.is_symlink():
-                    (dest / rel_folder).mkdir(parents=True, exist_ok=True)
                     problem = _copy_link(path, dest / rel_folder / name, source, excluded)
                     if problem:
                         result.skipped.append((rel, problem))
@@ -451,26 +416,34 @@ def copy_tree(source: Path, dest: Path, on_python: FileHandler, exclude: Iterabl
                 else:
                     keep.append(name)
             subfolders[:] = keep
-            (dest / rel_folder).mkdir(parents=True, exist_ok=True)
             for name in sorted(names):
                 rel = (rel_folder / name).as_posix()
-                if _reserved(depth == 0, name):
-                    result.skipped.append((rel, "name reserved for the analysis output"))
-                elif (here / name).is_symlink():
-                    problem = _copy_link(here / name, dest / rel_folder / name, source, excluded)
-                    if problem:
-                        result.skipped.append((rel, problem))
-                    else:
-                        result.copied += 1
-                elif name.endswith(".py"):
-                    on_python(here / name, dest / rel_folder / name, rel, depth, result)
-                else:
-                    problem = _copy_file(here / name, dest / rel_folder / name)
-                    if problem:
-                        result.skipped.append((rel, problem))
-                    else:
-                        result.copied += 1
+                try:
+                    _copy_entry(here / name, dest / rel_folder / name, rel, depth, on_python, source, excluded, result)
+                except OSError as error:  # a path longer than the system allows, in the input or the copy
+                    result.skipped.append((rel, f"left out: cannot copy ({error.strerror or error})"))
     return result
+
+
+def _copy_entry(path: Path, target: Path, rel: str, depth: int, on_python: FileHandler, source: Path,
+                excluded: Set[str], result: Injection) -> None:
+    """Copy one file (or link to one) of a folder of the input; raises OSError."""
+    if _reserved(depth == 0, path.name):
+        result.skipped.append((rel, "name reserved for the analysis output"))
+    elif path.is_symlink():
+        problem = _copy_link(path, target, source, excluded)
+        if problem:
+            result.skipped.append((rel, problem))
+        else:
+            result.copied += 1
+    elif path.name.endswith(".py"):
+        on_python(path, target, rel, depth, result)
+    else:
+        problem = _copy_file(path, target)
+        if problem:
+            result.skipped.append((rel, problem))
+        else:
+            result.copied += 1
 
 
 def _instrument_file(path: Path, target: Path, rel: str, depth: int, result: Injection) -> None:
@@ -480,9 +453,9 @@ def _instrument_file(path: Path, target: Path, rel: str, depth: int, result: Inj
         result.skipped.append((rel, f"left out: {error}"))
         return
     try:
-        done = instrument_source(raw, depth)
-    except TooDeep as error:
-        result.skipped.append((rel, f"copied unchanged: {error}, more than libcst parses safely"))
+        done = deep(instrument_source, raw, depth)  # libcst's visitors recurse once or more per level
+    except TooComplex as error:
+        result.skipped.append((rel, f"copied unchanged: {error}"))
         shutil.copy2(path, target)
         result.copied += 1
         return

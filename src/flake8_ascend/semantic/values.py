@@ -43,6 +43,9 @@ _DEPTH = 12  # how many steps one question may follow (names, calls, helpers)
 _DATA = Path(__file__).resolve().parent.parent / "data" / "torch_types.json"
 
 
+_TORCH_MODULES = frozenset({"torch", "torch_npu"})
+
+
 class Value:
     """What an expression evaluates to, as far as the model can tell."""
 
@@ -224,18 +227,26 @@ class Values:
         return owner is not None and not self._places_on_device(owner)
 
     def maybe_tensor(self, expr: ast.AST) -> bool:
-        """For pattern rules: a tensor, or unknown in a function that uses no numpy / pandas / cupy.
+        """For pattern rules: a tensor, or unknown in a function that uses no numpy / pandas / cupy, in a file
+        that imports torch.
 
         Per function, not per file: a file that imports numpy keeps this for the functions that never
-        call it, and a name that evidence shows to be an array is never a maybe.
+        call it, and a name that evidence shows to be an array is never a maybe.  A file that never imports
+        torch (a sympy or numpy module) has no unknown tensors.
         """
         value = self.of(expr)
         if value.tensor:
             return True
         if value.kind not in (UNKNOWN, COMPARE) or (isinstance(expr, ast.Name) and expr.id in ("self", "cls")):
             return False
+        if not self.imports_torch():
+            return False
         owner = self.ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef) or self.ctx.tree
         return not self._uses_foreign(owner)
+
+    def imports_torch(self) -> bool:
+        """Whether the file imports torch (or torch_npu) anywhere, functions included."""
+        return self.ctx.memo("imports_torch", _imports_torch)
 
     def _uses_foreign(self, owner: ast.AST) -> bool:
         found = self._foreign.get(id(owner))
@@ -999,3 +1010,9 @@ def _reduction_of_unknown(arg: ast.AST, values: Values, scope: Scope, depth: int
     return (isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr in _REDUCTIONS
             and values._resolver(scope).qualname(arg.func) is None
             and values._value(arg.func.value, scope, depth).kind == UNKNOWN)
+
+
+def _imports_torch(ctx) -> bool:
+    """From the scope table the engine built anyway: cheaper than another walk over the tree."""
+    return any(binding.qualname and binding.qualname.split(".")[0] in _TORCH_MODULES
+               for scope in ctx._scopes.values() for bindings in scope.bindings.values() for binding in bindings)
