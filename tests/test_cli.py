@@ -144,7 +144,9 @@ def _unbuilt_mode() -> str:
 BAD_INPUTS = {
     "missing -i": lambda tmp, out: ["-o", str(out)],
     "nonexistent input": lambda tmp, out: ["-i", str(tmp / "nope"), "-o", str(out)],
-    "nonexistent output": lambda tmp, out: ["-i", "examples", "-o", str(out / "nope")],
+    "output is a file": lambda tmp, out: ["-i", "examples", "-o", "README.md"],
+    "input not Python": lambda tmp, out: ["-i", "README.md", "-o", str(out / "new")],
+    "bad input, -o missing": lambda tmp, out: ["-i", "examples", "-o", str(out / "new"), "-v", "9.9.9"],
     "unknown version": lambda tmp, out: ["-i", "examples", "-o", str(out), "-v", "9.9.9"],
     "unknown mode": lambda tmp, out: ["-i", "examples", "-o", str(out), "-m", "everything"],
     "mode not built": lambda tmp, out: ["-i", "examples", "-o", str(out), "-m", _unbuilt_mode()],

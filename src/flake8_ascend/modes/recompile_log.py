@@ -10,6 +10,7 @@ class RecompileLog(Mode):
     name = "recompile_log"
     help = (f"split a CANN host log (INFO) at per-iteration marker lines and list the ops still compiled after "
             f"iteration {WARMUP}: dynamic-shape suspects")
+    reads_python = False
     outputs = (LIST_NAME, SUSPECTS_NAME)
 
     @classmethod

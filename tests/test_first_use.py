@@ -1,0 +1,160 @@
+"""What a new user meets in the first hour (issue 25): output folders, shared report folders, messages."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from flake8_ascend import cli
+
+REPO = Path(__file__).resolve().parents[1]
+YOLO = REPO / "examples" / "yolo_mini"
+TORCH_APIS = {"unsupported_api.csv", "unknown_api.csv", "cuda_op_list.csv", "api_precision_advice.csv",
+              "api_performance_advice.csv"}
+
+
+def run_main(*args: object):
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main([str(arg) for arg in args], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def project(tmp_path: Path, text: str = "import torch\ntorch.cuda.synchronize()\n") -> Path:
+    folder = tmp_path / "proj"
+    folder.mkdir(parents=True)
+    (folder / "train.py").write_text(text, encoding="utf-8")
+    return folder
+
+
+# -- -o ------------------------------------------------------------------------------------------------
+def test_a_missing_output_folder_is_created_and_logged(tmp_path):
+    out = tmp_path / "reports" / "nested"
+    code, _, err = run_main("-i", project(tmp_path), "-o", out, "-q")
+    assert code == 0, err
+    log = (out / "proj_analysis" / "pytorch_analysis.txt").read_text(encoding="utf-8")
+    assert f"output folder created: {out}" in log
+
+
+def test_a_failed_run_removes_the_output_folder_it_created(tmp_path):
+    out = tmp_path / "reports" / "nested"
+    code, _, err = run_main("-i", project(tmp_path), "-o", out, "-m", "recompile_log")  # needs a log file
+    assert code == 2 and err.count("\n") == 1
+    assert not (tmp_path / "reports").exists()
+
+
+# -- several modes into one -o ------------------------------------------------------------------------
+def test_each_mode_replaces_only_its_own_reports(tmp_path):
+    out = tmp_path / "out"
+    folder = out / "yolo_mini_analysis"
+    assert run_main("-i", YOLO, "-o", out, "-q", "--format", "json")[0] == 0
+    assert run_main("-i", YOLO, "-o", out, "-q", "-m", "affinity_apis")[0] == 0
+    assert {p.name for p in folder.iterdir()} == {*TORCH_APIS, "findings.json", "affinity_api_call.csv",
+                                                  "pytorch_analysis.txt"}
+    log = (folder / "pytorch_analysis.txt").read_text(encoding="utf-8")
+    assert log.index("mode: torch_apis") < log.index("mode: affinity_apis")  # one section per mode, newest last
+    # torch_apis again, without json: its own findings.json goes, the affinity report stays
+    assert run_main("-i", YOLO, "-o", out, "-q")[0] == 0
+    assert {p.name for p in folder.iterdir()} == {*TORCH_APIS, "affinity_api_call.csv", "pytorch_analysis.txt"}
+    log = (folder / "pytorch_analysis.txt").read_text(encoding="utf-8")
+    assert log.count("mode: torch_apis") == 1 and log.index("mode: affinity_apis") < log.index("mode: torch_apis")
+
+
+def test_a_file_two_modes_write_belongs_to_the_newest_run(tmp_path):
+    out = tmp_path / "out"
+    folder = out / "yolo_mini_analysis"
+    assert run_main("-i", YOLO, "-o", out, "-q", "--format", "json")[0] == 0
+    assert run_main("-i", YOLO, "-o", out, "-q", "-m", "affinity_apis", "--format", "json")[0] == 0
+    assert '"report": "affinity_api_call.csv"' in (folder / "findings.json").read_text(encoding="utf-8")
+    assert run_main("-i", YOLO, "-o", out, "-q", "-m", "affinity_apis")[0] == 0  # drops its findings.json
+    assert not (folder / "findings.json").exists() and TORCH_APIS <= {p.name for p in folder.iterdir()}
+
+
+# -- exit status and what reaches the screen ---------------------------------------------------------
+def test_migrate_with_nothing_to_migrate_passes_the_gate(tmp_path):
+    clean = project(tmp_path, "import torch\nx = torch.zeros(3)\n")
+    code, _, err = run_main("-i", clean, "-o", tmp_path / "out", "-m", "migrate", "--fail-on-findings", "-q")
+    assert code == 0, err
+    code, _, _ = run_main("-i", project(tmp_path / "b"), "-o", tmp_path / "out", "-m", "migrate",
+                          "--fail-on-findings", "-q")
+    assert code == 1
+
+
+def test_next_steps_are_printed_after_the_summary(tmp_path):
+    code, out, _ = run_main("-i", project(tmp_path), "-o", tmp_path / "out", "-m", "overflow")
+    assert code == 0
+    assert "no training script found" in out.split("report: ", 1)[1]
+
+
+def test_quiet_statistics_prints_the_statistics(tmp_path):
+    code, out, _ = run_main("-i", project(tmp_path), "-o", tmp_path / "out", "-q", "--statistics")
+    assert code == 0 and out == "1     ASC201 torch.cuda API use; says whether transfer_to_npu maps it or it " \
+        "needs a manual rewrite\n"
+
+
+# -- one-line messages -------------------------------------------------------------------------------
+def test_a_file_that_is_not_python_is_refused(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("todo\n", encoding="utf-8")
+    code, out, err = run_main("-i", notes, "-o", tmp_path / "out")
+    assert code == 2 and out == "" and err == f"ascend-analyse: error: input is not a Python file (.py): {notes}; " \
+        "give a .py file or a folder\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_empty_folder_says_so(tmp_path):
+    (tmp_path / "empty").mkdir()
+    code, _, err = run_main("-i", tmp_path / "empty", "-o", tmp_path / "out", "-q")
+    assert code == 0 and err == f"ascend-analyse: warning: no Python file to analyse in {tmp_path / 'empty'}; " \
+        "the report is empty\n"
+
+
+def test_version_flags_point_the_way(tmp_path):
+    code, _, err = run_main("--version")
+    assert code == 2 and "--tool-version" in err and err.count("\n") == 1
+    code, _, err = run_main("-i", project(tmp_path), "-o", tmp_path / "out", "-v", "latest")
+    assert code == 2 and "unknown torch_npu version 'latest'; known versions: " in err
+
+
+def test_a_bad_torch_version_in_a_configuration_names_the_file(tmp_path):
+    folder = project(tmp_path)
+    pyproject = folder / "pyproject.toml"
+    pyproject.write_text('[tool.flake8-ascend]\ntorch-version = "3.1"\n', encoding="utf-8")
+    code, _, err = run_main("-i", folder, "-o", tmp_path / "out")
+    assert code == 2 and err.startswith(f"ascend-analyse: error: {pyproject}: torch-version: unknown torch_npu "
+                                        "version '3.1'")
+    pyproject.unlink()
+    (folder / "setup.cfg").write_text("[flake8]\nascend-torch-version = 3.1\n", encoding="utf-8")
+    code, _, err = run_main("-i", folder, "-o", tmp_path / "out")
+    assert code == 2 and f"{folder / 'setup.cfg'}: ascend-torch-version: unknown torch_npu version" in err
+
+
+def test_a_wrong_flake8_setting_names_its_key(tmp_path):
+    folder = project(tmp_path)
+    (folder / "setup.cfg").write_text("[flake8]\nmax-line-length = 100\nextend-ignore = 1ASC\n", encoding="utf-8")
+    code, _, err = run_main("-i", folder, "-o", tmp_path / "out")
+    assert code == 2 and f"{folder / 'setup.cfg'}: [flake8] extend-ignore has a wrong value" in err
+
+
+LOOP = """import torch
+
+
+def fit(model, loader, optimizer):
+    for x in loader:
+        loss = model(x).sum()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_run_commands_name_the_entry_script(tmp_path):
+    folder = tmp_path / "proj"
+    (folder / "pkg").mkdir(parents=True)
+    (folder / "pkg" / "__init__.py").write_text("", encoding="utf-8")
+    (folder / "pkg" / "loop.py").write_text(LOOP, encoding="utf-8")  # the loop, in a module without a main block
+    (folder / "main.py").write_text("from pkg.loop import fit\n\nif __name__ == '__main__':\n    fit(None, [], None)\n",
+                                    encoding="utf-8")
+    code, out, _ = run_main("-i", folder, "-o", tmp_path / "out", "-m", "dynamic_shape")
+    assert code == 0
+    assert "to run main.py instrumented: cd " in out and "python -m pkg.loop" not in out
+    (folder / "main.py").write_text("print('no loop imported')\n", encoding="utf-8")
+    code, out, _ = run_main("-i", folder, "-o", tmp_path / "out", "-m", "dynamic_shape")
+    assert "pkg/loop.py has wrapped loops but no `if __name__ == '__main__':` block" in out and "to run" not in out
