@@ -119,7 +119,7 @@ def test_examples_rows_equal_flake8_findings(examples_report, flake8_findings):
 
 
 def test_naming_a_default_off_code_enables_it_like_flake8(tmp_path):
-    selection = "ASC1,ASC2"
+    selection = "ASC1,ASC2,ASC103"
     code, _, _ = run_main("-i", str(EXAMPLES), "-o", str(tmp_path), "-v", "2.6.0", "--select", selection,
                           "--format", "json", "-q")
     assert code == 0

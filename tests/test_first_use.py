@@ -158,3 +158,33 @@ def test_run_commands_name_the_entry_script(tmp_path):
     (folder / "main.py").write_text("print('no loop imported')\n", encoding="utf-8")
     code, out, _ = run_main("-i", folder, "-o", tmp_path / "out", "-m", "dynamic_shape")
     assert "pkg/loop.py has wrapped loops but no `if __name__ == '__main__':` block" in out and "to run" not in out
+
+
+def test_after_fix_the_reports_show_what_is_left(tmp_path):
+    import re
+    import shutil
+    source = tmp_path / "yolo_mini"
+    shutil.copytree(YOLO, source)
+    code, before, _ = run_main("-i", source, "-o", tmp_path / "out", "--select", "ASC2")
+    rows_before = int(re.search(r"\| cuda_op_list.csv +\| +(\d+) \|", before).group(1))
+    code, after, _ = run_main("-i", source, "-o", tmp_path / "out", "--select", "ASC2", "--fix")
+    assert code == 0
+    rows_after = int(re.search(r"\| cuda_op_list.csv +\| +(\d+) \|", after).group(1))
+    fixed = int(re.search(r"^fixed (\d+) findings in \d+ files; the reports show what is left$", after, re.M).group(1))
+    assert fixed > 0 and rows_after == rows_before - fixed
+    with open(tmp_path / "out" / "yolo_mini_analysis" / "cuda_op_list.csv", encoding="utf-8") as handle:
+        assert sum(1 for _ in handle) - 1 == rows_after
+
+
+def test_flake8_messages_are_english_in_every_version():
+    """The official lists' notes are mostly Chinese: they reach the CSV Tips, never a flake8 message."""
+    from conftest import run_rules
+    from flake8_ascend.data import known_versions
+    sources = [path.read_text(encoding="utf-8") for path in sorted((REPO / "examples").rglob("*.py"))]
+    notes = 0
+    for version in known_versions():
+        for source in sources:
+            for finding in run_rules(source, version, ["ASC1"], official_lists=True):
+                assert finding.text.isascii(), (version, finding.text)
+                notes += not finding.tips.isascii()
+    assert notes  # the Chinese notes are still there, in the Tips

@@ -36,6 +36,7 @@ from .files import MAX_FILE_BYTES, SourceError, collect, read_regular, report_fo
 from .fix import FIX_CODES
 from .flake8_settings import read_settings
 from .modes import Job, JobError, all_modes, plural, positive_number
+from .plugin import optional_codes
 from .progress import Progress
 from .registry import all_rules, rule_for
 
@@ -121,7 +122,8 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
     extra.add_argument("--format", choices=("csv", "json", "sarif"), default="csv",
                        help="also write findings.json or findings.sarif (the CSVs are always written)")
     extra.add_argument("--select", type=_code_prefixes, action="extend", default=[], metavar="CODES",
-                       help="only these code prefixes, comma-separated (e.g. ASC1,ASC203); selects ASC103 too")
+                       help="only these code prefixes, comma-separated (e.g. ASC1,ASC203); the advisory codes "
+                       f"({', '.join(sorted(optional_codes()))}) only when named in full")
     extra.add_argument("--extend-select", type=_code_prefixes, action="extend", default=[], metavar="CODES",
                        help="add these code prefixes to the selection (flake8's --extend-select)")
     extra.add_argument("--ignore", type=_code_prefixes, action="extend", default=[], metavar="CODES",

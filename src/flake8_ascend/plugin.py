@@ -17,9 +17,10 @@ def optional_codes() -> FrozenSet[str]:
 
 
 def named_optional_codes(selections) -> FrozenSet[str]:
-    """Optional codes switched on by a selection more specific than ``ASC`` (``ASC1``, ``ASC103``...)."""
-    names = [n.strip().upper() for n in selections if n and len(n.strip()) > 3]
-    return frozenset(code for code in optional_codes() if any(code.startswith(n) for n in names))
+    """Optional codes switched on by name: ``ASC103`` does, a family (``ASC``, ``ASC1``, ``ASC10``) does not, so
+    advisory findings never appear because a whole family was selected."""
+    names = {n.strip().upper() for n in selections if n}
+    return optional_codes() & names
 
 
 class AscendChecker:

@@ -21,7 +21,7 @@ from ..data import load_version
 from ..engine import Finding, analyze, unsuppressed
 from ..files import SourceError, read_source
 from ..pools import process_pool
-from . import Job, Mode
+from . import Job, Mode, plural
 from ..registry import Rule, all_rules, rule_for
 
 PARALLEL_MIN_FILES = 50
@@ -110,6 +110,9 @@ class LintMode(Mode):
 
     def run(self, job: Job) -> Dict[str, int]:
         rules = self.rules(job)
+        fixed: Optional[int] = None
+        if job.args.fix and not job.args.diff:  # rewrite first: the reports then show what is left
+            fixed = self.apply_fixes(job)
         job.log(f"rules: {', '.join(rule.code for rule in rules) or 'none'}")
         findings: List[Finding] = []
         skipped = 0
@@ -121,17 +124,20 @@ class LintMode(Mode):
             else:
                 path = str(job.root / rel)
                 found = [f for f in found if job.selection.selects(f.code, path)]
-                job.log(f"[{index}/{len(job.files)}] {rel}: {len(found)} findings")
+                job.log(f"[{index}/{len(job.files)}] {rel}: {plural(len(found), 'finding')}")
                 findings.extend(found)
             job.progress.advance()
         job.progress.finish()
         findings.sort(key=lambda f: (f.path, f.line, f.col, f.code))
         for finding in findings:
             job.statistics[finding.code] = job.statistics.get(finding.code, 0) + 1
-        job.log(f"analysed {len(job.files) - skipped} of {len(job.files)} files: {len(findings)} findings")
+        job.log(f"analysed {len(job.files) - skipped} of {plural(len(job.files), 'file')}: "
+                f"{plural(len(findings), 'finding')}")
         counts = self.write(job, findings)
-        if job.args.fix or job.args.diff:
+        if job.args.diff:
             counts[self.diff_name] = self.apply_fixes(job)
+        elif fixed is not None:
+            counts[self.diff_name] = fixed
         return counts
 
     def apply_fixes(self, job: Job) -> int:
@@ -143,7 +149,8 @@ class LintMode(Mode):
         for problem in problems:
             job.log(f"fix: skipped {problem}")
         for result in results:
-            job.log(f"fix: {result.rel}: {result.applied} rewrites{' written' if write and result.changed else ''}")
+            written = " written" if write and result.changed else ""
+            job.log(f"fix: {result.rel}: {plural(result.applied, 'rewrite')}{written}")
             for change in result.changes:
                 job.log(f"fix: {result.rel}: {change}")
                 if write and not job.args.quiet:
@@ -154,7 +161,13 @@ class LintMode(Mode):
         job.output_path(self.diff_name).write_text(diff, encoding="utf-8")
         if job.args.diff:
             sys.stdout.write(diff)
-        return sum(result.changed for result in results)
+        applied = sum(result.applied for result in results if result.changed)
+        files = sum(result.changed for result in results)
+        if write:
+            job.tell(f"fixed {plural(applied, 'finding')} in {plural(files, 'file')}; the reports show what is left")
+        else:
+            job.tell(f"--diff: {plural(applied, 'finding')} in {plural(files, 'file')} would be rewritten by --fix")
+        return files
 
     def write(self, job: Job, findings: List[Finding]) -> Dict[str, int]:
         """The CSVs (always), plus findings.json / findings.sarif for --format json / sarif."""
