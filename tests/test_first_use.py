@@ -2,9 +2,15 @@
 from __future__ import annotations
 
 import io
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+from conftest import run_rules
 from flake8_ascend import cli
+from flake8_ascend.data import known_versions
 
 REPO = Path(__file__).resolve().parents[1]
 YOLO = REPO / "examples" / "yolo_mini"
@@ -161,8 +167,6 @@ def test_run_commands_name_the_entry_script(tmp_path):
 
 
 def test_after_fix_the_reports_show_what_is_left(tmp_path):
-    import re
-    import shutil
     source = tmp_path / "yolo_mini"
     shutil.copytree(YOLO, source)
     code, before, _ = run_main("-i", source, "-o", tmp_path / "out", "--select", "ASC2")
@@ -178,8 +182,6 @@ def test_after_fix_the_reports_show_what_is_left(tmp_path):
 
 def test_flake8_messages_are_english_in_every_version():
     """The official lists' notes are mostly Chinese: they reach the CSV Tips, never a flake8 message."""
-    from conftest import run_rules
-    from flake8_ascend.data import known_versions
     sources = [path.read_text(encoding="utf-8") for path in sorted((REPO / "examples").rglob("*.py"))]
     notes = 0
     for version in known_versions():
@@ -188,3 +190,19 @@ def test_flake8_messages_are_english_in_every_version():
                 assert finding.text.isascii(), (version, finding.text)
                 notes += not finding.tips.isascii()
     assert notes  # the Chinese notes are still there, in the Tips
+
+
+def test_an_editor_linting_stdin_sees_a_configuration_error_at_line_1(tmp_path):
+    (tmp_path / "setup.cfg").write_text("[flake8]\nascend-torch-version = 9.9\n", encoding="utf-8")
+    (tmp_path / "a.py").write_text("import torch\n", encoding="utf-8")
+
+    def flake8(*args, stdin=""):
+        return subprocess.run([sys.executable, "-m", "flake8", "--select", "ASC", *args], cwd=tmp_path, input=stdin,
+                              capture_output=True, text=True, timeout=60)
+
+    edited = flake8("--stdin-display-name", "a.py", "-", stdin="import torch\n")  # as pylsp calls it
+    assert edited.returncode == 1 and edited.stdout == (
+        "a.py:1:1: ASC000 configuration error: ascend-torch-version: unknown torch_npu version '9.9'; known versions: "
+        + ", ".join(known_versions()) + "\n")
+    checked = flake8("a.py")  # a terminal, CI or pre-commit: one line on stderr, exit 2
+    assert checked.returncode == 2 and checked.stdout == "" and checked.stderr.count("\n") == 1
