@@ -418,7 +418,7 @@ def test_tool_version_statistics_plural_and_fix_marks(tmp_path, capsys):
     assert "Analysed 1 file (0 skipped)" in out
     log = (tmp_path / "train_analysis" / cli.LOG_NAME).read_text(encoding="utf-8")
     assert log.startswith(f"ascend-analyse {cli.__version__} started") and "findings per code: ASC201 2, ASC202 1" in log
-    marked = [line.split()[0] for line in cli.list_codes().splitlines() if "--fix rewrites" in line]
+    marked = [line.split()[0] for line in cli.list_codes().splitlines() if "(has a fix: --fix --select" in line]
     assert marked == ["ASC201", "ASC202", "ASC204", "ASC207", "ASC303", "ASC304"]
     code, _, err = run_main("-i", str(script), "-o", str(tmp_path), "-m", "third_party", "--statistics")
     assert code == 2 and "--statistics does not apply" in err

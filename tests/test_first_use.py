@@ -206,3 +206,29 @@ def test_an_editor_linting_stdin_sees_a_configuration_error_at_line_1(tmp_path):
         + ", ".join(known_versions()) + "\n")
     checked = flake8("a.py")  # a terminal, CI or pre-commit: one line on stderr, exit 2
     assert checked.returncode == 2 and checked.stdout == "" and checked.stderr.count("\n") == 1
+
+
+def test_fix_is_told_the_same_way_in_help_explain_and_messages():
+    from flake8_ascend.fix import FIX_CODES
+    help_text = " ".join(cli.build_parser(cli.all_modes()).format_help().split())
+    assert "plain --fix the affinity ones (ASC303/ASC304, -m affinity_apis), --fix --select ASC2 the CUDA ones" \
+        in help_text
+    for fixable in FIX_CODES:
+        code, explained, _ = run_main("--explain", fixable)
+        assert code == 0 and f"ascend-analyse --fix --select {fixable}` rewrites" in explained
+        assert "plain `--fix` is `-m affinity_apis --fix`" in explained
+    cuda = run_rules("import torch\nx = torch.zeros(2).cuda()\ntorch.distributed.init_process_group('nccl')\n",
+                     codes=["ASC2"])
+    assert {f.code for f in cuda} == {"ASC202", "ASC204"}
+    for finding in cuda:  # each names a command that does rewrite it
+        assert finding.text.endswith(f"; ascend-analyse --fix --select {finding.code} rewrites it")
+
+
+def test_explain_cites_no_file_missing_from_the_repository():
+    from flake8_ascend.registry import all_rules
+    for rule in all_rules():
+        text = "\n".join((rule.why, rule.fix, rule.source))
+        assert "codes.md" not in text, rule.code
+        for path in re.findall(r"(?<![\w/])((?:docs|rules_data|tools|src)/[\w./-]+\.\w+)", text):
+            if not path.startswith("docs/zh/"):  # Ascend/pytorch's documentation, cited by its own path
+                assert (REPO / path).exists(), (rule.code, path)

@@ -11,6 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from flake8_ascend.cli import fix_story  # noqa: E402
 from flake8_ascend.fix import FIX_CODES  # noqa: E402
 from flake8_ascend.registry import all_rules  # noqa: E402
 
@@ -36,8 +37,7 @@ def rule_pages() -> str:
                   f"*Source:* {rule.source}", "", f"*Report file:* `{rule.csv}`"
                   + (" (off by default)" if rule.default_off else ""), ""]
         if rule.code in FIX_CODES:
-            parts += ["*Has a fix:* `ascend-analyse --fix` / `--diff` rewrite the findings that carry a safe "
-                      "rewrite; the others stay findings.", ""]
+            parts += [f"*Has a fix:* {fix_story(rule.code)}", ""]
     return "\n".join(parts)
 
 

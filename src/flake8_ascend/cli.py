@@ -139,8 +139,10 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
     extra.add_argument("-j", "--jobs", type=positive_number, default=None, metavar="N",
                        help="worker processes (default: all cores)")
     extra.add_argument("--fix", action="store_true",
-                       help="rewrite the safe replacements in the input files: affinity (ASC303/ASC304), or "
-                       "with --select ASC2 the CUDA code (ASC201/202/204/207)")
+                       help="rewrite in place the findings that carry a safe rewrite (their message says "
+                       "'rewrites it'): plain --fix the affinity ones (ASC303/ASC304, -m affinity_apis), "
+                       "--fix --select ASC2 the CUDA ones (ASC201/202/204/207, -m torch_apis); the reports then "
+                       "show what is left")
     extra.add_argument("--diff", action="store_true",
                        help="print the unified diff --fix would apply, without changing any file")
     extra.add_argument("-q", "--quiet", action="store_true", help="no progress display and no summary table")
@@ -161,11 +163,22 @@ def explain(code: str) -> str:
         rule = rule_for(code.strip().upper())
     except KeyError:
         raise UsageError(f"unknown code {code!r} (see {PROG} --list-codes)") from None
-    state = "off by default (enable with --select)" if rule.default_off else "on by default"
+    state = f"off by default (enable with --extend-select {rule.code})" if rule.default_off else "on by default"
     sections = [("Why it matters on NPU", rule.why), ("Example", rule.example), ("Fix", rule.fix),
                 ("Source", rule.source)]
+    if rule.code in FIX_CODES:
+        sections.insert(3, ("Automatic fix", fix_story(rule.code)))
     body = "\n\n".join(f"{title}:\n  " + text.replace("\n", "\n  ") for title, text in sections)
     return f"{rule.code}: {rule.summary}\nReport: {rule.csv}; {state}\n\n{body}\n"
+
+
+def fix_story(code: str) -> str:
+    """What --fix does for ``code``: the same words in --explain, docs/rules.md and the findings' messages."""
+    fixers = [mode for mode in all_modes().values() if mode.fixes]  # the first is plain --fix's mode
+    modes = "; ".join(f"`-m {mode.name} --fix` rewrites {', '.join(mode.fix_codes())}" for mode in fixers)
+    return (f"`{PROG} --fix --select {code}` rewrites in place the findings whose message says \"rewrites it\" "
+            f"(`--diff` shows the rewrite first, changing nothing). {modes}; plain `--fix` is "
+            f"`-m {fixers[0].name} --fix`.")
 
 
 def list_codes() -> str:
@@ -174,7 +187,7 @@ def list_codes() -> str:
     lines = [f"{'code':<7} {'report':<{width}}  summary"]
     for rule in rules:
         note = " (off by default)" if rule.default_off else ""
-        note += " (has a fix: --fix rewrites the safe ones)" if rule.code in FIX_CODES else ""
+        note += f" (has a fix: --fix --select {rule.code})" if rule.code in FIX_CODES else ""
         lines.append(f"{rule.code:<7} {rule.csv:<{width}}  {rule.summary}{note}")
     return "\n".join(lines) + "\n"
 

@@ -118,6 +118,8 @@ class Context:
 
     # -- reporting ---------------------------------------------------------
     def report(self, node: ast.AST, code: str, message: str, api: str = "", tips: str = "", fix: str = "") -> None:
+        if fix and "--fix" not in message:  # a finding with a safe rewrite names the command that applies it
+            message += f"; ascend-analyse --fix --select {code} rewrites it"
         self.findings.append(
             Finding(
                 line=node.lineno,

@@ -54,7 +54,7 @@ class HalfAutocastWithoutScaler(Rule):
     fix = ("`scaler = torch.amp.GradScaler('npu')`, then `scaler.scale(loss).backward()`, `scaler.step(opt)`, "
            "`scaler.update()`; or autocast with `dtype=torch.bfloat16`.")
     source = ("PyTorch docs, Automatic Mixed Precision > Gradient Scaling; Ascend/pytorch docs torch_npu.npu.amp "
-              "(GradScaler for NPU AMP); shared design codes.md (ASC601+: fp16 without loss scaling)")
+              "(GradScaler for NPU AMP)")
     fires = [
         ("import torch\nfor x in data:\n    with torch.autocast('npu'):\n        loss = f(x)\n"
          "    loss.backward()\n    optimizer.step()\n", 3),
