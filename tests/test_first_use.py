@@ -232,3 +232,32 @@ def test_explain_cites_no_file_missing_from_the_repository():
         for path in re.findall(r"(?<![\w/])((?:docs|rules_data|tools|src)/[\w./-]+\.\w+)", text):
             if not path.startswith("docs/zh/"):  # Ascend/pytorch's documentation, cited by its own path
                 assert (REPO / path).exists(), (rule.code, path)
+
+
+def test_json_paths_and_sarif_uris_share_one_base_and_rules_link_their_page(tmp_path, monkeypatch):
+    import json
+    from urllib.parse import unquote, urlparse
+    folder = project(tmp_path / "repo")
+    monkeypatch.chdir(tmp_path)
+    for fmt in ("json", "sarif"):
+        assert run_main("-i", folder, "-o", tmp_path / fmt, "-q", "--format", fmt)[0] == 0
+    found = json.loads((tmp_path / "json" / "proj_analysis" / "findings.json").read_text(encoding="utf-8"))
+    paths = [item["path"] for item in found]
+    run = json.loads((tmp_path / "sarif" / "proj_analysis" / "findings.sarif").read_text(encoding="utf-8"))["runs"][0]
+    uris = [unquote(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]) for r in run["results"]]
+    assert paths == uris == ["repo/proj/train.py"]
+    (rule,) = run["tool"]["driver"]["rules"]
+    page, anchor = rule["helpUri"].split("#")
+    assert anchor == "asc201" and Path(urlparse(page).path) == REPO / "docs" / "rules.md"
+    assert "\n## ASC201\n" in (REPO / "docs" / "rules.md").read_text(encoding="utf-8")
+    assert Path(urlparse(run["tool"]["driver"]["informationUri"]).path) == REPO / "README.md"
+
+
+def test_every_tips_cell_starts_with_its_code(tmp_path):
+    import csv
+    out = tmp_path / "out"
+    assert run_main("-i", YOLO, "-o", out, "-q", "--extend-select", "ASC509,ASC510")[0] == 0
+    for name in TORCH_APIS:
+        with open(out / "yolo_mini_analysis" / name, newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+        assert all(re.match(r"ASC\d{3}( |$)", row["Tips"]) for row in rows), name

@@ -178,7 +178,7 @@ class LintMode(Mode):
         for name, table in self.tables.items():
             counts[name] = job.write_csv(name, table.columns, _rows(table, by_file[name]))
         if job.args.format == "json":
-            job.output_path(reports.JSON_NAME).write_text(reports.to_json(findings), encoding="utf-8",
+            job.output_path(reports.JSON_NAME).write_text(reports.to_json(findings, job.root), encoding="utf-8",
                                                           errors="backslashreplace")
             counts[reports.JSON_NAME] = len(findings)
         elif job.args.format == "sarif":
