@@ -1,16 +1,23 @@
 """What a new user meets in the first hour (issue 25): output folders, shared report folders, messages."""
 from __future__ import annotations
 
+import csv
 import io
+import json
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
 
 from conftest import run_rules
 from flake8_ascend import cli
 from flake8_ascend.data import known_versions
+from flake8_ascend.fix import FIX_CODES
+from flake8_ascend.registry import all_rules
 
 REPO = Path(__file__).resolve().parents[1]
 YOLO = REPO / "examples" / "yolo_mini"
@@ -209,7 +216,6 @@ def test_an_editor_linting_stdin_sees_a_configuration_error_at_line_1(tmp_path):
 
 
 def test_fix_is_told_the_same_way_in_help_explain_and_messages():
-    from flake8_ascend.fix import FIX_CODES
     help_text = " ".join(cli.build_parser(cli.all_modes()).format_help().split())
     assert "plain --fix the affinity ones (ASC303/ASC304, -m affinity_apis), --fix --select ASC2 the CUDA ones" \
         in help_text
@@ -225,7 +231,6 @@ def test_fix_is_told_the_same_way_in_help_explain_and_messages():
 
 
 def test_explain_cites_no_file_missing_from_the_repository():
-    from flake8_ascend.registry import all_rules
     for rule in all_rules():
         text = "\n".join((rule.why, rule.fix, rule.source))
         assert "codes.md" not in text, rule.code
@@ -235,8 +240,6 @@ def test_explain_cites_no_file_missing_from_the_repository():
 
 
 def test_json_paths_and_sarif_uris_share_one_base_and_rules_link_their_page(tmp_path, monkeypatch):
-    import json
-    from urllib.parse import unquote, urlparse
     folder = project(tmp_path / "repo")
     monkeypatch.chdir(tmp_path)
     for fmt in ("json", "sarif"):
@@ -254,10 +257,20 @@ def test_json_paths_and_sarif_uris_share_one_base_and_rules_link_their_page(tmp_
 
 
 def test_every_tips_cell_starts_with_its_code(tmp_path):
-    import csv
     out = tmp_path / "out"
     assert run_main("-i", YOLO, "-o", out, "-q", "--extend-select", "ASC509,ASC510")[0] == 0
     for name in TORCH_APIS:
         with open(out / "yolo_mini_analysis" / name, newline="", encoding="utf-8") as handle:
             rows = list(csv.DictReader(handle))
         assert all(re.match(r"ASC\d{3}( |$)", row["Tips"]) for row in rows), name
+
+
+def test_compare_prints_its_verdicts_not_a_file_count(tmp_path):
+    torch = pytest.importorskip("torch")
+    for side in "ab":
+        folder = tmp_path / side / "0" / "0"
+        folder.mkdir(parents=True)
+        torch.save(torch.ones(2), folder / "0.aten.relu.default.output.0.pt")
+    code, out, _ = run_main("compare", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "out")
+    assert code == 0 and "Analysed" not in out and re.search(r"^Done in .* s; report: ", out, re.M)
+    assert re.search(r"^compared .*: 1 row; pass 1, ", out, re.M)

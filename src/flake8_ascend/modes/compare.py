@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..runtime.compare import HEADER, RESULTS, CompareError, compare
-from . import Job, JobError, Mode
+from . import Job, JobError, Mode, plural
 
 RESULT_NAME = "compare_result.csv"
 
@@ -42,7 +42,7 @@ class Compare(Mode):
             raise JobError(f"cannot read the dump: {error.strerror or error}: {error.filename}") from None
         count = job.write_csv(RESULT_NAME, HEADER, rows)
         results = Counter(row[HEADER.index("Result")] for row in rows)
-        job.tell(f"compared {job.input} (A) with {reference} (B, the reference): {count} rows; "
+        job.tell(f"compared {job.input} (A) with {reference} (B, the reference): {plural(count, 'row')}; "
                 + ", ".join(f"{name} {results[name]}" for name in RESULTS))
         return {RESULT_NAME: count}
 

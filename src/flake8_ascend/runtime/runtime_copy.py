@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List
 
 from ..files import SourceError, read_source, report_folders
-from ..modes import Job
+from ..modes import Job, plural
 from ..training import is_main_guard
 from .inject import IMPORT_LINE, PACKAGE, REPORT_NAME, Injection, instrument_tree
 
@@ -121,7 +121,7 @@ def make_copy(job: Job, detector: Detector, settings: Dict[str, object], extra: 
             json.dumps({detector.section: settings}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     for name, source in (extra or {}).items():
         shutil.copyfile(source, package / name)
-    job.log(f"instrumented copy: {result.copied} files copied, {PACKAGE}/ added; detector: "
+    job.log(f"instrumented copy: {plural(result.copied, 'file')} copied, {PACKAGE}/ added; detector: "
             f"{PACKAGE}.{detector.module}.{detector.name}; settings: {json.dumps(settings, sort_keys=True)}")
     for rel, reason in result.skipped:
         job.log(f"{rel}: {reason}")
