@@ -80,17 +80,19 @@ modes:
 {modes}
 
 output:
-  Reports go to OUTPUT/<input name>_analysis/ (for a single file, <file stem>_analysis), which
-  is replaced as a whole on every run: it is built in a hidden temporary folder beside it and
-  renamed into place at the end. The official CSV files and {log} (the run log) are always
-  written; --format json adds findings.json and --format sarif adds findings.sarif (SARIF 2.1.0,
-  for GitHub code scanning; URIs are relative to the current directory when the input lies in
-  it, so run from the repository root).
+  Reports go to OUTPUT/<input name>_analysis/ (for a single file, <file stem>_analysis; OUTPUT
+  is created when missing). Each mode replaces only its own files there: the folder is built in a
+  hidden temporary folder beside it, with the other modes' files linked in, and renamed into
+  place at the end. The official CSV files and {log} (the run log, one section per
+  mode) are always written; --format json adds findings.json and --format sarif adds
+  findings.sarif (SARIF 2.1.0, for GitHub code scanning; their paths are relative to the current
+  directory when the input lies in it, so run from the repository root). What to do next is
+  printed after the summary.
 
 exit status:
   0    the report was written (with or without findings)
   1    with --fail-on-findings: the report was written and holds findings
-  2    usage or input error (nothing is written)
+  2    usage or input error (nothing is written; an OUTPUT the run created is removed)
   3    the report could not be written (full disk, permissions); nothing in OUTPUT changed
   130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM; nothing in OUTPUT changed
 """
@@ -145,7 +147,9 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
                        "show what is left")
     extra.add_argument("--diff", action="store_true",
                        help="print the unified diff --fix would apply, without changing any file")
-    extra.add_argument("-q", "--quiet", action="store_true", help="no progress display and no summary table")
+    extra.add_argument("-q", "--quiet", action="store_true",
+                       help="no progress display, summary table or next steps (errors, warnings and --statistics "
+                       "are still printed)")
     extra.add_argument("--explain", metavar="CODE", help="print the documentation of an ASC code and exit")
     extra.add_argument("--list-codes", action="store_true", help="print every ASC code with its summary and exit")
     extra.add_argument("--statistics", action="store_true",
