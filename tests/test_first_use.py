@@ -274,3 +274,20 @@ def test_compare_prints_its_verdicts_not_a_file_count(tmp_path):
     code, out, _ = run_main("compare", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "out")
     assert code == 0 and "Analysed" not in out and re.search(r"^Done in .* s; report: ", out, re.M)
     assert re.search(r"^compared .*: 1 row; pass 1, ", out, re.M)
+
+
+def test_a_run_that_fails_while_keeping_other_reports_leaves_the_previous_folder_whole(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    folder = out / "yolo_mini_analysis"
+    assert run_main("-i", YOLO, "-o", out, "-q")[0] == 0
+    assert run_main("-i", YOLO, "-o", out, "-q", "-m", "affinity_apis")[0] == 0
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    def full_disk(source, destination):
+        raise OSError(28, "No space left on device", str(destination))
+
+    monkeypatch.setattr(cli, "_link_or_copy", full_disk)
+    code, _, err = run_main("-i", YOLO, "-o", out, "-q", "--format", "json")
+    assert code == 3 and "No space left on device" in err
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert [p.name for p in out.iterdir()] == ["yolo_mini_analysis"]  # no temporary folder left
