@@ -158,8 +158,8 @@ def test_restriction_that_is_only_a_dtype_list_is_silent_but_official(source):
 
 
 def test_restriction_beyond_dtypes_still_fires():
-    (found,) = texts("import torch\nv, i = torch.topk(x, 3)\n", "2.13.0", ["ASC103"])
-    assert "sorted=False" in found
+    (found,) = run_rules("import torch\nv, i = torch.topk(x, 3)\n", "2.13.0", ["ASC103"])
+    assert "sorted=False" in found.tips
 
 
 def test_except_clause_is_not_a_use():
@@ -169,6 +169,6 @@ def test_except_clause_is_not_a_use():
 
 def test_kernel_free_api_keeps_a_restriction_of_its_arguments():
     """profile() dispatches no ATen op, but its restriction (use_device="npu") still matters."""
-    (found,) = texts("import torch\nwith torch.autograd.profiler.profile():\n    pass\n", "2.13.0", ["ASC103"])
-    assert "use_device" in found
+    (found,) = run_rules("import torch\nwith torch.autograd.profiler.profile():\n    pass\n", "2.13.0", ["ASC103"])
+    assert "use_device" in found.tips
     assert texts("import torch.nn as nn\nm = nn.Module()\n", "2.13.0", ["ASC103"]) == []

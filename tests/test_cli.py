@@ -114,12 +114,15 @@ def test_examples_rows_equal_flake8_findings(examples_report, flake8_findings):
             assert sorted((r[0], int(r[1])) for r in rows) == wanted
         assert rows == sorted(rows, key=lambda r: (r[0], int(r[2] if name == "cuda_op_list.csv" else r[1])))
     items = json.loads((folder / "findings.json").read_text(encoding="utf-8"))
-    got = sorted((i["path"], i["line"], i["column"], f"{i['code']} {i['message']}") for i in items)
+    # JSON paths, like SARIF URIs, are relative to the working directory (the run's: REPO) holding the input
+    assert all(i["path"].startswith("examples/") for i in items)
+    got = sorted((i["path"][len("examples/"):], i["line"], i["column"], f"{i['code']} {i['message']}") for i in items)
     assert got == sorted(expected)
 
 
-def test_naming_a_default_off_code_enables_it_like_flake8(tmp_path):
-    selection = "ASC1,ASC2"
+def test_naming_a_default_off_code_enables_it_like_flake8(tmp_path, monkeypatch):
+    monkeypatch.chdir(EXAMPLES)  # JSON paths are relative to the working directory, as flake8's
+    selection = "ASC1,ASC2,ASC103"
     code, _, _ = run_main("-i", str(EXAMPLES), "-o", str(tmp_path), "-v", "2.6.0", "--select", selection,
                           "--format", "json", "-q")
     assert code == 0
@@ -144,7 +147,9 @@ def _unbuilt_mode() -> str:
 BAD_INPUTS = {
     "missing -i": lambda tmp, out: ["-o", str(out)],
     "nonexistent input": lambda tmp, out: ["-i", str(tmp / "nope"), "-o", str(out)],
-    "nonexistent output": lambda tmp, out: ["-i", "examples", "-o", str(out / "nope")],
+    "output is a file": lambda tmp, out: ["-i", "examples", "-o", "README.md"],
+    "input not Python": lambda tmp, out: ["-i", "README.md", "-o", str(out / "new")],
+    "bad input, -o missing": lambda tmp, out: ["-i", "examples", "-o", str(out / "new"), "-v", "9.9.9"],
     "unknown version": lambda tmp, out: ["-i", "examples", "-o", str(out), "-v", "9.9.9"],
     "unknown mode": lambda tmp, out: ["-i", "examples", "-o", str(out), "-m", "everything"],
     "mode not built": lambda tmp, out: ["-i", "examples", "-o", str(out), "-m", _unbuilt_mode()],
@@ -417,7 +422,7 @@ def test_tool_version_statistics_plural_and_fix_marks(tmp_path, capsys):
     assert "Analysed 1 file (0 skipped)" in out
     log = (tmp_path / "train_analysis" / cli.LOG_NAME).read_text(encoding="utf-8")
     assert log.startswith(f"ascend-analyse {cli.__version__} started") and "findings per code: ASC201 2, ASC202 1" in log
-    marked = [line.split()[0] for line in cli.list_codes().splitlines() if "--fix rewrites" in line]
+    marked = [line.split()[0] for line in cli.list_codes().splitlines() if "(has a fix: --fix --select" in line]
     assert marked == ["ASC201", "ASC202", "ASC204", "ASC207", "ASC303", "ASC304"]
     code, _, err = run_main("-i", str(script), "-o", str(tmp_path), "-m", "third_party", "--statistics")
     assert code == 2 and "--statistics does not apply" in err

@@ -153,7 +153,8 @@ def test_a_wrong_flake8_value_is_a_one_line_error(tmp_path, capsys, section):
     assert cli.main(["-i", str(root), "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "secret" not in err and "x1" not in err and "usage" not in err
-    assert ".flake8: a flake8 setting has a wrong value" in err
+    key = section.split("\n")[1].split(" = ")[0]
+    assert f".flake8: [flake8] {key} has a wrong value" in err
 
 
 def test_a_configuration_file_that_is_not_a_regular_file_is_refused(tmp_path, capsys):
@@ -169,3 +170,15 @@ def test_select_naming_no_code_is_a_usage_error(tmp_path, capsys):
     (tmp_path / "out").mkdir()
     assert cli.main(["-i", str(root), "-o", str(tmp_path / "out"), "--select", "ASC9"]) == 2
     assert "no ASC code starts with ASC9" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("selection, advisory", [("ASC", False), ("ASC1", False), ("ASC10", False),
+                                                 ("ASC1,ASC103", True)])
+def test_a_family_selection_leaves_the_advisory_codes_off_in_both(tmp_path, monkeypatch, selection, advisory):
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "dist.py").write_text("import torch\nd = torch.cdist(a, b)\n", encoding="utf-8")  # ASC103 in 2.8.0
+    monkeypatch.chdir(root)
+    expected = _flake8(root, f"--select={selection}", "--ascend-torch-version=2.8.0")
+    assert _analyse(root, tmp_path / "out", f"--select={selection}", "-v", "2.8.0") == expected
+    assert any(code == "ASC103" for *_, code, _ in expected) == advisory

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from flake8_ascend.codes import CODES  # noqa: E402
+from flake8_ascend.cli import fix_story  # noqa: E402
 from flake8_ascend.registry import all_rules  # noqa: E402
 
 START, END = "<!-- rules:start -->", "<!-- rules:end -->"
@@ -37,8 +38,7 @@ def rule_pages() -> str:
                   f"*Source:* {rule.source}", "", f"*Report file:* `{rule.report}`"
                   + (" (off by default)" if rule.default_off else ""), ""]
         if rule.fixable:
-            parts += ["*Has a fix:* `ascend-analyse --fix` / `--diff` rewrite the findings that carry a safe "
-                      "rewrite; the others stay findings.", ""]
+            parts += [f"*Has a fix:* {fix_story(rule.code)}", ""]
     return "\n".join(parts)
 
 

@@ -11,6 +11,7 @@ removed by the next run into the same folder (docs/security.md).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -31,9 +32,12 @@ except ImportError:  # pragma: no cover - Windows
 
 from . import __version__
 from .config import ConfigError, make_config
-from .files import MAX_FILE_BYTES, collect, report_folders
+from .data import UnknownVersionError, resolve_version
+from .files import MAX_FILE_BYTES, SourceError, collect, read_regular, report_folders
 from .flake8_settings import read_settings
 from .modes import Job, JobError, all_modes, positive_number
+from .progress import plural
+from .codes import OPTIONAL_CODES
 from .progress import Progress
 from .registry import all_rules, rule_for
 
@@ -49,6 +53,9 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line instead of usage + message
+        if message.startswith("argument -v/--version: expected one argument"):
+            raise UsageError(f"-v/--version takes the torch_npu version to check against (e.g. -v 2.6.0); "
+                             f"the version of {PROG} itself: --tool-version")
         raise UsageError(f"{message} (see {PROG} -h)")
 
 
@@ -74,18 +81,20 @@ modes:
 {modes}
 
 output:
-  Reports go to OUTPUT/<input name>_analysis/ (for a single file, <file stem>_analysis), which
-  is replaced as a whole on every run: it is built in a hidden temporary folder beside it and
-  renamed into place at the end. The official CSV files and {log} (the run log) are always
-  written; --format json adds findings.json and --format sarif adds findings.sarif (SARIF 2.1.0,
-  for GitHub code scanning; URIs are relative to the current directory when the input lies in
-  it, so run from the repository root); --format html adds report.html, one self-contained page
-  (torch_apis, affinity_apis, migrate).
+  Reports go to OUTPUT/<input name>_analysis/ (for a single file, <file stem>_analysis; OUTPUT
+  is created when missing). Each mode replaces only its own files there: the folder is built in a
+  hidden temporary folder beside it, with the other modes' files linked in, and renamed into
+  place at the end. The official CSV files and {log} (the run log, one section per
+  mode) are always written; --format json adds findings.json and --format sarif adds
+  findings.sarif (SARIF 2.1.0, for GitHub code scanning; their paths are relative to the current
+  directory when the input lies in it, so run from the repository root); --format html adds
+  report.html, one self-contained page (torch_apis, affinity_apis, migrate). What to do next is
+  printed after the summary.
 
 exit status:
   0    the report was written (with or without findings)
   1    with --fail-on-findings: the report was written and holds findings
-  2    usage or input error (nothing is written)
+  2    usage or input error (nothing is written; an OUTPUT the run created is removed)
   3    the report could not be written (full disk, permissions); nothing in OUTPUT changed
   130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM; nothing in OUTPUT changed
 """
@@ -117,7 +126,8 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
     extra.add_argument("--format", choices=("csv", "json", "sarif", "html"), default="csv",
                        help="also write findings.json or findings.sarif (the CSVs are always written)")
     extra.add_argument("--select", type=_code_prefixes, action="extend", default=[], metavar="CODES",
-                       help="only these code prefixes, comma-separated (e.g. ASC1,ASC203); selects ASC103 too")
+                       help="only these code prefixes, comma-separated (e.g. ASC1,ASC203); the advisory codes "
+                       f"({', '.join(sorted(OPTIONAL_CODES))}) only when named in full")
     extra.add_argument("--extend-select", type=_code_prefixes, action="extend", default=[], metavar="CODES",
                        help="add these code prefixes to the selection (flake8's --extend-select)")
     extra.add_argument("--ignore", type=_code_prefixes, action="extend", default=[], metavar="CODES",
@@ -133,11 +143,15 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
     extra.add_argument("-j", "--jobs", type=positive_number, default=None, metavar="N",
                        help="worker processes (default: all cores)")
     extra.add_argument("--fix", action="store_true",
-                       help="rewrite the safe replacements in the input files: affinity (ASC303/ASC304), or "
-                       "with --select ASC2 the CUDA code (ASC201/202/204/207)")
+                       help="rewrite in place the findings that carry a safe rewrite (their message says "
+                       "'rewrites it'): plain --fix the affinity ones (ASC303/ASC304, -m affinity_apis), "
+                       "--fix --select ASC2 the CUDA ones (ASC201/202/204/207, -m torch_apis); the reports then "
+                       "show what is left")
     extra.add_argument("--diff", action="store_true",
                        help="print the unified diff --fix would apply, without changing any file")
-    extra.add_argument("-q", "--quiet", action="store_true", help="no progress display and no summary table")
+    extra.add_argument("-q", "--quiet", action="store_true",
+                       help="no progress display, summary table or next steps (errors, warnings and --statistics "
+                       "are still printed)")
     extra.add_argument("--explain", metavar="CODE", help="print the documentation of an ASC code and exit")
     extra.add_argument("--list-codes", action="store_true", help="print every ASC code with its summary and exit")
     extra.add_argument("--statistics", action="store_true",
@@ -155,11 +169,22 @@ def explain(code: str) -> str:
         rule = rule_for(code.strip().upper())
     except KeyError:
         raise UsageError(f"unknown code {code!r} (see {PROG} --list-codes)") from None
-    state = "off by default (enable with --select)" if rule.default_off else "on by default"
+    state = f"off by default (enable with --extend-select {rule.code})" if rule.default_off else "on by default"
     sections = [("Why it matters on NPU", rule.why), ("Example", rule.example), ("Fix", rule.use_instead),
                 ("Source", rule.source)]
+    if rule.fixable:
+        sections.insert(3, ("Automatic fix", fix_story(rule.code)))
     body = "\n\n".join(f"{title}:\n  " + text.replace("\n", "\n  ") for title, text in sections)
-    return f"{rule.code}: {rule.summary}\nReport: {rule.report}; {state}\n\n{body}\n"
+    return f"{rule.code}: {rule.summary}\nReport: {rule.report.value}; {state}\n\n{body}\n"
+
+
+def fix_story(code: str) -> str:
+    """What --fix does for ``code``: the same words in --explain, docs/rules.md and the findings' messages."""
+    fixers = [mode for mode in all_modes().values() if mode.fixes]  # the first is plain --fix's mode
+    modes = "; ".join(f"`-m {mode.name} --fix` rewrites {', '.join(mode.fix_codes())}" for mode in fixers)
+    return (f"`{PROG} --fix --select {code}` rewrites in place the findings whose message says \"rewrites it\" "
+            f"(`--diff` shows the rewrite first, changing nothing). {modes}; plain `--fix` is "
+            f"`-m {fixers[0].name} --fix`.")
 
 
 def list_codes() -> str:
@@ -168,7 +193,7 @@ def list_codes() -> str:
     lines = [f"{'code':<7} {'report':<{width}}  summary"]
     for rule in rules:
         note = " (off by default)" if rule.default_off else ""
-        note += " (has a fix: --fix rewrites the safe ones)" if rule.fixable else ""
+        note += f" (has a fix: --fix --select {rule.code})" if rule.fixable else ""
         lines.append(f"{rule.code:<7} {rule.report.value:<{width}}  {rule.summary}{note}")
     return "\n".join(lines) + "\n"
 
@@ -198,13 +223,21 @@ def _check_args(args: argparse.Namespace, mode: type) -> Tuple[Path, Path]:
         raise UsageError(f"input not found: {args.input}")
     if not (source.is_dir() or source.is_file()):
         raise UsageError(f"input is neither a folder nor a file: {args.input}")
+    if mode.reads_python and source.is_file() and source.suffix != ".py":
+        raise UsageError(f"input is not a Python file (.py): {args.input}; give a .py file or a folder")
+    if args.torch_version:  # the command line is trusted: the message may quote the value
+        try:
+            resolve_version(args.torch_version)
+        except UnknownVersionError as error:
+            raise UsageError(str(error).replace("(not a version number)", repr(args.torch_version))) from None
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise UsageError(f"output is not a folder: {args.output}")
-    if not out.is_dir():
-        raise UsageError(f"output folder not found (it must exist): {args.output}")
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise UsageError(f"output folder is not writable: {args.output}")
+    existing = next(folder for folder in (out.absolute(), *out.absolute().parents) if folder.exists())
+    if not existing.is_dir():
+        raise UsageError(f"output cannot be created: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"output folder is not writable: {existing if existing != out.absolute() else args.output}")
     for path in args.env_path:
         if not Path(path).is_dir():
             raise UsageError(f"-env folder not found: {path}")
@@ -221,6 +254,15 @@ def _check_args(args: argparse.Namespace, mode: type) -> Tuple[Path, Path]:
     if (args.fix or args.diff) and not mode.fixes:
         raise UsageError(f"--fix/--diff do not apply to mode {mode.name}")
     return source.resolve(), out.resolve()
+
+
+def _make_output(out_dir: Path) -> Optional[Path]:
+    """Create ``out_dir`` (and missing parents) when it does not exist; the topmost folder created, else None."""
+    missing = [folder for folder in (out_dir, *out_dir.parents) if not folder.exists()]
+    if not missing:
+        return None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return missing[-1]
 
 
 def report_name(source: Path) -> str:
@@ -285,10 +327,76 @@ def _folder_lock(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _replace_folder(temporary: Path, target: Path) -> None:
-    """Move the finished report into place, removing an older one only after the new one is complete."""
+_RUN_START = re.compile(rf"^{re.escape(PROG)} \S+ started ", re.MULTILINE)
+_RUN_MODE = re.compile(r"^mode: (\S+?);", re.MULTILINE)
+_RUN_FILES = "report files: "  # the log line naming a run's top-level entries of the report folder (JSON list)
+
+
+def _runs(log_text: str) -> List[Tuple[str, List[str], str]]:
+    """(mode, report files, text) of each run recorded in a report folder's log, oldest first."""
+    starts = [match.start() for match in _RUN_START.finditer(log_text)]
+    runs = []
+    for begin, end in zip(starts, [*starts[1:], len(log_text)]):
+        text = log_text[begin:end]
+        mode = _RUN_MODE.search(text)
+        files = next((line[len(_RUN_FILES):] for line in text.splitlines() if line.startswith(_RUN_FILES)), "[]")
+        try:
+            names = [name for name in json.loads(files) if isinstance(name, str)]
+        except ValueError:
+            names = []
+        runs.append((mode.group(1) if mode else "", names, text))
+    return runs
+
+
+def _link_tree(source: Path, destination: Path) -> None:
+    """``source`` (a file, folder or symlink) at ``destination``, hard-linked where possible: nothing is copied
+    twice and the previous report stays intact until the swap."""
+    if source.is_symlink():
+        os.symlink(os.readlink(source), destination)
+    elif source.is_dir():
+        shutil.copytree(source, destination, symlinks=True, copy_function=_link_or_copy)
+    else:
+        _link_or_copy(source, destination)
+
+
+def _link_or_copy(source, destination) -> None:
+    try:
+        os.link(source, destination)
+    except OSError:  # a file system without hard links
+        shutil.copy2(source, destination)
+
+
+def _keep_other_modes(old: Path, new: Path, mode: str) -> None:
+    """Bring the reports of other modes from the previous report folder ``old`` into ``new``, with their runs'
+    sections of the log before this run's: each mode replaces only its own files (the newest run that wrote a
+    name owns it)."""
+    try:
+        runs = _runs(read_regular(old / LOG_NAME).decode("utf-8", "replace"))
+    except (OSError, SourceError):  # no log (an older layout): nothing to keep, as before
+        return
+    owner = {name: index for index, (_, names, _) in enumerate(runs) for name in names}
+    written = {entry.name for entry in new.iterdir()}
+    kept = []
+    for index, (run_mode, names, text) in enumerate(runs):
+        mine = [name for name in names if owner[name] == index and name not in written and "/" not in name
+                and name not in (os.curdir, os.pardir) and os.path.lexists(old / name)]
+        if run_mode == mode or not mine:
+            continue
+        for name in mine:
+            _link_tree(old / name, new / name)
+        kept.append(text)
+    if kept:
+        log = new / LOG_NAME
+        log.write_text("".join(kept) + log.read_text(encoding="utf-8"), encoding="utf-8")
+
+
+def _replace_folder(temporary: Path, target: Path, mode: str = "") -> None:
+    """Move the finished report into place, removing an older one only after the new one is complete; the files
+    of other modes in the older one are kept (``_keep_other_modes``)."""
     with _folder_lock(target.parent):
         old: Optional[Path] = None
+        if target.is_dir() and not target.is_symlink():
+            _keep_other_modes(target, temporary, mode)
         if target.is_symlink() or target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".old", dir=target.parent))
             os.rmdir(old)
@@ -358,16 +466,17 @@ def statistics(per_code: Dict[str, int]) -> str:
     return "".join(f"{count:<5} {code} {rule_for(code).summary}\n" for code, count in sorted(per_code.items()))
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: TextIO) -> int:
     mode = _choose_mode(args.mode, modes, fixing=args.fix or args.diff, select=args.select)
     source, out_dir = _check_args(args, mode)
     root = source if source.is_dir() else source.parent
     try:
         settings = read_settings(root, args)
+        if args.torch_version is None and settings.options.ascend_torch_version is not None:
+            try:  # the version comes from the flake8 configuration file: name it
+                resolve_version(settings.options.ascend_torch_version)
+            except UnknownVersionError as error:
+                raise ConfigError(f"{settings.path}: ascend-torch-version: {error}") from None
         config = make_config(settings.options.ascend_torch_version, settings.options.ascend_api_files,
                              project_dir=root, official_lists=settings.options.ascend_official_lists)
     except ConfigError as error:
@@ -379,8 +488,10 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
 
     started = time.monotonic()
     temporary: Optional[Path] = None
+    created: Optional[Path] = None
     with _signals_raise() as received:
         try:
+            created = _make_output(out_dir)
             _remove_abandoned(out_dir, target.name)
             temporary = Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=out_dir))
             umask = os.umask(0)
@@ -399,6 +510,8 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
                           config, args, log, progress, selection=settings.selection, target=target)
                 log(f"{PROG} {__version__} started {time.strftime('%Y-%m-%d %H:%M:%S')}")
                 log(f"input: {source}")
+                if created is not None:
+                    log(f"output folder created: {out_dir}")
                 log(f"flake8 configuration: {settings.path or 'none found'}")
                 log(f"mode: {mode.name}; torch_npu version: {config.version}; format: {args.format}")
                 if config.third_party_apis:
@@ -413,16 +526,20 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
                 elapsed = time.monotonic() - started
                 log(f"skipped: {len(job.skipped)}")
                 for name, count in counts.items():
-                    log(f"wrote {name}: {count} rows")
+                    log(f"wrote {name}: {plural(count, 'file' if name.endswith('/') else 'row')}")
                 if job.statistics:
                     log("findings per code: " + ", ".join(f"{code} {n}" for code, n in sorted(job.statistics.items())))
                 log(f"finished in {elapsed:.2f} s")
+                log(_RUN_FILES + json.dumps(sorted(entry.name for entry in temporary.iterdir()
+                                                   if entry.name != LOG_NAME)))
             if received:  # a signal some library swallowed: the report may be partial
                 raise Interrupted(received[0])
-            _replace_folder(temporary, target)
+            _replace_folder(temporary, target, mode.name)
         except BaseException as error:
             if temporary is not None:
                 shutil.rmtree(temporary, ignore_errors=True)
+            if created is not None:  # nothing is left of a run that wrote no report
+                shutil.rmtree(created, ignore_errors=True)
             if received and not isinstance(error, Interrupted):
                 raise Interrupted(received[0]) from None  # e.g. a pool whose workers the signal ended
             if isinstance(error, JobError):
@@ -432,14 +549,21 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
                 raise OutputError(f"{error.strerror or error}{where}; no report written") from None
             raise
 
-    if not args.quiet:
+    if mode.reads_python and not job.files:
+        err.write(_printable(f"{PROG}: warning: no Python file to analyse in {args.input}; the report is empty\n"))
+    if not args.quiet and counts:  # the copy-making modes write no report table
         out.write(summary_table(counts) + "\n")
-        if args.statistics:
-            out.write(statistics(job.statistics))
+    if args.statistics:  # asked for by name, so -q does not hide it
+        out.write(statistics(job.statistics))
+    if not args.quiet:
         shown = os.path.relpath(target)
-        out.write(_printable(f"Analysed {_plural(len(job.files), 'file')} ({len(job.skipped)} skipped) in "
-                             f"{elapsed:.1f} s; report: {target if shown.startswith(os.pardir) else shown}\n"))
-    if args.fail_on_findings and any(counts.values()):
+        where = target if shown.startswith(os.pardir) else shown
+        done = f"Analysed {plural(len(job.files), 'file')} ({len(job.skipped)} skipped)" if mode.reads_python \
+            else "Done"
+        out.write(_printable(f"{done} in {elapsed:.1f} s; report: {where}\n"))
+        out.write("".join(_printable(f"{_one_line(note)}\n") for note in job.notes))
+    # a copied tree (``name/``) is not a finding: -m migrate with nothing to migrate passes
+    if args.fail_on_findings and any(count for name, count in counts.items() if not name.endswith("/")):
         return 1
     return 0
 

@@ -102,6 +102,6 @@ FIXABLE_CODES = tuple(code for code, row in CODES.items() if row.fixable)
 
 
 def named_optional_codes(selections: Iterable[str]) -> FrozenSet[str]:
-    """Optional codes switched on by a selection more specific than ``ASC`` (``ASC1``, ``ASC103``...)."""
-    names = [n.strip().upper() for n in selections if n and len(n.strip()) > 3]
-    return frozenset(code for code in OPTIONAL_CODES if any(code.startswith(n) for n in names))
+    """Optional codes switched on by name: ``ASC103`` does, a family (``ASC``, ``ASC1``, ``ASC10``) does not, so
+    advisory findings never appear because a whole family was selected."""
+    return OPTIONAL_CODES & {n.strip().upper() for n in selections if n}

@@ -113,6 +113,10 @@ def find_pyproject_settings(start: Path) -> Dict[str, object]:
         settings: Dict[str, object] = {}
         if "torch-version" in table:
             settings["torch-version"] = setting_text(table["torch-version"], "torch-version", str(candidate))
+            try:
+                resolve_version(settings["torch-version"])
+            except ValueError as error:
+                raise ConfigError(f"{candidate}: torch-version: {error}") from None
         if "api-files" in table:
             settings["api-files"] = setting_paths(table["api-files"], "api-files", str(candidate), folder)
         if "official-lists" in table:

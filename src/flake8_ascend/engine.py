@@ -121,6 +121,8 @@ class Context:
     # -- reporting ---------------------------------------------------------
     def report(self, node: ast.AST, code: str, message: str, api: str = "", tips: str = "",
                rewrite: Optional[Rewrite] = None) -> None:
+        if rewrite is not None and "--fix" not in message:  # a finding with a safe rewrite names its command
+            message += f"; ascend-analyse --fix --select {code} rewrites it"
         self.findings.append(
             Finding(
                 line=node.lineno,

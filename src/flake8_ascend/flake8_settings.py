@@ -194,11 +194,35 @@ def read_settings(start: Path, args: argparse.Namespace) -> Settings:
     found = find_flake8_config(start)
     cfg = _read_ini(found) if found else configparser.RawConfigParser()
     cfg_dir = found.parent if found else start
-    where = found or "the command line"
     try:
-        options = aggregate_options(_option_manager(), cfg, str(cfg_dir), _command_line(args))
-        selection = Selection(options, Path.cwd() if args.per_file_ignores is not None else cfg_dir)
-    except (ValueError, ExecutionError):  # flake8's messages quote the value: name the file only
-        raise ConfigError(f"{where}: a flake8 setting has a wrong value (an invalid code, number, choice or "
-                          "per-file-ignores pair)") from None
+        options, selection = _merge(cfg, cfg_dir, args)
+    except (ValueError, ExecutionError):  # flake8's messages quote the value: name the file and the key only
+        key = _wrong_key(cfg, cfg_dir, args)
+        where = f"{found}: [flake8] {key}" if key else f"{found or 'the command line'}: a flake8 setting"
+        raise ConfigError(f"{where} has a wrong value (an invalid code, number, choice or per-file-ignores "
+                          "pair)") from None
     return Settings(options, selection, found)
+
+
+def _merge(cfg: configparser.RawConfigParser, cfg_dir: Path, args: argparse.Namespace):
+    """(options, Selection) of the configuration ``cfg`` with the command line on top; raises flake8's errors."""
+    options = aggregate_options(_option_manager(), cfg, str(cfg_dir), _command_line(args))
+    return options, Selection(options, Path.cwd() if args.per_file_ignores is not None else cfg_dir)
+
+
+def _wrong_key(cfg: configparser.RawConfigParser, cfg_dir: Path, args: argparse.Namespace) -> Optional[str]:
+    """The first key of the ``[flake8]`` section that fails on its own, for the message; None if none does."""
+    if "flake8" not in cfg:
+        return None
+    try:
+        _merge(configparser.RawConfigParser(), cfg_dir, args)
+    except (ValueError, ExecutionError):  # the command line itself is wrong
+        return None
+    for key, value in cfg.items("flake8"):
+        alone = configparser.RawConfigParser()
+        alone.read_dict({"flake8": {key: value}})
+        try:
+            _merge(alone, cfg_dir, args)
+        except (ValueError, ExecutionError):
+            return key[:40]
+    return None

@@ -7,9 +7,13 @@ from typing import FrozenSet, Iterator, Optional, Tuple
 from . import __version__
 from .codes import OPTIONAL_CODES, named_optional_codes
 from .config import Config, ConfigError, make_config
+from .data import resolve_version
 from .engine import lint
 from .flake8_settings import add_ascend_options
 from .sources import deep
+
+
+CONFIG_ERROR_CODE = "ASC000"  # not a rule: a configuration error reported in an editor (stdin)
 
 
 class AscendChecker:
@@ -19,6 +23,7 @@ class AscendChecker:
     version = __version__
     config: Optional[Config] = None
     suppressed: FrozenSet[str] = frozenset()  # optional codes the user did not switch on
+    config_error = ""  # a configuration error while linting stdin (an editor): reported as a finding
 
     def __init__(self, tree, lines, filename: str) -> None:
         self.tree = tree
@@ -31,16 +36,28 @@ class AscendChecker:
 
     @classmethod
     def parse_options(cls, options) -> None:
+        cls.config_error = ""
         try:
+            if options.ascend_torch_version is not None:
+                try:
+                    resolve_version(options.ascend_torch_version)
+                except ValueError as error:  # from the command line or the flake8 configuration file
+                    raise ConfigError(f"ascend-torch-version: {error}") from None
             cls.config = make_config(options.ascend_torch_version, options.ascend_api_files,
                                      official_lists=options.ascend_official_lists)
         except ConfigError as error:
             print(f"flake8-ascend: error: {error}", file=sys.stderr)
-            sys.exit(2)  # a configuration error, not "findings" (1)
+            if list(getattr(options, "filenames", None) or ()) != ["-"]:
+                sys.exit(2)  # a configuration error, not "findings" (1)
+            # editors (pylsp, efm) lint stdin and show findings only, not stderr: one finding at line 1 names it
+            cls.config_error = str(error)
         selections = [*(getattr(options, "select", None) or ()), *(getattr(options, "extend_select", None) or ())]
         cls.suppressed = OPTIONAL_CODES - named_optional_codes(selections)
 
     def run(self) -> Iterator[Tuple[int, int, str, type]]:
+        if self.config_error:
+            yield 1, 0, f"{CONFIG_ERROR_CODE} configuration error: {self.config_error}", type(self)
+            return
         config = self.config or make_config()
         try:
             findings = deep(lint, self.tree, self.lines, self.filename, config)

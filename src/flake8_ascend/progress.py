@@ -62,3 +62,8 @@ class Progress:
             self._last_tenth = tenth
             self.stream.write(f"analysed {self.done}/{self.total} {self.unit} ({100 * self.done // self.total}%)\n")
         self.stream.flush()
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 file``, ``2 files``: counts in messages and logs."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -17,6 +17,9 @@ JSON_NAME = "findings.json"
 SARIF_NAME = "findings.sarif"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 ROOT_BASE_ID = "INPUTROOT"
+# the rule pages of the repository this package runs from (a checkout or an editable install; a wheel has no docs)
+CHECKOUT = Path(__file__).resolve().parents[2]
+RULE_PAGES = CHECKOUT / "docs" / "rules.md"
 
 
 def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[object]]) -> int:
@@ -34,11 +37,12 @@ def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[object]
     return count
 
 
-def to_json(findings: Sequence[Finding]) -> str:
-    """A list of finding objects; ``column`` is 1-based as flake8 prints it."""
+def to_json(findings: Sequence[Finding], root: Path, cwd: Optional[Path] = None) -> str:
+    """A list of finding objects; ``path`` as in SARIF (``_uri_prefix``), ``column`` 1-based as flake8 prints it."""
+    prefix = _uri_prefix(root, cwd or Path.cwd()) or ""
     items = [
         {
-            "path": f.path, "line": f.line, "column": f.col + 1, "end_line": f.end_line,
+            "path": prefix + f.path, "line": f.line, "column": f.col + 1, "end_line": f.end_line,
             "code": f.code, "message": f.message, "api": f.api, "tips": f.tips,
             "report": rule_for(f.code).report.value,
         }
@@ -53,7 +57,7 @@ def _rule_descriptor(rule: Type[Rule]) -> dict:
         f"{rule.why}\n\n**Example**\n\n```python\n{rule.example}\n```\n\n**Fix**: {rule.use_instead}\n\n"
         f"**Source**: {rule.source}"
     )
-    return {
+    descriptor = {
         "id": rule.code,
         "name": rule.__name__,
         "shortDescription": {"text": rule.summary},
@@ -62,6 +66,9 @@ def _rule_descriptor(rule: Type[Rule]) -> dict:
         "defaultConfiguration": {"level": rule.level.value, "enabled": not rule.default_off},
         "properties": {"report": rule.report.value},
     }
+    if RULE_PAGES.is_file():
+        descriptor["helpUri"] = f"{RULE_PAGES.as_uri()}#{rule.code.lower()}"  # the code's section
+    return descriptor
 
 
 def _uri_prefix(root: Path, cwd: Path) -> Optional[str]:
@@ -97,6 +104,7 @@ def to_sarif(findings: Sequence[Finding], root: Path, rules: Sequence[Type[Rule]
         "tool": {"driver": {
             "name": "ascend-analyse",
             "version": __version__,
+            **({"informationUri": (CHECKOUT / "README.md").as_uri()} if RULE_PAGES.is_file() else {}),
             "rules": [_rule_descriptor(by_code[code]) for code in codes],
         }},
         "results": results,

@@ -59,11 +59,17 @@ class Job:
     # which codes flake8 reports in which file (select/ignore/per-file-ignores of the flake8 configuration)
     selection: Selection = field(default_factory=Selection.defaults)
     target: Optional[Path] = None  # OUT/<name>_analysis: what out_dir becomes once the run succeeded
+    notes: List[str] = field(default_factory=list)  # next steps and warnings, via tell(): shown after the summary
 
     def skip(self, rel: str, reason: str) -> None:
         """Record and log a file or folder left out of the analysis; the run goes on."""
         self.skipped.append((rel, reason))
         self.log(f"skipped {rel}: {reason}")
+
+    def tell(self, line: str) -> None:
+        """Log a next step or a warning that the user must read; the CLI also prints it after the summary."""
+        self.notes.append(line)
+        self.log(line)
 
     def rel(self, path: Path) -> str:
         """``path`` relative to ``root`` with ``/`` separators, as reports show it."""
@@ -106,6 +112,7 @@ class Mode:
     formats: ClassVar[Tuple[str, ...]] = ("csv",)  # --format values it supports
     uses_rules: ClassVar[bool] = False  # whether --select/--ignore apply (its reports are rule findings)
     fixes: ClassVar[bool] = False  # whether --fix/--diff make sense (the first such mode is their default)
+    reads_python: ClassVar[bool] = True  # whether -i is Python source (a .py file or a folder of them)
 
     _registry: ClassVar[Dict[str, Type["Mode"]]] = {}
 
@@ -131,7 +138,8 @@ class Mode:
         return None
 
     def run(self, job: Job) -> Dict[str, int]:  # pragma: no cover - abstract
-        """Write the reports into ``job.out_dir``; return {file name: data row count} for the summary."""
+        """Write the reports into ``job.out_dir``; return {file name: data row count} for the summary
+        (a name ending in ``/`` is a copied tree and counts files: --fail-on-findings ignores it)."""
         raise NotImplementedError
 
 

@@ -23,6 +23,7 @@ from ..engine import Finding, lint, unsuppressed
 from ..files import SourceError
 from ..pools import process_pool
 from . import Job, JobError, Mode
+from ..progress import plural
 from ..registry import Rule, all_rules, rule_for
 from ..sources import deep, parse, read_source
 
@@ -107,6 +108,9 @@ class LintMode(Mode):
 
     def run(self, job: Job) -> Dict[str, int]:
         rules = self.rules(job)
+        fixed: Optional[int] = None
+        if job.args.fix and not job.args.diff:  # rewrite first: the reports then show what is left
+            fixed = self.apply_fixes(job)
         job.log(f"rules: {', '.join(rule.code for rule in rules) or 'none'}")
         findings: List[Finding] = []
         skipped = 0
@@ -120,17 +124,20 @@ class LintMode(Mode):
             else:
                 path = str(job.root / rel)
                 found = [f for f in found if job.selection.selects(f.code, path)]
-                job.log(f"[{index}/{len(job.files)}] {rel}: {len(found)} findings")
+                job.log(f"[{index}/{len(job.files)}] {rel}: {plural(len(found), 'finding')}")
                 findings.extend(found)
             job.progress.advance()
         job.progress.finish()
         findings.sort(key=lambda f: (f.path, f.line, f.col, f.code))
         for finding in findings:
             job.statistics[finding.code] = job.statistics.get(finding.code, 0) + 1
-        job.log(f"analysed {len(job.files) - skipped} of {len(job.files)} files: {len(findings)} findings")
+        job.log(f"analysed {len(job.files) - skipped} of {plural(len(job.files), 'file')}: "
+                f"{plural(len(findings), 'finding')}")
         counts = self.write(job, findings)
-        if job.args.fix or job.args.diff:
+        if job.args.diff:
             counts[self.diff_name] = self.apply_fixes(job)
+        elif fixed is not None:
+            counts[self.diff_name] = fixed
         return counts
 
     def apply_fixes(self, job: Job) -> int:
@@ -145,7 +152,8 @@ class LintMode(Mode):
         for problem in problems:
             job.log(f"fix: skipped {problem}")
         for result in results:
-            job.log(f"fix: {result.rel}: {result.applied} rewrites{' written' if write and result.changed else ''}")
+            written = " written" if write and result.changed else ""
+            job.log(f"fix: {result.rel}: {plural(result.applied, 'rewrite')}{written}")
             for change in result.changes:
                 job.log(f"fix: {result.rel}: {change}")
                 if write and not job.args.quiet:
@@ -156,7 +164,13 @@ class LintMode(Mode):
         job.output_path(self.diff_name).write_text(diff, encoding="utf-8")
         if job.args.diff:
             sys.stdout.write(diff)
-        return sum(result.changed for result in results)
+        applied = sum(result.applied for result in results if result.changed)
+        files = sum(result.changed for result in results)
+        if write:
+            job.tell(f"fixed {plural(applied, 'finding')} in {plural(files, 'file')}; the reports show what is left")
+        else:
+            job.tell(f"--diff: {plural(applied, 'finding')} in {plural(files, 'file')} would be rewritten by --fix")
+        return files
 
     def write(self, job: Job, findings: List[Finding]) -> Dict[str, int]:
         """The CSVs (always), plus findings.json / findings.sarif / report.html for --format json / sarif / html."""
@@ -167,7 +181,7 @@ class LintMode(Mode):
         for report, table in self.tables.items():
             counts[report.value] = job.write_csv(report.value, table.columns, _rows(table, by_file[report]))
         if job.args.format == "json":
-            job.output_path(reports.JSON_NAME).write_text(reports.to_json(findings), encoding="utf-8",
+            job.output_path(reports.JSON_NAME).write_text(reports.to_json(findings, job.root), encoding="utf-8",
                                                           errors="backslashreplace")
             counts[reports.JSON_NAME] = len(findings)
         elif job.args.format == "sarif":

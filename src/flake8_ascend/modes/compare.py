@@ -7,6 +7,7 @@ from typing import Optional
 
 from ..offline.dump_compare import HEADER, RESULTS, CompareError, compare
 from . import Job, JobError, Mode
+from ..progress import plural
 
 RESULT_NAME = "compare_result.csv"
 
@@ -15,6 +16,7 @@ class Compare(Mode):
     name = "compare"
     help = ("compare two tensor dumps of -m overflow (--dump-all) operator by operator: cosine similarity, max "
             "absolute and relative error, pass/warn/fail (ascend-analyse compare DUMP_A DUMP_B -o OUT)")
+    reads_python = False
     outputs = (RESULT_NAME,)
 
     @classmethod
@@ -41,7 +43,7 @@ class Compare(Mode):
             raise JobError(f"cannot read the dump: {error.strerror or error}: {error.filename}") from None
         count = job.write_csv(RESULT_NAME, HEADER, rows)
         results = Counter(row[HEADER.index("Result")] for row in rows)
-        job.log(f"compared {job.input} (A) with {reference} (B, the reference): {count} rows; "
+        job.tell(f"compared {job.input} (A) with {reference} (B, the reference): {plural(count, 'row')}; "
                 + ", ".join(f"{name} {results[name]}" for name in RESULTS))
         return {RESULT_NAME: count}
 

@@ -9,6 +9,7 @@ from .. import report_page
 from ..migrated_copy import CUDA_PREFIX, TRANSFER_IMPORTS, Migrator
 from ..runtime.runtime_copy import excluded, run_command
 from . import Job, Mode
+from ..progress import plural
 
 CHANGE_COLUMNS = ("File", "Line", "Code", "Before", "After")
 MANUAL_COLUMNS = ("File", "Line", "Code", "Message")
@@ -35,7 +36,7 @@ class Migrate(Mode):
         dest = job.output_path(copy_name)
         migrator = Migrator(job.config, transfer_to_npu=job.args.transfer_to_npu)
         result = migrator.tree(job.input, dest, excluded(job))
-        job.log(f"migrated copy ({how}): {copy_name}/, {result.copy.copied} files copied")
+        job.log(f"migrated copy ({how}): {copy_name}/, {plural(result.copy.copied, 'file')} copied")
         if result.copy.package:
             job.log(f"{job.input.name} is a package: the copy keeps it as {copy_name}/{result.copy.package}/ so "
                     "that its imports resolve")
@@ -49,7 +50,7 @@ class Migrate(Mode):
             shown = ", ".join(result.names_npu[:3]) + (", ..." if len(result.names_npu) > 3 else "")
             count = len(result.names_npu)
             files = "1 file already names" if count == 1 else f"{count} files already name"
-            job.log(f"warning: {files} the NPU ({shown}): the project may run on "
+            job.tell(f"warning: {files} the NPU ({shown}): the project may run on "
                     "the NPU through its own device option; a framework with an NPU backend should not be migrated")
         for rel in result.own_npu_cases:
             job.log(f"not rewritten {rel}: it has NPU cases of its own (an 'npu' or 'hccl' string), so its CUDA code "
@@ -65,9 +66,9 @@ class Migrate(Mode):
         if job.args.transfer_to_npu:
             entries = sorted({rel for rel, _ in result.changes})
             for rel in entries:
-                job.log(f"to run {rel}: {run_command(dest, job.target / copy_name, rel)}")
+                job.tell(f"to run {rel}: {run_command(dest, job.target / copy_name, rel)}")
             if not entries:
-                job.log("no training entry script found (a module-level `if __name__ == '__main__':` and a training "
+                job.tell("no training entry script found (a module-level `if __name__ == '__main__':` and a training "
                         f"loop in the same file): add `{'` and `'.join(TRANSFER_IMPORTS)}` to the script that starts "
                         "training, after `import torch`")
         changes = job.write_csv(CHANGES, CHANGE_COLUMNS, (

@@ -44,6 +44,6 @@ class Overflow(Mode):
             settings["dump_all"] = job.args.dump_all
         make_copy(job, DETECTOR, settings)
         if job.args.dump or job.args.dump_all is not None:
-            job.log("dumps go to msft_overflow_dump/{step}/{rank}/ in the copy's root (MSFT_OVERFLOW_DUMP_PATH "
+            job.tell("dumps go to msft_overflow_dump/{step}/{rank}/ in the copy's root (MSFT_OVERFLOW_DUMP_PATH "
                     "changes it); compare two with: ascend-analyse compare DUMP_A DUMP_B -o OUT")
         return {}

@@ -10,6 +10,7 @@ class RecompileLog(Mode):
     name = "recompile_log"
     help = (f"split a CANN host log (INFO) at per-iteration marker lines and list the ops still compiled after "
             f"iteration {WARMUP}: dynamic-shape suspects")
+    reads_python = False
     outputs = (LIST_NAME, SUSPECTS_NAME)
 
     @classmethod
@@ -30,12 +31,12 @@ class RecompileLog(Mode):
         job.log(f"iterations: {log.iterations} (split at {job.args.split_flag!r}); "
                 f"ops compiled before the first one: {len(log.segments[0].compiles)}")
         for before, after in log.gaps:
-            job.log(f"warning: marker {after} follows marker {before}: markers are missing (their iterations are "
+            job.tell(f"warning: marker {after} follows marker {before}: markers are missing (their iterations are "
                     "counted with the one before) or repeated (several processes in one log?)")
         if log.malformed:
             job.log(f"ignored {log.malformed} 'To compile op:' lines without an op name")
         if log.iterations <= log.warmup:
-            job.log(f"only {log.iterations} iterations: run more than {log.warmup} to see which ops keep compiling")
+            job.tell(f"only {log.iterations} iterations: run more than {log.warmup} to see which ops keep compiling")
         for op, compiles, iterations, which in rows:
             job.log(f"dynamic-shape suspect: {op} compiled {compiles} times in {iterations} iterations after "
                     f"iteration {log.warmup} (iterations {which})")

@@ -9,9 +9,12 @@ CUDA_COLUMNS = ("File", "Api", "Start Line", "End Line", "Tips")
 
 
 def _api_row(finding, rule):
+    # Tips start with the code in every report, as in cuda_op_list.csv; then the note or advice, as the
+    # official lists word it (a restriction note in Chinese stays here, out of the English flake8 message)
+    tips = f"{finding.code} {finding.tips}" if finding.tips else finding.code
     if rule.no_line:  # configuration advice for a whole entry script: no line to name
-        return (finding.path, "NA", "NA", finding.api, finding.tips or "-")
-    return (finding.path, finding.line, finding.end_line, finding.api, finding.tips or "-")
+        return (finding.path, "NA", "NA", finding.api, tips)
+    return (finding.path, finding.line, finding.end_line, finding.api, tips)
 
 
 def _cuda_row(finding, rule):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Optional, Tuple
 
 from ..detect.api_domain import CUDA_DOMAIN as _CUDA_DOMAIN
@@ -12,6 +13,17 @@ _SOURCE = (
     "Ascend/pytorch API docs tables (2.7.1, 2.9.0-2.13.0), and the ATen ops of the torch_npu wheels "
     "(rules_data/sources/PROVENANCE.md)"
 )
+
+
+# CJK ideographs and punctuation, kana, hangul, fullwidth forms: the official lists' notes are mostly Chinese
+_NOT_ENGLISH = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+
+
+def in_english(note: str) -> str:
+    """``note`` for a flake8 message, which is English: a note in another language stays in the CSV Tips."""
+    if not _NOT_ENGLISH.search(note):
+        return note
+    return "the official list's note, not in English, is in the Tips of ascend-analyse's report"
 
 
 def api_of(node: ast.AST, ctx) -> Optional[str]:
@@ -165,7 +177,8 @@ class UnsupportedApi(_ApiStatusRule):
 
     def emit(self, node, ctx, api, note, how) -> None:
         reason = note or f"listed unsupported by the torch_npu {ctx.data.version} support table"
-        ctx.report(node, self.code, f"{api} is not supported on NPU (torch_npu {ctx.data.version}: {reason})",
+        ctx.report(node, self.code, f"{api} is not supported on NPU (torch_npu {ctx.data.version}: "
+                   f"{in_english(reason)})",
                    api=api, tips=reason)
 
 
@@ -198,7 +211,8 @@ class UnknownApi(_ApiStatusRule):
 
     def emit(self, node, ctx, api, note, how) -> None:
         reason = note or "absent from the support data"
-        ctx.report(node, self.code, f"NPU support of {api} is unknown for torch_npu {ctx.data.version} ({reason})",
+        ctx.report(node, self.code, f"NPU support of {api} is unknown for torch_npu {ctx.data.version} "
+                   f"({in_english(reason)})",
                    api=api, tips=reason)
 
 
@@ -227,5 +241,6 @@ class RestrictedApi(_ApiStatusRule):
             super().check(node, ctx)
 
     def emit(self, node, ctx, api, note, how) -> None:
-        ctx.report(node, self.code, f"{api} is supported on NPU with restrictions (torch_npu {ctx.data.version}: {note})",
+        ctx.report(node, self.code, f"{api} is supported on NPU with restrictions (torch_npu {ctx.data.version}: "
+                   f"{in_english(note)})",
                    api=api, tips=f"supported with restrictions: {note}")

@@ -15,8 +15,8 @@ class CudaAmp(Rule):
     trigger_words = ("amp",)
     why = "`torch.cuda.amp` drives CUDA autocast; on NPU the same API lives in `torch_npu.npu.amp` / `torch.amp` with device 'npu'."
     example = "scaler = torch.cuda.amp.GradScaler()"
-    use_instead = ("Use `torch.amp.autocast('npu')` / `torch.amp.GradScaler('npu')` or `torch_npu.npu.amp.*`; `--fix` "
-                   "rewrites `torch.cuda.amp.X` to `torch_npu.npu.amp.X`.")
+    use_instead = ("Use `torch.amp.autocast('npu')` / `torch.amp.GradScaler('npu')` or `torch_npu.npu.amp.*`; "
+                   "`ascend-analyse --fix --select ASC2` rewrites `torch.cuda.amp.X` to `torch_npu.npu.amp.X`.")
     source = "torch_npu transfer_to_npu.py (torch.cuda.amp -> torch_npu.npu.amp); rules_data/sources/cuda/cuda_api_catalog.tsv"
     fires = [
         ("import torch\nscaler = torch.cuda.amp.GradScaler()\n", 2),

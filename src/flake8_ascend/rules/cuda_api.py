@@ -30,7 +30,8 @@ class CudaApi(Rule):
     )
     example = "torch.cuda.set_device(local_rank)"
     use_instead = ("Call `torch_npu.npu.<name>` (or `torch.npu.<name>`), or import `torch_npu.contrib.transfer_to_npu` "
-                   "first. `--fix` rewrites the names the version's `torch_npu.npu` has and adds `import torch_npu`.")
+                   "first. `ascend-analyse --fix --select ASC2` rewrites the names the version's `torch_npu.npu` has and "
+                   "adds `import torch_npu`.")
     source = "torch_npu wheel: torch_npu/npu/__init__.py __all__ and torch_npu/contrib/transfer_to_npu.py"
     fires = [
         ("import torch\ntorch.cuda.synchronize()\n", 2),

@@ -59,10 +59,10 @@ class HardCodedCudaDevice(Rule):
         "devices passed to torch, but `x.device.type == 'cuda'` is then False."
     )
     example = "model = model.cuda()\nx = x.to('cuda:0')"
-    use_instead = ("Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`). `--fix` "
-                   "rewrites both where the string reaches a device (not comparisons, which decide what code runs, and not "
-                   "`.cuda()` in a file that defines its own `cuda` method).")
-    source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu); docs/codes.md (ASC202)"
+    use_instead = ("Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`). "
+                   "`ascend-analyse --fix --select ASC2` rewrites both where the string reaches a device (not comparisons, "
+                   "which decide what code runs, and not `.cuda()` in a file that defines its own `cuda` method).")
+    source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu)"
     fires = [
         ("model = Net().cuda()\n", 1),
         ("import torch\nd = torch.device('cuda:0')\n", 2),

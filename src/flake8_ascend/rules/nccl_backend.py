@@ -31,8 +31,8 @@ class NcclBackend(Rule):
     why = "NCCL is NVIDIA's collective library; on Ascend the backend is HCCL (`'hccl'`)."
     example = "dist.init_process_group('nccl')"
     use_instead = ("Use `backend='hccl'`, or let transfer_to_npu rewrite it; comparisons with 'nccl' must be edited by hand "
-                   "after it. `--fix` rewrites the backend strings, comparisons included; `Backend.NCCL` and "
-                   "`is_nccl_available` stay manual.")
+                   "after it. `ascend-analyse --fix --select ASC2` rewrites the backend strings, comparisons included; "
+                   "`Backend.NCCL` and `is_nccl_available` stay manual.")
     source = "torch_npu transfer_to_npu.py (nccl -> hccl); rules_data/sources/cuda/cuda_api_catalog.tsv"
     fires = [
         ("import torch.distributed as dist\ndist.init_process_group('nccl')\n", 2),

@@ -52,7 +52,7 @@ class HalfAutocastWithoutScaler(Rule):
     use_instead = ("`scaler = torch.amp.GradScaler('npu')`, then `scaler.scale(loss).backward()`, `scaler.step(opt)`, "
                    "`scaler.update()`; or autocast with `dtype=torch.bfloat16`.")
     source = ("PyTorch docs, Automatic Mixed Precision > Gradient Scaling; Ascend/pytorch docs torch_npu.npu.amp "
-              "(GradScaler for NPU AMP); docs/codes.md (ASC6xx: precision)")
+              "(GradScaler for NPU AMP)")
     fires = [
         ("import torch\nfor x in data:\n    with torch.autocast('npu'):\n        loss = f(x)\n"
          "    loss.backward()\n    optimizer.step()\n", 3),

@@ -15,13 +15,17 @@ detector reads them at run time; environment variables override them).
 from __future__ import annotations
 
 
+import ast
 import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Protocol
 
-from ..files import report_folders
+from ..detect.training import is_main_guard
+from ..files import SourceError, report_folders
+from ..progress import plural
+from ..sources import read_source
 from .inject import IMPORT_LINE, PACKAGE, REPORT_NAME, Injection, instrument_tree
 
 
@@ -81,6 +85,42 @@ def run_command(copy: Path, shown: Path, rel: str) -> str:
     return f"cd {shown.joinpath(*parts[:top])} && python -m {module}"
 
 
+def _module(rel: str) -> str:
+    """``pkg/train.py`` -> ``pkg.train``."""
+    return rel[:-len(".py")].replace("/", ".")
+
+
+def entry_scripts(copy: Path, rels: Iterable[str]) -> Dict[str, List[str]]:
+    """{script: the modules it imports} for each file of ``rels`` in ``copy`` that has a module-level
+    ``if __name__ == '__main__':`` block: the files a user can start."""
+    entries = {}
+    for rel in rels:
+        try:
+            text = read_source(copy / rel).text
+            tree = ast.parse(text) if "__main__" in text else None
+        except (SourceError, SyntaxError, ValueError, RecursionError):
+            continue
+        if tree is not None and any(is_main_guard(stmt) for stmt in tree.body):
+            imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom):  # the module, and each name as a possible submodule
+                    prefix = f"{node.module}." if node.module else ""
+                    imported += [*([node.module] if node.module else []),
+                                 *(prefix + alias.name for alias in node.names)]
+            entries[rel] = imported
+    return entries
+
+
+def _starters(rel: str, entries: Dict[str, List[str]]) -> List[str]:
+    """The entry scripts that start ``rel``: itself when it is one, else those importing its module."""
+    if rel in entries:
+        return [rel]
+    module = _module(rel)
+    return [entry for entry, imported in entries.items()
+            if any(name == module or name.endswith("." + module) or module.endswith("." + name)
+                   for name in imported)]
+
+
 def make_copy(job: Job, detector: Detector, settings: Dict[str, object], extra: Dict[str, Path] = None) -> Injection:
     """The instrumented copy of ``job.input`` in ``job.out_dir`` for ``detector``; logs what it did."""
     result = instrument_tree(job.input, job.out_dir, exclude=excluded(job))
@@ -92,28 +132,39 @@ def make_copy(job: Job, detector: Detector, settings: Dict[str, object], extra: 
             json.dumps({detector.section: settings}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     for name, source in (extra or {}).items():
         shutil.copyfile(source, package / name)
-    job.log(f"instrumented copy: {result.copied} files copied, {PACKAGE}/ added; detector: "
+    job.log(f"instrumented copy: {plural(result.copied, 'file')} copied, {PACKAGE}/ added; detector: "
             f"{PACKAGE}.{detector.module}.{detector.name}; settings: {json.dumps(settings, sort_keys=True)}")
     for rel, reason in result.skipped:
         job.log(f"{rel}: {reason}")
     for loop in result.wrapped:
         job.log(f"wrapped data loop: {loop.path}:{loop.line}: {loop.header}")
     for rel in result.manual:
-        job.log(f"no data loop could be wrapped in {rel}, whose loop runs a training step: wrap your training loop "
-                "by hand, e.g. `for batch in DETECTOR.start(train_loader):` (DETECTOR is imported)")
+        job.tell(f"no data loop could be wrapped in {rel}, whose loop runs a training step: wrap your training loop "
+                 "by hand, e.g. `for batch in DETECTOR.start(train_loader):` (DETECTOR is imported)")
     for rel in result.shifted:
         job.log(f"{rel}: the detector import needed a line of its own, so report lines there are one more "
                 "than in the original")
     if not result.importing:
-        job.log(f"no training script found (no loop running `.backward(` and an optimizer step, no data loop): add "
+        job.tell(f"no training script found (no loop running `.backward(` and an optimizer step, no data loop): add "
                 f"`{detector.import_line}` and wrap your data loop by hand")
     if result.package:
         job.log(f"{job.input.name} is a package: the copy keeps it as {result.package}/ so that its imports resolve")
     scripts = sorted({loop.path for loop in result.wrapped} | set(result.manual))
-    for rel in scripts[:MAX_RUN_LINES]:
-        job.log(f"to run {rel} instrumented: {run_command(job.out_dir, job.target, rel)}")
-    if len(scripts) > MAX_RUN_LINES:
-        job.log(f"... and {len(scripts) - MAX_RUN_LINES} more files with wrapped loops")
-    job.log(f"next: run the training script of the copy for a few iterations; {detector.report} appears in the "
-            "copy's root (one per rank in multi-process runs)")
+    copied = sorted(path.relative_to(job.out_dir).as_posix() for path in job.out_dir.rglob("*.py")
+                    if path.parts[len(job.out_dir.parts)] != PACKAGE)
+    entries = entry_scripts(job.out_dir, copied)
+    runs: List[str] = []
+    for rel in scripts:
+        starters = _starters(rel, entries)
+        if not starters:
+            job.tell(f"{rel} has wrapped loops but no `if __name__ == '__main__':` block and no entry script of the "
+                     "copy imports it: start training the way you usually do, from the copy")
+        runs += [entry for entry in starters if entry not in runs]
+    for rel in runs[:MAX_RUN_LINES]:
+        job.tell(f"to run {rel} instrumented: {run_command(job.out_dir, job.target, rel)}")
+    if len(runs) > MAX_RUN_LINES:
+        job.tell(f"... and {len(runs) - MAX_RUN_LINES} more entry scripts")
+    if result.importing:
+        job.tell(f"next: run the training script of the copy for a few iterations; {detector.report} appears in "
+                 "the copy's root (one per rank in multi-process runs)")
     return result
