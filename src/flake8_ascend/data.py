@@ -98,3 +98,9 @@ def load_cuda_fixes() -> dict:
 def load_mmcv_ops() -> dict:
     """Which names of ``mmcv.ops`` are CUDA-only in mmcv 2.1.0 (built by tools/build_mmcv_ops.py)."""
     return json.loads((DATA_DIR / "mmcv_ops.json").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=None)
+def load_frameworks() -> dict:
+    """Where training frameworks choose the device and backend themselves (built by tools/build_frameworks.py)."""
+    return json.loads((DATA_DIR / "frameworks.json").read_text(encoding="utf-8"))
