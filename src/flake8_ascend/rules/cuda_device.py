@@ -8,8 +8,8 @@ from typing import FrozenSet, List, Optional, Tuple
 
 from ..data import load_frameworks
 from ..registry import Rule
-from .cuda_api import DISPATCHES_PER_DEVICE
-from ._device_dispatch import has_npu_branch
+from .cuda_api import DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
+from ._device_dispatch import guarded_branch, has_npu_branch, optional_cuda_branch, turns_off
 from ._cuda_fixes import method_fix, string_fix
 from ._transfer_to_npu import migrated
 
@@ -133,9 +133,12 @@ class HardCodedCudaDevice(Rule):
         ("state = torch.load(p, map_location='cuda')\n", 1),
         ("device = 'cuda' if ok else 'cpu'\n", 1),
         ("x = x.to('cuda')\n", 1),
-        ("if x.device.type == 'cuda':\n    pass\n", 1),
+        ("if x.device.type == 'cuda':\n    model.half()\n", 1),
+        # a branch that decides the training path (litgpt 0.5.13 pretrain.py:216: the fused optimizer)
+        ("if fabric.device.type == 'cuda':\n    opt = AdamW(params, fused=True)\n", 1),
+        ("if x.device.type == 'cuda':\n    x = x.half()\n", 1),
         # transfer_to_npu rewrites no comparison
-        ("import torch_npu.contrib.transfer_to_npu\nif x.device.type == 'cuda':\n    pass\n", 2),
+        ("import torch_npu.contrib.transfer_to_npu\nif x.device.type == 'cuda':\n    model.half()\n", 2),
         # devices as values: parameter defaults (mmdet dist_utils.py:148) and module constants
         ("def sync_random_seed(seed=None, device='cuda'):\n    pass\n", 1),
         ("def init_detector(config, checkpoint=None, dev='cuda:0'):\n    pass\n", 1),
@@ -143,8 +146,8 @@ class HardCodedCudaDevice(Rule):
         ("GPU = 'cuda:0'\ndef f(x):\n    return x.to(GPU)\n", 1),
         ("import torch\nscaler = torch.amp.GradScaler('cuda')\n", 2),
         # a CUDA case with no NPU case next to it
-        ("def sync(device):\n    if device.type == 'cuda':\n        pass\n    elif device.type == 'mps':\n"
-         "        pass\n", 2),
+        ("def compile_for(device, model):\n    if device.type == 'cuda':\n        model = torch.compile(model)\n"
+         "    elif device.type == 'mps':\n        model = model.half()\n    return model\n", 2),
         # mmdet 3.1.0 .mim/tools/deployment/mmdet_handler.py:18 (the string is chosen by CUDA being there)
         ("import torch\nself.map_location = 'cuda' if torch.cuda.is_available() else 'cpu'\n", 2),
         ("import torch\nwhere = 'cuda' if torch.cuda.is_available() else 'cpu'\n", 2),
@@ -182,6 +185,8 @@ class HardCodedCudaDevice(Rule):
         # the CUDA case of code that also has an NPU case (timm 1.0.31 utils/distributed.py:161-164)
         DISPATCHES_PER_DEVICE,
         "where = 'cuda' if fast else 'cpu'\n",
+        # an optional report the NPU run skips (litgpt 0.5.13 utils.py:860)
+        OPTIONAL_REPORT,
         # not devices: a formatted message, a 'gpu' that is not an accelerator, an accelerator chosen elsewhere
         "print(f'cuda: {ok}')\n", "name = 'cuda:{} GB'.format(gb)\n", "kind = 'gpu'\n",
         "import lightning as L\nfabric = L.Fabric(accelerator='auto')\n",
@@ -193,7 +198,7 @@ class HardCodedCudaDevice(Rule):
         if isinstance(node, ast.Call):
             func = node.func
             if (isinstance(func, ast.Attribute) and func.attr == "cuda" and ctx.qualname(func) is None
-                    and not migrated(ctx) and not self._forwarding(ctx)):
+                    and not migrated(ctx) and not self._forwarding(ctx) and not optional_cuda_branch(node, ctx)):
                 ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or .to(device))",
                            api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu",
                            fix="" if _defines_cuda(ctx) else method_fix(func.attr, ctx))
@@ -212,8 +217,13 @@ class HardCodedCudaDevice(Rule):
                        "device)", api=repr(node.value), tips="cuda device string -> npu")
             return
         if (_CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
-                and (not migrated(ctx) or self._compared(ctx)) and not (self._compared(ctx) and has_npu_branch(ctx))):
-            ctx.report(node, self.code, f"hard-coded CUDA device string {node.value!r} (use 'npu' or a configured device)",
+                and (not migrated(ctx) or self._compared(ctx)) and not (self._compared(ctx) and has_npu_branch(ctx))
+                and not optional_cuda_branch(node, ctx)):
+            branch = guarded_branch(node, ctx) if self._compared(ctx) else None
+            what = (f"device test against {node.value!r} is {turns_off(branch)} (test for 'npu' too, or take the "
+                    "device from configuration)" if branch is not None else
+                    f"hard-coded CUDA device string {node.value!r} (use 'npu' or a configured device)")
+            ctx.report(node, self.code, what,
                        api=repr(node.value), tips="cuda device string -> npu",
                        fix="" if self._compared(ctx) else string_fix(node.value, ctx))  # a comparison gates code
 
