@@ -92,8 +92,8 @@ def _accelerator_context(ctx, node: ast.Constant) -> bool:
         i -= 1
     holder = stack[i] if stack else None
     if isinstance(holder, ast.keyword):
-        return holder.arg == "accelerator" and i > 0 and ctx.qualname(stack[i - 1].func) in load_frameworks()[
-            "accelerator_calls"]
+        return holder.arg == "accelerator" and i > 0 and isinstance(stack[i - 1], ast.Call) and ctx.qualname(
+            stack[i - 1].func) in load_frameworks()["accelerator_calls"]
     if isinstance(holder, (ast.Assign, ast.AnnAssign)):
         targets = holder.targets if isinstance(holder, ast.Assign) else [holder.target]
         return any(isinstance(t, ast.Name) and t.id in _accelerator_names(ctx) for t in targets)
@@ -120,7 +120,10 @@ class HardCodedCudaDevice(Rule):
     why = (
         "An NPU is device type `npu`: `.cuda()` and `'cuda'` device strings fail on a machine without CUDA. "
         "In a file that imports transfer_to_npu only comparisons are reported: it rewrites `.cuda()` and the "
-        "devices passed to torch, but `x.device.type == 'cuda'` is then False."
+        "devices passed to torch, but `x.device.type == 'cuda'` is then False. Also reported: `f'cuda:{rank}'` and "
+        "other device strings built at run time, and Lightning's `accelerator='cuda'`/`'gpu'` (Lightning has no NPU "
+        "accelerator). A `== 'cuda'` test whose branch only reports (memory statistics, logging) is not: the NPU "
+        "run only misses the report."
     )
     example = "model = model.cuda()\nx = x.to('cuda:0')"
     fix = ("Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`). `--fix` "

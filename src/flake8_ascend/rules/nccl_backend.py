@@ -52,7 +52,9 @@ class NcclBackend(Rule):
     node_types = (ast.Constant, ast.Name, ast.Attribute)
     trigger_words = ("nccl", "NCCL")
     csv = "cuda_op_list.csv"
-    why = "NCCL is NVIDIA's collective library; on Ascend the backend is HCCL (`'hccl'`)."
+    why = ("NCCL is NVIDIA's collective library; on Ascend the backend is HCCL (`'hccl'`). Not reported where the "
+           "framework picks HCCL itself on an NPU (mmengine's `dist_cfg`); reported for deepspeed's `dist_backend` "
+           "(used as given) and the HF Trainer's `ddp_backend` (accelerate rejects anything but 'hccl' on an NPU).")
     example = "dist.init_process_group('nccl')"
     fix = ("Use `backend='hccl'`, or let transfer_to_npu rewrite it; comparisons with 'nccl' must be edited by hand "
            "after it. `--fix` rewrites the backend strings, comparisons included; `Backend.NCCL` and "
