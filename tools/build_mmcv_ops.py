@@ -17,6 +17,11 @@ Without ``--extract`` (offline, deterministic) the facts become ``src/flake8_asc
 - a name is CUDA-only when it reaches a CUDA-only operator, or reaches no operator at all while it uses a
   CUDA-only sibling import (the call graph does not follow every dynamic dispatch: ``PointsSampler`` picks
   ``furthest_point_sample`` from a table);
+- except where mmcv's Python code itself leaves the CUDA kernel (``paths``, with their lines): a branch for
+  tensors on an NPU that calls torch_npu or returns (``DeformConv2dFunction``: ``if ctx.device == 'npu'``), or
+  a test of ``.is_cuda`` / ``IS_CUDA_AVAILABLE`` with a pure-PyTorch path for every other tensor
+  (``MultiScaleDeformableAttention``: ``multi_scale_deformable_attn_pytorch``). The C++ scan reads only
+  ``csrc/pytorch/npu``; these names run on an NPU without it;
 - every other name (pure Python like ``point_sample``, or ops with an NPU kernel like ``PSAMask``) is not.
 
     python tools/build_mmcv_ops.py [--extract SDIST] [--check]
@@ -51,8 +56,45 @@ def _kernels(tips: str) -> str:
     return tips.rsplit("kernels:", 1)[-1].strip()
 
 
+def _names_npu(node: ast.AST) -> bool:
+    """A comparison with the string ``'npu'`` (``ctx.device == 'npu'``, ``x.device.type in ('npu', 'mlu')``)."""
+    return any(isinstance(n, ast.Constant) and n.value == "npu" for c in ast.walk(node) if isinstance(c, ast.Compare)
+               for n in ast.walk(c))
+
+
+def _asks_cuda(node: ast.AST) -> bool:
+    """``x.is_cuda`` or ``IS_CUDA_AVAILABLE`` in a test."""
+    return any((isinstance(n, ast.Attribute) and n.attr == "is_cuda") or (isinstance(n, ast.Name) and n.id ==
+               "IS_CUDA_AVAILABLE") for n in ast.walk(node))
+
+
+def _python_paths(tree: ast.AST) -> List[str]:
+    """Lines where the Python code leaves the CUDA kernel: ``npu:L`` (a branch for NPU tensors that calls an
+    ``*npu*`` function or returns), ``not-cuda:L`` (a CUDA test with another path: an ``else``, a negated test,
+    or a returning body followed by more code)."""
+    paths = []
+    for block in ast.walk(tree):
+        for field in ("body", "orelse"):
+            statements = getattr(block, field, None)
+            if not isinstance(statements, list):
+                continue
+            for i, node in enumerate(statements):
+                if not isinstance(node, ast.If):
+                    continue
+                body = [n for s in node.body for n in ast.walk(s)]
+                leaves = any(isinstance(n, ast.Return) for n in body)
+                if _names_npu(node.test) and (leaves or any(
+                        isinstance(n, ast.Call) and "npu" in ast.unparse(n.func) for n in body)):
+                    paths.append(f"npu:{node.lineno}")
+                elif _asks_cuda(node.test) and (node.orelse or isinstance(node.test, ast.UnaryOp) or (
+                        leaves and i + 1 < len(statements))):
+                    paths.append(f"not-cuda:{node.lineno}")
+    return paths
+
+
 def _module_facts(path: Path, siblings: set) -> dict:
-    """Top-level functions, classes and assignments of one ``mmcv/ops`` module with the sibling imports each uses.
+    """Top-level functions, classes and assignments of one ``mmcv/ops`` module with the sibling imports each
+    uses and the Python paths (``_python_paths``) in what it references.
 
     ``uses`` follows references inside the module (``PointsSampler`` -> ``DFPSSampler`` ->
     ``furthest_point_sample``), so a pure-Python helper beside a CUDA op (``GroupAll``) stays apart from it.
@@ -64,8 +106,8 @@ def _module_facts(path: Path, siblings: set) -> dict:
                 and node.module.split(".")[0] in siblings:
             for alias in node.names:
                 imported[alias.asname or alias.name] = f"{node.module.split('.')[0]}.{alias.name}"
-    defs = {node.name: {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} for node in tree.body
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    nodes = {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    defs = {name: {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} for name, node in nodes.items()}
     for node in tree.body:  # deform_conv2d = DeformConv2dFunction.apply
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             defs.setdefault(node.targets[0].id, {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)})
@@ -77,7 +119,9 @@ def _module_facts(path: Path, siblings: set) -> dict:
                 if ref in defs and ref not in seen:
                     seen.add(ref)
                     pending.append(ref)
-        facts[name] = sorted({imported[ref] for n in seen for ref in defs[n] if ref in imported})
+        facts[name] = {"uses": sorted({imported[ref] for n in seen for ref in defs[n] if ref in imported}),
+                       "paths": sorted({p for n in seen if n in nodes for p in _python_paths(nodes[n])},
+                                       key=lambda p: int(p.split(":")[1]))}
     return facts
 
 
@@ -113,12 +157,13 @@ def extract(sdist: Path) -> dict:
         "extracted": datetime.date.today().isoformat(),
         "method": "flake8-ascend third_party mode (cuda_op.csv: operators, kernels, affected names) on the sdist; "
                   "exports from mmcv/ops/__init__.py; top-level names (with the operators reached under their exported names too) and the sibling imports they use from "
-                  "mmcv/ops/<module>.py",
+                  "mmcv/ops/<module>.py; paths: the lines where their Python code leaves the CUDA kernel (npu: a "
+                  "branch for NPU tensors, not-cuda: a pure-PyTorch path for tensors not on CUDA)",
         "exports": dict(sorted(exports.items())),
         "modules": {module: {name: {"ops": dict(sorted({**reached.get(f"mmcv.ops.{module}.{name}", {}), **{
             op: kernels for alias, key in exports.items() if key == f"{module}.{name}"
             for op, kernels in reached.get(f"mmcv.ops.{alias}", {}).items()}}.items())),
-                                    "uses": used} for name, used in names.items()}
+                                    **found} for name, found in names.items()}
                     for module, names in uses.items()},
     }
 
@@ -132,12 +177,13 @@ def _cuda_only_ops(ops: Dict[str, str]) -> List[str]:
 def build(facts: dict) -> dict:
     """``module.name`` and exported names -> the CUDA-only operators they reach (only CUDA-only names listed)."""
     entries = {f"{module}.{name}": entry for module, names in facts["modules"].items() for name, entry in names.items()}
-    direct = {key: _cuda_only_ops(entry["ops"]) for key, entry in entries.items()}
+    # a name whose Python code leaves the CUDA kernel runs on an NPU, whatever its operators' kernels
+    direct = {key: [] if entry["paths"] else _cuda_only_ops(entry["ops"]) for key, entry in entries.items()}
     cuda_only: Dict[str, List[str]] = {}
     for key, entry in entries.items():
         if direct[key]:
             cuda_only[key] = direct[key]
-        elif not entry["ops"]:
+        elif not entry["ops"] and not entry["paths"]:
             through = {op for used in entry["uses"] for op in direct.get(used, ())}
             if through:
                 cuda_only[key] = sorted(through)

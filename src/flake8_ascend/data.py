@@ -107,3 +107,10 @@ def load_mmcv_ops() -> dict:
 def load_affinity() -> dict:
     """The NPU affinity and fused APIs, by kind (built by tools/build_affinity.py)."""
     return _load_json("affinity.json")
+
+
+
+@lru_cache(maxsize=None)
+def load_frameworks() -> dict:
+    """Where training frameworks choose the device and backend themselves (built by tools/build_frameworks.py)."""
+    return _load_json("frameworks.json")

@@ -1,14 +1,22 @@
-"""Code that already dispatches per device type and has an NPU branch.
+"""Code that already dispatches per device type, and CUDA branches an NPU run may skip.
 
 timm's loaders and distributed helpers test ``device.type == 'cuda'`` next to
 ``device.type == 'npu'``: the CUDA branch is one case of several, not a
 hard-coded device, so the CUDA rules stay quiet about the test and about the
 ``torch.cuda`` calls it guards.
+
+``if fabric.device.type == 'cuda': print(torch.cuda.max_memory_allocated())``
+(litgpt) is an optional report: on an NPU the test is False and only the
+report is missing, so neither the test nor the ``torch.cuda`` calls it guards
+are findings. A branch that does anything else (AMP, half precision, a fused
+kernel, a device move, a return) decides what the NPU run does and stays
+reported.
 """
 from __future__ import annotations
 
 import ast
 import re
+from typing import Optional
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _NPU = re.compile(r"npu(:\d+)?")
@@ -48,3 +56,82 @@ def cuda_guarded(node: ast.AST, ctx) -> bool:
             if any(_compares_with(v, _CUDA) for v in before):
                 return True
     return False
+
+
+# torch.cuda queries and housekeeping that change no result: memory and device statistics, profiling ranges
+# (not synchronize or events: skipping them makes the NPU timings wrong, yolov5 torch_utils.py time_sync)
+_DIAGNOSTIC_CUDA = re.compile(r"torch\.cuda\.(is_available|device_count|current_device|get_device_(name|properties|"
+                              r"capability)|empty_cache|mem_get_info|utilization|nvtx\..*|"
+                              r"(max_)?memory_\w+|reset_(peak|max)_memory_\w+|memory_summary)")
+# calls that only report: printing, logging, collecting a metric
+_REPORTING = frozenset({"print", "log", "info", "debug", "warning", "warn", "write", "append", "setdefault", "format",
+                        "round", "int", "float", "str", "len", "max", "min", "sum", "abs", "log_dict", "log_metrics"})
+
+
+def _positive_cuda_test(test: ast.AST, ctx) -> bool:
+    """``x.type == 'cuda'``, ``torch.cuda.is_available()``, possibly ``and``-ed with more, never negated."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_positive_cuda_test(v, ctx) for v in test.values)
+    if isinstance(test, ast.Compare):
+        return len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)) and _compares_with(test, _CUDA)
+    return isinstance(test, ast.Call) and ctx.qualname(test.func) == "torch.cuda.is_available"
+
+
+def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
+    """Every statement of both branches prints, logs, records a metric or asks ``torch.cuda`` for statistics; a
+    name it assigns is read nowhere else in ``scope`` (``memory_used = torch.cuda.max_memory_allocated() / 1e9``),
+    or gains a string (``output += f'| Memory Used: ...'``)."""
+    inside = {id(n) for n in ast.walk(branch)}
+    read_outside = {n.id for n in ast.walk(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                    and id(n) not in inside}
+    for statement in (n for s in branch.body + branch.orelse for n in ast.walk(s) if isinstance(n, ast.stmt)):
+        if isinstance(statement, ast.If):
+            continue
+        if not isinstance(statement, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Pass)):
+            return False
+        if isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            text = isinstance(statement, ast.AugAssign) and isinstance(statement.value, (ast.JoinedStr, ast.Constant))
+            if not all(isinstance(t, ast.Name) and (text or t.id not in read_outside) for t in targets):
+                return False
+        for node in ast.walk(statement):
+            if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await, ast.Lambda)):
+                return False
+            if isinstance(node, ast.Call):
+                qualname = ctx.qualname(node.func) or ""
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if not (_DIAGNOSTIC_CUDA.fullmatch(qualname) or name in _REPORTING):
+                    return False
+    return True
+
+
+def optional_cuda_branch(node: ast.AST, ctx) -> Optional[ast.If]:
+    """The ``if`` whose CUDA test ``node`` is part of, or whose body ``node`` runs in, when both its branches only
+    report (``_reports_only``): on an NPU the CUDA branch is skipped and nothing but a report is lost."""
+    guards = []
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, _FUNCTIONS + (ast.ClassDef,)):
+            break
+        if isinstance(parent, ast.If) and (child is parent.test or any(s is child for s in parent.body)) and \
+                _positive_cuda_test(parent.test, ctx):
+            guards.append(parent)
+    scope = ctx.enclosing(*_FUNCTIONS) or ctx.tree
+    return next((g for g in guards if ctx.memo(f"reports_only.{id(g)}", lambda c: _reports_only(g, scope, c))), None)
+
+
+def guarded_branch(node: ast.AST, ctx) -> Optional[ast.If]:
+    """The ``if`` whose test is (or ``and``-s) the CUDA test ``node``: the branch an NPU run does not take."""
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, ast.If):
+            return parent if child is parent.test and _positive_cuda_test(parent.test, ctx) else None
+        if not isinstance(parent, (ast.Call, ast.Compare, ast.Attribute, ast.BoolOp)):
+            return None
+    return None
+
+
+def turns_off(branch: ast.If) -> str:
+    """The message tail for a CUDA test that decides a branch."""
+    end = max(getattr(s, "end_lineno", s.lineno) for s in branch.body)
+    first = branch.body[0].lineno
+    lines = f"lines {first}-{end}" if end > first else f"line {first}"
+    return f"False on an NPU: the CUDA branch ({lines}) turns off there"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ..detect.device_dispatch import cuda_guarded, has_npu_branch
+from ..detect.device_dispatch import cuda_guarded, guarded_branch, has_npu_branch, optional_cuda_branch, turns_off
 from ..detect.training import last_name
 from ..detect.cuda_fixes import name_fix
 from ..detect.transfer_to_npu import quiet
@@ -15,6 +15,13 @@ DISPATCHES_PER_DEVICE = (
     "    if device_type == 'cuda':\n        assert torch.cuda.is_available(), 'no CUDA'\n"
     "    if device_type == 'npu':\n        assert torch.npu.is_available(), 'no NPU'\n"
     "    is_cuda = device.type == 'cuda' and torch.cuda.is_available()\n    return is_cuda\n"
+)
+
+
+OPTIONAL_REPORT = (
+    "import torch\n\ndef report(device_type, output):\n    if device_type == 'cuda':\n"
+    "        memory_used = torch.cuda.max_memory_allocated() / 1e9\n"
+    "        output += f'| Memory Used: {memory_used:.02f} GB'\n    return output\n"
 )
 
 
@@ -42,6 +49,10 @@ class CudaApi(Rule):
         # a CUDA case with no NPU case next to it
         ("import torch\n\ndef sync(device):\n    if device.type == 'cuda':\n        torch.cuda.synchronize()\n"
          "    elif device.type == 'mps':\n        torch.mps.synchronize()\n", 5),
+        # a guard that decides the training path: the NPU run takes the other one (litgpt 0.5.13 utils.py:375)
+        ("import torch\nif torch.cuda.is_available():\n"
+         "    precision = 'bf16-mixed'\nelse:\n    precision = '32-true'\nfabric = L.Fabric(precision=precision)\n", 2),
+        ("import torch\nif torch.cuda.is_available():\n    scaler = torch.amp.GradScaler('cuda')\n", 2),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
@@ -53,13 +64,17 @@ class CudaApi(Rule):
         "from torch_npu.contrib.transfer_to_npu import *\nimport torch\ntorch.cuda.random.manual_seed(0)\n",
         # the CUDA case of code that also has an NPU case (timm 1.0.31 utils/distributed.py:161-164, loader.py:127)
         DISPATCHES_PER_DEVICE,
+        # an optional report the NPU run skips (litgpt 0.5.13 utils.py:860-863, api.py:612-615)
+        OPTIONAL_REPORT,
+        "import torch\nif torch.cuda.is_available():\n    name = torch.cuda.get_device_name(0)\n"
+        "    logger.info(f'running on {name}')\n",
     ]
 
     def check(self, node, ctx) -> None:
         qualname = ctx.chain(node)
         if not qualname or not qualname.startswith("torch.cuda.") or qualname.startswith("torch.cuda.amp"):
             return
-        if quiet(ctx, qualname) or (cuda_guarded(node, ctx) and has_npu_branch(ctx)):
+        if quiet(ctx, qualname) or (cuda_guarded(node, ctx) and has_npu_branch(ctx)) or optional_cuda_branch(node, ctx):
             return
         name = qualname.split(".")[2]
         data = ctx.data
@@ -69,6 +84,9 @@ class CudaApi(Rule):
             how = f"transfer_to_npu maps it to torch_npu.npu.{name}"
         else:
             how = f"torch_npu.npu has no {name} in torch_npu {data.version}: rewrite by hand"
+        branch = guarded_branch(node, ctx) if qualname == "torch.cuda.is_available" else None
+        if branch is not None:  # the test decides the training path
+            how = f"{how}; without it {turns_off(branch)}"
         rewrite = None if qualname == "torch.cuda.is_available" and _kept_as_cuda_flag(ctx) else name_fix(qualname, ctx)
         ctx.report(node, self.code, f"{qualname} is a CUDA API ({how})", api=qualname, tips=how, rewrite=rewrite)
 

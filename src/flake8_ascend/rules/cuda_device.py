@@ -1,17 +1,20 @@
-"""ASC202: hard-coded CUDA devices (``.cuda()``, ``"cuda:0"`` device strings)."""
+"""ASC202: hard-coded CUDA devices (``.cuda()``, ``"cuda:0"`` device strings, formatted ``f"cuda:{rank}"``, and
+Lightning's ``accelerator="cuda"``/``"gpu"``, which ``data/frameworks.json`` traces to Lightning's sources)."""
 from __future__ import annotations
 
 import ast
 import re
-from typing import FrozenSet, List
+from typing import FrozenSet, List, Optional, Tuple
 
+from ..data import load_frameworks
 from ..registry import Rule
-from .cuda_api import DISPATCHES_PER_DEVICE
-from ..detect.device_dispatch import has_npu_branch
+from .cuda_api import DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
+from ..detect.device_dispatch import guarded_branch, has_npu_branch, optional_cuda_branch, turns_off
 from ..detect.cuda_fixes import method_fix, string_fix
 from ..detect.transfer_to_npu import migrated
 
 _CUDA_STRING = re.compile(r"cuda(:\d+)?")
+_CUDA_TEMPLATE = re.compile(r"cuda:(\{[^{}]*\}|%[ds])")  # 'cuda:{}'.format(rank), 'cuda:%d' % rank
 _DEVICE_FUNCTIONS = frozenset({"torch.device", "torch.autocast", "torch.amp.autocast", "torch.Generator",
                                "torch.set_default_device", "torch.amp.GradScaler"})
 _DEVICE_METHODS = frozenset({"to", "to_empty"})
@@ -42,6 +45,66 @@ def _mentions_device(node: ast.AST) -> bool:
     return "device" in name or name in ("dev", "type", "map_location")
 
 
+def _formatted(node: ast.Constant, ctx) -> Optional[Tuple[ast.AST, int]]:
+    """A ``cuda:N`` device built at run time: the expression that builds it and the stack index above it
+    (``f'cuda:{rank}'``, ``'cuda:{}'.format(rank)``, ``'cuda:%d' % rank``, ``'cuda:' + str(rank)``)."""
+    stack, value = ctx.stack, node.value
+    parent = stack[-1] if stack else None
+    if value == "cuda:" and isinstance(parent, ast.JoinedStr) and parent.values[0] is node and len(parent.values) == 2:
+        return parent, len(stack) - 2
+    if value == "cuda:" and isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add) and parent.left is node:
+        return parent, len(stack) - 2
+    if _CUDA_TEMPLATE.fullmatch(value):
+        if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Mod) and parent.left is node:
+            return parent, len(stack) - 2
+        if isinstance(parent, ast.Attribute) and parent.attr == "format" and len(stack) > 1 and isinstance(
+                stack[-2], ast.Call) and stack[-2].func is parent:
+            return stack[-2], len(stack) - 3
+    return None
+
+
+def _accelerator_names(ctx) -> FrozenSet[str]:
+    """Names the file passes as ``accelerator=`` to a Lightning class that takes one."""
+    def build(_) -> FrozenSet[str]:
+        calls = load_frameworks()["accelerator_calls"]
+        return frozenset(k.value.id for node in ast.walk(ctx.tree) if isinstance(node, ast.Call)
+                         and ctx.qualname(node.func) in calls for k in node.keywords
+                         if k.arg == "accelerator" and isinstance(k.value, ast.Name))
+    return ctx.memo("accelerator_names", build)
+
+
+def _names_accelerator(node: ast.AST) -> bool:
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return "accelerator" in name.lower()
+
+
+def _accelerator_context(ctx, node: ast.Constant) -> bool:
+    """Is the string a Lightning accelerator: ``L.Fabric(accelerator='cuda')``, a name passed there, a parameter
+    ``accelerator='gpu'``, or a test of one (``accelerator not in ('cuda', 'gpu')``)?"""
+    stack = ctx.stack
+    parent = stack[-1] if stack else None
+    if isinstance(parent, (ast.Tuple, ast.List, ast.Set)):  # one finding per container: its first CUDA flag
+        flags = load_frameworks()["cuda_accelerators"]
+        if next(e for e in parent.elts if isinstance(e, ast.Constant) and e.value in flags) is not node:
+            return False
+    i = len(stack) - 1
+    while i > 0 and isinstance(stack[i], (ast.IfExp, ast.BoolOp, ast.Tuple, ast.List, ast.Set)):
+        i -= 1
+    holder = stack[i] if stack else None
+    if isinstance(holder, ast.keyword):
+        return holder.arg == "accelerator" and i > 0 and isinstance(stack[i - 1], ast.Call) and ctx.qualname(
+            stack[i - 1].func) in load_frameworks()["accelerator_calls"]
+    if isinstance(holder, (ast.Assign, ast.AnnAssign)):
+        targets = holder.targets if isinstance(holder, ast.Assign) else [holder.target]
+        return any(isinstance(t, ast.Name) and t.id in _accelerator_names(ctx) for t in targets)
+    if isinstance(holder, ast.arguments):
+        default = stack[i + 1] if i + 1 < len(stack) else node
+        return any("accelerator" in a.arg.lower() for a in _defaulted(holder, default))
+    if isinstance(holder, ast.Compare):
+        return any(_names_accelerator(side) for side in [holder.left, *holder.comparators])
+    return False
+
+
 def _asks_for_cuda(test: ast.AST, ctx) -> bool:
     """The condition calls ``torch.cuda.is_available()``."""
     return any(isinstance(node, ast.Call) and ctx.qualname(node.func) == "torch.cuda.is_available"
@@ -52,11 +115,14 @@ class HardCodedCudaDevice(Rule):
     code = "ASC202"
     summary = "hard-coded CUDA device (.cuda(), 'cuda:N' device strings)"
     node_types = (ast.Call, ast.Constant)
-    trigger_words = ("cuda",)
+    trigger_words = ("cuda", "accelerator")
     why = (
         "An NPU is device type `npu`: `.cuda()` and `'cuda'` device strings fail on a machine without CUDA. "
         "In a file that imports transfer_to_npu only comparisons are reported: it rewrites `.cuda()` and the "
-        "devices passed to torch, but `x.device.type == 'cuda'` is then False."
+        "devices passed to torch, but `x.device.type == 'cuda'` is then False. Also reported: `f'cuda:{rank}'` and "
+        "other device strings built at run time, and Lightning's `accelerator='cuda'`/`'gpu'` (Lightning has no NPU "
+        "accelerator). A `== 'cuda'` test whose branch only reports (memory statistics, logging) is not: the NPU "
+        "run only misses the report."
     )
     example = "model = model.cuda()\nx = x.to('cuda:0')"
     use_instead = ("Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`). "
@@ -69,9 +135,12 @@ class HardCodedCudaDevice(Rule):
         ("state = torch.load(p, map_location='cuda')\n", 1),
         ("device = 'cuda' if ok else 'cpu'\n", 1),
         ("x = x.to('cuda')\n", 1),
-        ("if x.device.type == 'cuda':\n    pass\n", 1),
+        ("if x.device.type == 'cuda':\n    model.half()\n", 1),
+        # a branch that decides the training path (litgpt 0.5.13 pretrain.py:216: the fused optimizer)
+        ("if fabric.device.type == 'cuda':\n    opt = AdamW(params, fused=True)\n", 1),
+        ("if x.device.type == 'cuda':\n    x = x.half()\n", 1),
         # transfer_to_npu rewrites no comparison
-        ("import torch_npu.contrib.transfer_to_npu\nif x.device.type == 'cuda':\n    pass\n", 2),
+        ("import torch_npu.contrib.transfer_to_npu\nif x.device.type == 'cuda':\n    model.half()\n", 2),
         # devices as values: parameter defaults (mmdet dist_utils.py:148) and module constants
         ("def sync_random_seed(seed=None, device='cuda'):\n    pass\n", 1),
         ("def init_detector(config, checkpoint=None, dev='cuda:0'):\n    pass\n", 1),
@@ -79,11 +148,24 @@ class HardCodedCudaDevice(Rule):
         ("GPU = 'cuda:0'\ndef f(x):\n    return x.to(GPU)\n", 1),
         ("import torch\nscaler = torch.amp.GradScaler('cuda')\n", 2),
         # a CUDA case with no NPU case next to it
-        ("def sync(device):\n    if device.type == 'cuda':\n        pass\n    elif device.type == 'mps':\n"
-         "        pass\n", 2),
+        ("def compile_for(device, model):\n    if device.type == 'cuda':\n        model = torch.compile(model)\n"
+         "    elif device.type == 'mps':\n        model = model.half()\n    return model\n", 2),
         # mmdet 3.1.0 .mim/tools/deployment/mmdet_handler.py:18 (the string is chosen by CUDA being there)
         ("import torch\nself.map_location = 'cuda' if torch.cuda.is_available() else 'cpu'\n", 2),
         ("import torch\nwhere = 'cuda' if torch.cuda.is_available() else 'cpu'\n", 2),
+        # device strings built at run time
+        ("import torch\ndevice = torch.device('cuda:{}'.format(args.local_rank))\n", 2),
+        ("model.to(f'cuda:{rank}')\n", 1),
+        ("self.device = 'cuda:%d' % local_rank\n", 1),
+        ("state = torch.load(path, map_location='cuda:' + str(rank))\n", 1),
+        # Lightning's accelerator flags (lightning 2.6.1: 'cuda' is CUDAAccelerator, 'gpu' resolves to MPS or CUDA)
+        ("import lightning as L\nfabric = L.Fabric(accelerator='cuda', devices=2)\n", 2),
+        ("from lightning.pytorch import Trainer\ntrainer = Trainer(accelerator='gpu')\n", 2),
+        # litgpt 0.5.13 api.py:215-216, the name reaches Fabric(accelerator=...)
+        ("import lightning as L\nif distribute == 'auto':\n    accelerator = 'cuda'\n"
+         "fabric = L.Fabric(accelerator=accelerator)\n", 3),
+        ("def setup(accelerator: str = 'gpu'):\n    pass\n", 1),
+        ("if accelerator not in ('cuda', 'gpu'):\n    raise ValueError(accelerator)\n", 1),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
@@ -105,20 +187,45 @@ class HardCodedCudaDevice(Rule):
         # the CUDA case of code that also has an NPU case (timm 1.0.31 utils/distributed.py:161-164)
         DISPATCHES_PER_DEVICE,
         "where = 'cuda' if fast else 'cpu'\n",
+        # an optional report the NPU run skips (litgpt 0.5.13 utils.py:860)
+        OPTIONAL_REPORT,
+        # not devices: a formatted message, a 'gpu' that is not an accelerator, an accelerator chosen elsewhere
+        "print(f'cuda: {ok}')\n", "name = 'cuda:{} GB'.format(gb)\n", "kind = 'gpu'\n",
+        "import lightning as L\nfabric = L.Fabric(accelerator='auto')\n",
+        "from accelerate import Accelerator\naccelerator = Accelerator()\n",
+        "trainer = MyTrainer(accelerator='gpu')\n",
     ]
 
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.Call):
             func = node.func
             if (isinstance(func, ast.Attribute) and func.attr == "cuda" and ctx.qualname(func) is None
-                    and not migrated(ctx) and not self._forwarding(ctx)):
+                    and not migrated(ctx) and not self._forwarding(ctx) and not optional_cuda_branch(node, ctx)):
                 ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or .to(device))",
                            api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu",
                            rewrite=None if _defines_cuda(ctx) else method_fix(func.attr, ctx))
             return
-        if (isinstance(node.value, str) and _CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
-                and (not migrated(ctx) or self._compared(ctx)) and not (self._compared(ctx) and has_npu_branch(ctx))):
-            ctx.report(node, self.code, f"hard-coded CUDA device string {node.value!r} (use 'npu' or a configured device)",
+        if not isinstance(node.value, str):
+            return
+        cuda_accelerators = load_frameworks()["cuda_accelerators"]
+        if node.value in cuda_accelerators and _accelerator_context(ctx, node):
+            ctx.report(node, self.code, f"Lightning accelerator {node.value!r} runs on CUDA only (pass the accelerator "
+                       "from configuration, e.g. an NPU accelerator registered with Lightning)",
+                       api=f"accelerator={node.value!r}", tips=cuda_accelerators[node.value])
+            return
+        built = _formatted(node, ctx)
+        if built and self._device_context(ctx, built[0], built[1]) and not migrated(ctx):
+            ctx.report(node, self.code, f"hard-coded CUDA device {ast.unparse(built[0])} (use 'npu:N' or a configured "
+                       "device)", api=repr(node.value), tips="cuda device string -> npu")
+            return
+        if (_CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
+                and (not migrated(ctx) or self._compared(ctx)) and not (self._compared(ctx) and has_npu_branch(ctx))
+                and not optional_cuda_branch(node, ctx)):
+            branch = guarded_branch(node, ctx) if self._compared(ctx) else None
+            what = (f"device test against {node.value!r} is {turns_off(branch)} (test for 'npu' too, or take the "
+                    "device from configuration)" if branch is not None else
+                    f"hard-coded CUDA device string {node.value!r} (use 'npu' or a configured device)")
+            ctx.report(node, self.code, what,
                        api=repr(node.value), tips="cuda device string -> npu",
                        rewrite=None if self._compared(ctx) else string_fix(node.value, ctx))  # a comparison gates code
 
@@ -133,10 +240,11 @@ class HardCodedCudaDevice(Rule):
         return isinstance(ctx.parent, ast.Compare)
 
     @staticmethod
-    def _device_context(ctx, node: ast.Constant) -> bool:
-        """Is the string in a place that names a device, or bound to a name that reaches one?"""
+    def _device_context(ctx, node: ast.AST, top: Optional[int] = None) -> bool:
+        """Is the string (or the expression ``node`` that builds one, under ``stack[top]``) in a place that names
+        a device, or bound to a name that reaches one?"""
         stack = ctx.stack
-        i = len(stack) - 1
+        i = len(stack) - 1 if top is None else top
         while i >= 0 and isinstance(stack[i], (ast.IfExp, ast.BoolOp)):
             if isinstance(stack[i], ast.IfExp) and _asks_for_cuda(stack[i].test, ctx):
                 return True  # 'cuda' if torch.cuda.is_available() else 'cpu': chosen as a device

@@ -2,9 +2,11 @@
 
 ``mmcv.ops`` is decided per imported name from mmcv 2.1.0's own sources
 (``data/mmcv_ops.json``, built by tools/build_mmcv_ops.py): a name is reported
-only when it reaches an operator with a CUDA kernel and no NPU kernel, so
-pure-Python helpers (``point_sample``) and ops mmcv implements for NPU
-(``PSAMask``, ``nms``) stay quiet.  Names the table does not know are
+only when it reaches an operator with a CUDA kernel and no NPU kernel and its
+Python code has no other path on an NPU, so pure-Python helpers
+(``point_sample``), ops mmcv implements for NPU (``PSAMask``, ``nms``) and ops
+whose Python dispatch calls torch_npu or falls back to PyTorch
+(``DeformConv2d``, ``MultiScaleDeformableAttention``) stay quiet.  Names the table does not know are
 reported as before.
 """
 from __future__ import annotations
@@ -70,8 +72,8 @@ class CudaOnlyPackage(Rule):
     fires = [
         ("import apex\n", 1),
         ("from flash_attn import flash_attn_func\n", 1),
-        ("from mmcv.ops import DeformConv2d\n", 1),  # mmdet 3.1.0 models/dense_heads/fovea_head.py:7: no NPU kernel
-        ("from mmcv.ops import nms, DeformConv2d\n", 1),
+        ("from mmcv.ops import CARAFEPack\n", 1),  # mmdet 3.1.0 models/necks/fpn_carafe.py:4: no NPU kernel
+        ("from mmcv.ops import nms, CARAFEPack\n", 1),
         ("from mmcv.ops.carafe import CARAFEPack\n", 1),
         ("from mmcv import ops\n", 1),
         ("import triton.language as tl\n", 1),
@@ -86,6 +88,10 @@ class CudaOnlyPackage(Rule):
               "try:\n    from mmcv.ops import PSAMask\nexcept ModuleNotFoundError:\n    PSAMask = None\n",
               "from mmcv.ops import batched_nms, nms\n",
               "from mmcv.ops.merge_cells import GlobalPoolingCell, SumCell\n",
+              # mmcv's Python code runs them on an NPU: deform_conv.py:104 calls torch_npu for NPU tensors,
+              # multi_scale_deform_attn.py:366 takes a pure-PyTorch path off CUDA (mmdet fovea_head.py:7,
+              # deformable_detr_layers.py:7)
+              "from mmcv.ops import DeformConv2d\n", "from mmcv.ops import MultiScaleDeformableAttention\n",
               # an optional accelerator with a fallback (timm 1.0.31 layers/fast_norm.py:14-18, utils/cuda.py:7-12)
               "try:\n    from apex.normalization.fused_layer_norm import fused_layer_norm_affine\n"
               "    has_apex = True\nexcept ImportError:\n    has_apex = False\n",

@@ -1,11 +1,18 @@
-"""ASC204: the NCCL collective backend."""
+"""ASC204: the NCCL collective backend.
+
+Where a framework picks the backend itself on an NPU (mmengine's pytorch launcher initialises 'hccl' whatever
+``dist_cfg`` says), a 'nccl' given to it is no finding; the backend keywords and those frameworks come from
+their sources (``data/frameworks.json``, built by tools/build_frameworks.py).
+"""
 from __future__ import annotations
 
 import ast
+from typing import Optional
 
-from ..data import load_transfer_to_npu
+from ..data import load_frameworks, load_transfer_to_npu
 from ..registry import Rule
 from ..detect.cuda_fixes import string_fix
+from .cuda_device import _defaulted
 from ..detect.transfer_to_npu import migrated, quiet
 
 _GROUP_FUNCTIONS = ("init_process_group", "new_group", "init_device_mesh")
@@ -23,12 +30,30 @@ def _call_name(func: ast.AST) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
+def _key(container: ast.AST, child: ast.AST) -> Optional[str]:
+    """The keyword or dict key under which ``child`` sits in ``container`` (``backend=`` / ``{'backend': ...}``)."""
+    if isinstance(container, ast.keyword):
+        return container.arg
+    if isinstance(container, ast.Dict):
+        for key, value in zip(container.keys, container.values):
+            if value is child and isinstance(key, ast.Constant) and isinstance(key.value, str):
+                return key.value
+    return None
+
+
+def _mentions_backend(node: ast.AST) -> bool:
+    """``backend``, ``args.dist_backend``, ``get_backend()``: a name or call that says it is a backend."""
+    return "backend" in _call_name(node.func if isinstance(node, ast.Call) else node).lower()
+
+
 class NcclBackend(Rule):
     code = "ASC204"
     summary = "NCCL collective backend ('nccl', Backend.NCCL, is_nccl_available)"
     node_types = (ast.Constant, ast.Name, ast.Attribute)
     trigger_words = ("nccl", "NCCL")
-    why = "NCCL is NVIDIA's collective library; on Ascend the backend is HCCL (`'hccl'`)."
+    why = ("NCCL is NVIDIA's collective library; on Ascend the backend is HCCL (`'hccl'`). Not reported where the "
+           "framework picks HCCL itself on an NPU (mmengine's `dist_cfg`); reported for deepspeed's `dist_backend` "
+           "(used as given) and the HF Trainer's `ddp_backend` (accelerate rejects anything but 'hccl' on an NPU).")
     example = "dist.init_process_group('nccl')"
     use_instead = ("Use `backend='hccl'`, or let transfer_to_npu rewrite it; comparisons with 'nccl' must be edited by hand "
                    "after it. `ascend-analyse --fix --select ASC2` rewrites the backend strings, comparisons included; "
@@ -41,11 +66,27 @@ class NcclBackend(Rule):
         ("import torch.distributed as dist\nok = dist.is_nccl_available()\n", 2),
         # yolov5 7.0.14 train.py:611
         ("dist.init_process_group(backend='nccl' if dist.is_nccl_available() else 'gloo')\n", 1),
+        # backends outside a call: a parameter default, a membership check that rejects 'hccl', the backend
+        # keywords of deepspeed and the HF Trainer (accelerate raises on an NPU for a backend other than 'hccl')
+        ("def init_dist(launcher, backend='nccl', **kwargs):\n    pass\n", 1),
+        ("assert backend in ['gloo', 'nccl']\n", 1),
+        ("if args.dist_backend not in ('nccl', 'gloo'):\n    raise ValueError(args.dist_backend)\n", 1),
+        ("import deepspeed\ndeepspeed.init_distributed(dist_backend='nccl')\n", 2),
+        ("from transformers import TrainingArguments\nargs = TrainingArguments('out', ddp_backend='nccl')\n", 2),
+        ("cfg = {'backend': 'nccl', 'port': 29500}\n", 1),
         # transfer_to_npu rewrites no comparison: the backend is then 'hccl'
         ("import torch.distributed as dist\nimport torch_npu.contrib.transfer_to_npu\n"
          "if dist.get_backend() == 'nccl':\n    pass\n", 3),
     ]
     passes = ["print('nccl')\n", "name = 'nccl_tests.log'\n", "dist.init_process_group('gloo')\n",
+              # mmengine's pytorch launcher initialises 'hccl' on an NPU whatever dist_cfg says
+              # (mmpose 1.3.2 configs/_base_/default_runtime.py:29)
+              "env_cfg = dict(cudnn_benchmark=False, dist_cfg=dict(backend='nccl'))\n",
+              "env_cfg = {'dist_cfg': {'backend': 'nccl', 'timeout': 1800}}\n",
+              "from mmengine.dist import init_dist\ninit_dist('pytorch', backend='nccl')\n",
+              # a check that accepts both, and strings that are not a backend
+              "assert backend in ('nccl', 'hccl', 'gloo')\n", "if name in ['nccl', 'gloo']:\n    pass\n",
+              "def f(kind='nccl'):\n    pass\n",
               # transfer_to_npu rewrites init_process_group's backend and maps is_nccl_available
               "import torch.distributed as dist\nfrom torch_npu.contrib import transfer_to_npu\n"
               "dist.init_process_group(backend='nccl')\nok = dist.is_nccl_available()\n",
@@ -54,7 +95,7 @@ class NcclBackend(Rule):
 
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.Constant):
-            if (isinstance(node.value, str) and node.value.lower() == "nccl" and self._backend_context(ctx)
+            if (isinstance(node.value, str) and node.value.lower() == "nccl" and self._backend_context(ctx, node)
                     and not (migrated(ctx) and self._rewritten(ctx))):
                 ctx.report(node, self.code, "NCCL backend 'nccl' does not exist on NPU (use 'hccl')",
                            api="nccl", tips="nccl -> hccl", rewrite=string_fix(node.value, ctx))
@@ -75,16 +116,38 @@ class NcclBackend(Rule):
         return isinstance(call, ast.Call) and ctx.qualname(call.func) in load_transfer_to_npu()["backend_functions"]
 
     @staticmethod
-    def _backend_context(ctx) -> bool:
-        """Is the string where a backend goes?"""
-        holder = ctx.stack[_holder(ctx.stack)] if ctx.stack else None
-        if isinstance(holder, ast.keyword):
-            return holder.arg == "backend"
+    def _backend_context(ctx, node: ast.Constant) -> bool:
+        """Is the string where a backend goes, and not one a framework replaces on an NPU?"""
+        stack = ctx.stack
+        i = _holder(stack)
+        holder = stack[i] if stack else None
+        frameworks = load_frameworks()
+        if isinstance(holder, (ast.List, ast.Tuple, ast.Set)) and i and isinstance(stack[i - 1], ast.Compare):
+            return NcclBackend._rejects_hccl(stack[i - 1], holder)
+        key = _key(holder, stack[i + 1] if i + 1 < len(stack) else node)
+        if key is not None:
+            if key not in frameworks["backend_keywords"]:
+                return False
+            call = stack[i - 1] if isinstance(holder, ast.keyword) and i else None
+            chosen = frameworks["backend_chosen_on_npu"].get(ctx.qualname(call.func) if isinstance(call, ast.Call)
+                                                            else None)
+            if chosen and chosen["keyword"] == key:
+                return False
+            j = i - 1 if isinstance(holder, ast.keyword) else i  # the dict(...) / {...} that holds the backend
+            return not (j >= 1 and _key(stack[j - 1], stack[j]) in frameworks["backend_config_keys"])
         if isinstance(holder, ast.Call):
             return _call_name(holder.func) in _GROUP_FUNCTIONS
         if isinstance(holder, ast.Compare):
-            return any("backend" in _call_name(side).lower() or (isinstance(side, ast.Call) and "backend" in _call_name(side.func).lower())
-                       for side in [holder.left, *holder.comparators])
+            return any(_mentions_backend(side) for side in [holder.left, *holder.comparators])
         if isinstance(holder, ast.Assign):
             return any("backend" in _call_name(t).lower() for t in holder.targets)
+        if isinstance(holder, ast.arguments):  # a parameter default: def init_dist(backend='nccl')
+            default = stack[i + 1] if i + 1 < len(stack) else node
+            return any("backend" in a.arg.lower() for a in _defaulted(holder, default))
         return False
+
+    @staticmethod
+    def _rejects_hccl(compare: ast.Compare, strings: ast.AST) -> bool:
+        """``backend in ['gloo', 'nccl']``: a membership test of a backend that lists 'nccl' but not 'hccl'."""
+        return (all(isinstance(op, (ast.In, ast.NotIn)) for op in compare.ops) and _mentions_backend(compare.left)
+                and not any(isinstance(e, ast.Constant) and e.value == "hccl" for e in strings.elts))
