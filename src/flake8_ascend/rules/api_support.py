@@ -206,6 +206,9 @@ class UnknownApi(_ApiStatusRule):
         "import torch\nif not torch.jit.is_scripting():\n    pass\n",
         "import torch\nwith torch.inference_mode():\n    pass\n",
         "import torch\nwith torch.set_grad_enabled(False):\n    pass\n",
+        # dispatch no ATen op of their own (traced): tensorboard's writer, the jit tracer
+        "from torch.utils.tensorboard import SummaryWriter\nwriter = SummaryWriter(log_dir)\n",
+        "import torch\ntraced = torch.jit.trace_module(model, {'forward': (x,)})\n",
     ]
 
     def emit(self, node, ctx, api, note, how) -> None:
@@ -239,9 +242,8 @@ class RestrictedApi(_ApiStatusRule):
         ("import torch\nv, i = torch.topk(x, 5, sorted=False)\n", 2),
         ("import torch\nx = torch.randn(2, 3)\ny = x.to(memory_format=torch.channels_last)\n", 3),
         ("import torch\nv = torch.sum(x, dtype=torch.float32)\n", 2),
-        # a dtype known at the call and outside the list (nn.Linear: fp16, fp32, bf16 by the autocast policy)
-        ("import torch\nimport torch.nn as nn\nfc = nn.Linear(4, 4, dtype=torch.float64)\n", 3),
-        ("import torch\nx = torch.randn(4)\nr = x.double().repeat_interleave(2)\n", 3),
+        # a low-precision dtype known at the call, outside a list that names another one
+        ("import torch\nx = torch.randn(4)\nr = x.bfloat16().repeat_interleave(2)\n", 3),
         ("import torch.nn.functional as F\ny = F.pad(x.bfloat16(), (1, 1), mode='reflect')\n", 2),
     ]
     passes = [
@@ -259,6 +261,12 @@ class RestrictedApi(_ApiStatusRule):
         "import torch.nn as nn\nnorm = nn.LayerNorm(8)\n",
         # bf16: the note lists fp16 and fp32 only, but torch_npu's autocast runs addmm in bf16
         "import torch\nimport torch.nn as nn\nfc = nn.Linear(4, 4, dtype=torch.bfloat16)\n",
+        # fp64 is ASC508's; "fp32 only" lists and integer dtypes (diffusers marigold_image_processing.py:524,
+        # pipeline_rfd4_proteina.py:231)
+        "import torch\nimport torch.nn as nn\nfc = nn.Linear(4, 4, dtype=torch.float64)\n",
+        "import torch\nx = torch.randn(4)\nv = x.half().item()\n",
+        "import torch\nimg = torch.rand(4)\nimg = (img * 255).to(dtype=torch.uint8, device='cpu').numpy()\n",
+        "import torch\n_, ids = torch.unique(c['molecule_iid'].long(), return_inverse=True)\n",
         # F.pad's constant mode lists bf16 (its reflect list does not)
         "import torch.nn.functional as F\ny = F.pad(x.bfloat16(), (1, 1), mode='constant')\n",
     ]
@@ -281,6 +289,11 @@ _DTYPES = {  # torch dtype attribute -> the tables' spelling
     "int": "int32", "int64": "int64", "long": "int64", "bool": "bool", "complex64": "complex64",
     "cfloat": "complex64", "complex128": "complex128", "cdouble": "complex128",
 }
+# The dtypes a dtype fact is checked for: fp16/bf16 support differs op by op on NPU, and a list that names one
+# of them shows the op was checked in low precision.  A list naming only fp32 ("self仅支持fp32" on detach,
+# item, numpy) records the dtype tested, not an exclusion; integer and bool dtypes outside a list were found
+# to work on the tuning corpora (uint8 images to numpy, int64 ids to unique); fp64/complex are ASC508's.
+_LOW_PRECISION = frozenset({"fp16", "bf16"})
 _CASTS = {"half": "fp16", "float": "fp32", "double": "fp64", "bfloat16": "bf16", "long": "int64", "int": "int32",
           "short": "int16", "bool": "bool", "byte": "uint8", "char": "int8"}  # x.half() ...
 
@@ -384,7 +397,7 @@ def restriction_broken(call: ast.Call, node, api: str, facts: dict, ctx) -> Opti
         for param, expr in _operands(call, node, api, fact["params"], ctx):
             dtype = expr is not None and (_dtype_constant(expr, ctx) if param == "dtype" else None) or \
                 (_cast_dtype(expr, ctx) if expr is not None else None)
-            if dtype and dtype not in fact["dtypes"]:
+            if dtype in _LOW_PRECISION and dtype not in fact["dtypes"] and _LOW_PRECISION & set(fact["dtypes"]):
                 condition = f" when {when[0]} is {'' if when[2] == 'eq' else 'not '}{when[1]!r}" if when else ""
                 return f"{param} is listed only for {', '.join(fact['dtypes'])}{condition}, here {dtype}"
     return None
