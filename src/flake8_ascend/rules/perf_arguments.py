@@ -7,6 +7,7 @@ position, to anything but the literal that causes the slowdown; a call with
 from __future__ import annotations
 
 import ast
+import re
 
 from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
@@ -61,7 +62,13 @@ def _batch_names(call: ast.Call, ctx) -> str:
     dataset = argument(call, "dataset", 0)
     if isinstance(dataset, (ast.Name, ast.Attribute)):
         names.append(dataset.id if isinstance(dataset, ast.Name) else dataset.attr)
-    return next((n for n in names for w in _MEDIA_WORDS if w in n.lower()), "")
+    return next((n for n in names if any(t.startswith(_MEDIA_WORDS) for t in _words(n))), "")
+
+
+def _words(name: str) -> list:
+    """``train_imageLoader2`` -> ["train", "image", "loader"]: a media word must start a word
+    (``dataframe`` is no frame)."""
+    return [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", name)]
 
 
 def _iterates(expr: ast.AST, loader: str) -> bool:
@@ -162,6 +169,7 @@ class DataLoaderWithoutPinMemory(Rule):
         "l = DataLoader(TensorDataset(ids), batch_size=8)\n",
         "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\nx = torch.randn(64, 16)\n"
         "l = DataLoader(TensorDataset(x), batch_size=8)\n",
+        "from torch.utils.data import DataLoader\ntrain_dataframe_loader = DataLoader(ds, batch_size=8)\n",
     ]
 
     def check(self, node, ctx) -> None:
