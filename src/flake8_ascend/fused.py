@@ -28,9 +28,15 @@ _PROB_STEPS = frozenset(("dropout", "mul", "div")) | _CASTS  # between softmax a
 STARTS = frozenset(("rsqrt", "sqrt", "cat", "concat", "concatenate", "layer_norm", "matmul", "bmm"))
 
 
-def module_ops(cls: ast.ClassDef, ctx) -> Dict[str, str]:
-    """``self.<attr>`` -> op for the modules ``__init__`` builds (``self.act = nn.SiLU()`` -> silu)."""
+def module_ops(cls: ast.ClassDef, ctx, depth: int = 0) -> Dict[str, str]:
+    """``self.<attr>`` -> op for the modules ``__init__`` builds (``self.act = nn.SiLU()`` -> silu), those of
+    base classes defined in the same file first (litgpt's ``GemmaMLP(LLaMAMLP)`` keeps LLaMAMLP's Linears)."""
     found: Dict[str, str] = {}
+    for base in cls.bases if depth < MAX_DEPTH else ():
+        parent = next((s for s in getattr(ctx.tree, "body", ()) if isinstance(s, ast.ClassDef)
+                       and isinstance(base, ast.Name) and s.name == base.id and s is not cls), None)
+        if parent is not None:
+            found.update(module_ops(parent, ctx, depth + 1))
     for stmt in cls.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "__init__":
             for node in ast.walk(stmt):

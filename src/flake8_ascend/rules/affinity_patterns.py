@@ -80,6 +80,9 @@ class AffinityPattern(Rule):
         ("import torch.nn.functional as F\ndef ffn(x):\n    a, b = x.chunk(2, dim=-1)\n    return F.silu(a) * b\n", 4),
         # litgpt 0.5 model.py:830 (LLaMAMLP) and diffusers auraflow_transformer_2d.py:127
         (_LLAMA_MLP, 13),
+        # litgpt 0.5 model.py:838: GemmaMLP(LLaMAMLP) inherits the two projections
+        (_LLAMA_MLP.split("    def forward")[0] + "\nclass GemmaMLP(LLaMAMLP):\n    def forward(self, x):\n"
+         "        x = F.gelu(self.fc_1(x), approximate='tanh') * self.fc_2(x)\n        return self.proj(x)\n", 13),
         ("import torch.nn as nn\nimport torch.nn.functional as F\nclass FF(nn.Module):\n    def __init__(self, d, h):\n"
          "        self.linear_1 = nn.Linear(d, h, bias=False)\n        self.linear_2 = nn.Linear(d, h, bias=False)\n"
          "    def forward(self, x):\n        x = F.silu(self.linear_1(x)) * self.linear_2(x)\n        return x\n", 8),
