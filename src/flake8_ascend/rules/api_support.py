@@ -256,6 +256,9 @@ class RestrictedApi(_ApiStatusRule):
         "import torch.nn as nn\nfc = nn.Linear(4, 4)\nconv = nn.Conv2d(3, 8, 3)\n",
         "import torch.nn.functional as F\ny = F.interpolate(x, size=(8, 8), mode='bilinear')\n",
         "import torch\nv, i = torch.topk(x, 5)\nw = x.to(memory_format=torch.contiguous_format)\n",
+        # yolov5 7.0 utils/dataloaders.py:925: a collate_fn runs in the DataLoader workers, on the host
+        "import torch.nn.functional as F\nclass LoadImages:\n    @staticmethod\n    def collate_fn4(batch):\n"
+        "        im, label = zip(*batch)\n        return F.interpolate(im[0].float(), scale_factor=2.0, mode='bilinear')\n",
         # a hardware note (Atlas inference cards) and a compatibility switch concern no argument
         "import torch\nx = torch.randn(2)\ny = x.to('npu:1')\n",
         "import torch.nn as nn\nnorm = nn.LayerNorm(8)\n",
@@ -277,10 +280,20 @@ class RestrictedApi(_ApiStatusRule):
 
     def emit(self, node, ctx, api, note, how) -> None:
         facts = ctx.data.restrictions.get(api)
-        broken = restriction_broken(ctx.parent, node, api, facts, ctx) if facts else None
+        broken = restriction_broken(ctx.parent, node, api, facts, ctx) if facts and not _data_pipeline(ctx) else None
         if broken or ctx.config.official_lists:  # the official lists' audit reports every restricted call
             ctx.report(node, self.code, f"{api} is supported on NPU with restrictions (torch_npu {ctx.data.version}: "
                        f"{broken or note})", api=api, tips=f"supported with restrictions: {note}")
+
+
+def _data_pipeline(ctx) -> bool:
+    """Inside a DataLoader worker's code, which runs on the host: a ``collate_fn``, or ``__getitem__`` /
+    ``__iter__`` of a class (a Dataset).  An NPU operator's restriction does not apply there."""
+    for node in reversed(ctx.stack):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                node.name.startswith("collate_fn") or node.name in ("__getitem__", "__iter__")):
+            return True
+    return False
 
 
 _DTYPES = {  # torch dtype attribute -> the tables' spelling
