@@ -367,7 +367,8 @@ def hand_samples() -> dict:
         "torch.nn.TransformerEncoder": lambda: made(_encoder)(made(lambda: x44(True)[None])),
         "torch.jit.trace": lambda: jit.trace(_scriptable, (x44(),)),
         "torch.jit.trace_module": lambda: jit.trace_module(made(_Scriptable), {"forward": (x44(),)}),
-        "torch.utils.tensorboard.SummaryWriter": _summary_writer,
+        "torch.compiler.disable": lambda: torch.compiler.disable(_fn)(1),
+        "torch.utils.tensorboard.SummaryWriter": functools.partial(_summary_writer, _tensorboard_writer()),
         "torch.jit.save": lambda: jit.save(made(jit.script, _Scriptable()), io.BytesIO()),
         "torch.jit.load": lambda: jit.load(made(_saved_module)),
         "torch.save": lambda: torch.save({"w": x44()}, io.BytesIO()),
@@ -403,12 +404,25 @@ def hand_samples() -> dict:
     return samples
 
 
-def _summary_writer() -> None:
+def _tensorboard_writer():
+    """tensorboard's SummaryWriter, imported before any sample runs (a slow import is no part of a sample's
+    time), or a stand-in that raises why it is missing (the API is then recorded as untraced)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+        return SummaryWriter
+    except ImportError as error:
+        reason = error
+
+        def missing(*_):
+            raise reason
+        return missing
+
+
+def _summary_writer(writer_class) -> None:
     """Log a number and close: the writer itself (tensorboard's event files) dispatches nothing; a tensor
-    the user logs is converted by that tensor's own ops.  Needs the tensorboard package."""
-    from torch.utils.tensorboard import SummaryWriter
+    the user logs is converted by that tensor's own ops."""
     with tempfile.TemporaryDirectory() as folder:
-        writer = SummaryWriter(folder)
+        writer = writer_class(folder)
         writer.add_scalar("loss", 0.5, 0)
         writer.close()
 

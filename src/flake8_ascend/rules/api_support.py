@@ -172,6 +172,8 @@ class UnsupportedApi(_ApiStatusRule):
         "import torch.nn as nn\nclass Loss(nn.MultiLabelMarginLoss):\n    pass\n",
         "import torch.nn as nn\ndef f(loss: nn.MultiLabelMarginLoss) -> nn.MultiLabelMarginLoss:\n    return loss\n",
         "import torch.nn as nn\nLoss = nn.MultiLabelMarginLoss\n",
+        # listed unsupported, but a decorator that only keeps torch.compile out (kernel-free; diffusers hooks/)
+        "import torch\n@torch.compiler.disable\ndef step(x):\n    return x\n",
     ]
 
     def emit(self, node, ctx, api, note, how) -> None:
