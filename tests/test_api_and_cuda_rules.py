@@ -14,9 +14,15 @@ def test_unknown_non_api_is_silent():
 
 def test_restriction_note_is_in_the_tips_and_the_message_stays_english():
     """The official note is Chinese: the CSV Tips keep it, the flake8 message does not paste it."""
-    (found,) = run_rules("import torch\nd = torch.cdist(a, b)\n", version="2.8.0", codes=["ASC103"])
+    (found,) = run_rules("import torch\nd = torch.cdist(a, b)\n", version="2.8.0", codes=["ASC103"],
+                         official_lists=True)  # the audit mode reports the row as the list has it
     assert "compute_mode" in found.tips and "\u652f\u6301" in found.tips  # "支持", as the list writes it
     assert found.text.isascii() and "torch.cdist is supported on NPU with restrictions" in found.text
+
+
+def test_restriction_text_is_in_the_message():
+    (found,) = messages("import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2)\n", "2.8.0", ["ASC103"])
+    assert "the scale_factor argument is not supported" in found
 
 
 @pytest.mark.parametrize("version,expected", [

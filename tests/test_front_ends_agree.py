@@ -177,7 +177,8 @@ def test_select_naming_no_code_is_a_usage_error(tmp_path, capsys):
 def test_a_family_selection_leaves_the_advisory_codes_off_in_both(tmp_path, monkeypatch, selection, advisory):
     root = tmp_path / "proj"
     root.mkdir()
-    (root / "dist.py").write_text("import torch\nd = torch.cdist(a, b)\n", encoding="utf-8")  # ASC103 in 2.8.0
+    (root / "up.py").write_text("import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2)\n",
+                                encoding="utf-8")  # ASC103 in 2.8.0: scale_factor is not supported
     monkeypatch.chdir(root)
     expected = _flake8(root, f"--select={selection}", "--ascend-torch-version=2.8.0")
     assert _analyse(root, tmp_path / "out", f"--select={selection}", "-v", "2.8.0") == expected

@@ -340,6 +340,144 @@ def overridden(table_row: list[str], why: str) -> list[str]:
     return [status, "; ".join(part for part in (note, why) if part), method]
 
 
+# ---------------------------------------------------------------- restriction notes -> facts (ASC103)
+
+AUTOCAST = "advice/npu_autocast_op_lists.json"  # torch_npu's AutoCastOps.cpp policy lists
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+LITERAL = r"[A-Za-z0-9_.+-]+"
+CLAUSE_SPLIT = re.compile(r"(?:^|\s)-\s|;|。")
+DTYPE_FACT = re.compile(rf"(?:属性)?(?P<params>{IDENT}(?:[、,，]{IDENT})*)?(?:参数)?仅?支持(?P<output>输出)?"
+                        rf"(?P<dtypes>{DTYPE}(?:(?:[，,、]|和){DTYPE})*)(?![A-Za-z0-9_])")
+CONDITION = re.compile(rf"属性(?P<arg>{IDENT})(?P<neg>为|非)(?P<value>{LITERAL})时")
+ARG_FACTS = (  # (pattern, rule); every group named arg/value/values/cond
+    (re.compile(rf"不支持(?P<arg>{IDENT})=(?P<value>{LITERAL})(?:的)?场景"), "not"),
+    (re.compile(rf"不支持(?P<arg>{IDENT})参数"), "absent"),
+    (re.compile(rf"不支持(?P<arg>{IDENT})$"), "absent"),
+    (re.compile(rf"(?P<arg>{IDENT})参数仅支持设置为(?P<values>{LITERAL}(?:或{LITERAL})*)"), "in"),
+    (re.compile(rf"仅支持设置(?P<arg>{IDENT})为(?P<values>{LITERAL}(?:或{LITERAL})*)"), "in"),
+    (re.compile(rf"在开启(?P<cond>{IDENT})计算时，(?P<arg>{IDENT})必须为None"), "none_if"),
+    (re.compile(rf"(?P<arg>{IDENT})参数需大于(?P<value>-?\d+(?:\.\d+)?)"), "gt"),
+    (re.compile(rf"(?P<arg>{IDENT})需设置为(?P<value>{LITERAL})"), "set_to"),
+    (re.compile(rf"属性(?P<arg>{IDENT})仅支持非负值"), "ge0"),
+)
+SHAPE_FACTS = (
+    (re.compile(r"输入最大支持(?P<n>\d+)维"), "max_rank"),
+    (re.compile(r"不支持(?P<n>\d+)维度的shape"), "not_rank"),
+    (re.compile(r"仅支持(?P<n>\d+)维及以上的输入"), "min_rank"),
+)
+NOT_ARGUMENTS = {"nan", "inf", "NaN", "scalar"}  # "不支持nan": input values, not a parameter
+
+
+def literal(text: str):
+    """A note's value as Python would spell it: True/False/None, numbers, else the text (``tanh``)."""
+    if text in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[text]
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def restriction_facts(note: str, bf16_runs: bool) -> tuple[dict, list[str]]:
+    """Facts a restriction note states about a call, and the clauses that state none (hardware, switches).
+
+    ``dtypes``: [{params, dtypes, [when]}]: the dtypes a tensor parameter (``input``, ``self``, the output
+    for ``dtype``) is listed for; ``when`` [arg, value, "eq"|"ne"] where the note makes it conditional on
+    another argument (``属性mode为constant时``).  bf16 is added where ``bf16_runs`` (torch_npu's autocast
+    runs the op's kernel in lower precision, bf16 included).  ``args``: [{arg, rule, ...}], the argument
+    constraints: ``absent`` (not supported at all), ``not`` (not that value), ``in`` (only those values),
+    ``none_if`` (must be None when ``cond`` is on), ``gt`` / ``ge0`` (numeric bounds), ``set_to`` (must be
+    passed, with that value: ``use_device="npu"``).  ``shape``: rank limits.
+    """
+    facts: dict = {"dtypes": [], "args": [], "shape": []}
+    other = []
+    for clause in (re.sub(r"[“”\"]", "", c).strip() for c in CLAUSE_SPLIT.split(note)):
+        if not clause:
+            continue
+        found = False
+        condition = CONDITION.search(clause)
+        for match in DTYPE_FACT.finditer(clause):
+            params = re.split(r"[、,，]", match["params"]) if match["params"] else ["input"]
+            if match["output"]:
+                params = ["dtype"]
+            dtypes = sorted(set(re.findall(DTYPE, match["dtypes"])))
+            if bf16_runs and "fp16" in dtypes and "bf16" not in dtypes:
+                dtypes = sorted(dtypes + ["bf16"])
+            fact = {"params": params, "dtypes": dtypes}
+            if condition:
+                fact["when"] = [condition["arg"], literal(condition["value"]),
+                                "eq" if condition["neg"] == "为" else "ne"]
+            facts["dtypes"].append(fact)
+            found = True
+        for part in re.split(r"[，,]", clause):
+            part = part.strip()
+            for pattern, rule in ARG_FACTS:
+                match = pattern.search(part) or (rule == "none_if" and pattern.search(clause))
+                if not match or match["arg"] in NOT_ARGUMENTS or re.fullmatch(DTYPE, match["arg"]):
+                    continue
+                fact = {"arg": match["arg"], "rule": rule}
+                if "value" in match.groupdict():
+                    fact["value"] = literal(match["value"])
+                if "values" in match.groupdict():
+                    fact["values"] = [literal(v) for v in match["values"].split("或")]
+                if "cond" in match.groupdict():
+                    fact["if"] = match["cond"]
+                if fact not in facts["args"]:
+                    facts["args"].append(fact)
+                found = True
+                break
+            for pattern, kind in SHAPE_FACTS:
+                match = pattern.search(part)
+                if match:
+                    facts["shape"].append({kind: int(match["n"])})
+                    found = True
+        if not found:
+            other.append(clause)
+    return {k: v for k, v in facts.items() if v}, other
+
+
+def restrictions(apis: dict, official: dict, trace: dict, lower_precision: set, log_counts: Counter,
+                 version: str) -> dict:
+    """{api: facts} for every API whose row (or official row, for --official-lists) is partial."""
+    out = {}
+    for api in sorted(set(apis) | set(official)):
+        row = apis.get(api) if apis.get(api, ("",))[0] == "partial" else official.get(api)
+        if not row or row[0] != "partial" or not row[1]:
+            continue
+        entry = trace["apis"].get(api, {})
+        bf16_runs = bool(lower_precision & {op.split(".")[0] for op in entry.get("forward", [])})
+        facts, other = restriction_facts(row[1], bf16_runs)
+        if facts:
+            out[api] = facts
+        kind = "restriction: facts parsed" if facts else "restriction: no fact about the call's arguments"
+        count(log_counts, version, kind, api)
+        if bf16_runs and any("bf16" in f["dtypes"] for f in facts.get("dtypes", ())) and "bf16" not in row[1]:
+            count(log_counts, version, "restriction: bf16 added (torch_npu autocast runs its kernel in bf16)", api)
+    return out
+
+
+def respell_arguments(built: dict, decisions: Counter) -> None:
+    """An argument a table names in ATen's plural (``不支持scale_factors``, the upsample overloads' argument)
+    where another version's table names the Python keyword (``不支持scale_factor``) for the same API and rule:
+    the keyword spelling wins, so the fact can match a call."""
+    spellings: dict = {}
+    for data in built.values():
+        for api, facts in data["restrictions"].items():
+            for fact in facts.get("args", ()):
+                spellings.setdefault((api, fact["rule"]), set()).add(fact["arg"])
+    for version, data in built.items():
+        for api, facts in data["restrictions"].items():
+            for fact in facts.get("args", ()):
+                singular = fact["arg"][:-1]
+                if fact["arg"].endswith("s") and singular in spellings[(api, fact["rule"])]:
+                    fact["arg"] = singular
+                    count(decisions, version, "restriction: argument spelled as another version's table does", api)
+
+
 # ---------------------------------------------------------------- assembling
 
 
@@ -387,11 +525,11 @@ def count(decisions: Counter, version: str, what: str, api: str) -> None:
 
 
 def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_entry, aten, manual, trace,
-                  decisions: Counter) -> dict:
+                  decisions: Counter, lower_precision: set) -> dict:
     """The rule data of one version; counts each decision kind into ``decisions``."""
     table = tables[version]
     apis: dict[str, list[str]] = {}
-    sources_used = list(TABLES[version]) + [TRACE_JSON]
+    sources_used = list(TABLES[version]) + [TRACE_JSON, AUTOCAST]
     wheel = kernels = None
     if wheel_entry:
         rel, wheel = wheel_entry
@@ -427,6 +565,7 @@ def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_e
         "meta": meta(version, sources_used, wheel),
         "apis": apis,
         "official": official,
+        "restrictions": restrictions(apis, official, trace, lower_precision, decisions, version),
         "npu_all": wheel["npu_all"] if wheel else [],
         "transfer_to_npu": wheel["transfer_to_npu"] if wheel else {},
         "contrib": wheel["contrib"] if wheel else {},
@@ -477,13 +616,19 @@ def build(sources: Path, out: Path) -> list[str]:
     if "2.13.0" not in wheels:
         raise SystemExit(f"no torch_npu 2.13.0 wheel facts in {sources / 'wheels'} (the TSV's own version)")
     manual = manual_kernels(aten, kernel_ops(wheels["2.13.0"][1]))
+    autocast = json.loads((sources / AUTOCAST).read_text(encoding="utf-8"))["policy_to_ops"]
+    lower_precision = {op.split(".")[0] for op in autocast["lower_precision_fp"]}
     versions = sorted(TABLES, key=version_key)
     decisions: Counter = Counter()
     out.mkdir(parents=True, exist_ok=True)
+    built = {}
     for version in versions:
         if version not in NO_WHEEL and version not in wheels:
             raise SystemExit(f"no wheel facts for torch_npu {version} in {sources / 'wheels'}")
-        data = build_version(version, tables, listed_anywhere, wheels.get(version), aten, manual, trace, decisions)
+        built[version] = build_version(version, tables, listed_anywhere, wheels.get(version), aten, manual, trace,
+                                       decisions, lower_precision)
+    respell_arguments(built, decisions)
+    for version, data in built.items():
         (out / f"torch_npu-{version}.json").write_text(dump(data), encoding="utf-8")
         counts = Counter(status for status, _, _ in data["apis"].values())
         log.append(f"torch_npu-{version}.json: {len(data['apis'])} APIs {dict(sorted(counts.items()))}, "

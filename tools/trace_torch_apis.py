@@ -11,7 +11,8 @@ that version's NPU kernels.  Samples, in order of preference:
    variants the OpInfo names.
 2. ``ModuleInfo`` (common_modules.module_db): the first few constructor/forward inputs, float32, training.
 3. Small hand-written samples (``HAND``): jit helpers, grad-mode context managers, containers, nn.init,
-   nn.utils, optimizers, a few private functions user code calls (``torch._assert_async``).
+   nn.utils, optimizers, a few private functions user code calls (``torch._assert_async``), the
+   tensorboard ``SummaryWriter`` (needs the tensorboard package; untraced without it).
 4. A generic probe for the rest: a Tensor method or attribute is evaluated on a float32 [4, 4] tensor
    with no arguments; a torch/functional/linalg/fft/special function is called with that one tensor;
    a getter (``is_*``, ``get_*``) with no arguments.  What raises is recorded as untraced with the error.
@@ -38,6 +39,7 @@ import json
 import re
 import signal
 import sys
+import tempfile
 import types
 import warnings
 from pathlib import Path
@@ -364,6 +366,9 @@ def hand_samples() -> dict:
         "torch.nn.TransformerDecoder": lambda: made(_decoder)(*made(lambda: (x44(True)[None], x44(True)[None]))),
         "torch.nn.TransformerEncoder": lambda: made(_encoder)(made(lambda: x44(True)[None])),
         "torch.jit.trace": lambda: jit.trace(_scriptable, (x44(),)),
+        "torch.jit.trace_module": lambda: jit.trace_module(made(_Scriptable), {"forward": (x44(),)}),
+        "torch.compiler.disable": lambda: torch.compiler.disable(_fn)(1),
+        "torch.utils.tensorboard.SummaryWriter": functools.partial(_summary_writer, _tensorboard_writer()),
         "torch.jit.save": lambda: jit.save(made(jit.script, _Scriptable()), io.BytesIO()),
         "torch.jit.load": lambda: jit.load(made(_saved_module)),
         "torch.save": lambda: torch.save({"w": x44()}, io.BytesIO()),
@@ -397,6 +402,29 @@ def hand_samples() -> dict:
         if inspect.isclass(cls) and issubclass(cls, torch.optim.Optimizer) and cls is not torch.optim.Optimizer:
             samples[f"torch.optim.{name}"] = _step(cls)
     return samples
+
+
+def _tensorboard_writer():
+    """tensorboard's SummaryWriter, imported before any sample runs (a slow import is no part of a sample's
+    time), or a stand-in that raises why it is missing (the API is then recorded as untraced)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+        return SummaryWriter
+    except ImportError as error:
+        reason = error
+
+        def missing(*_):
+            raise reason
+        return missing
+
+
+def _summary_writer(writer_class) -> None:
+    """Log a number and close: the writer itself (tensorboard's event files) dispatches nothing; a tensor
+    the user logs is converted by that tensor's own ops."""
+    with tempfile.TemporaryDirectory() as folder:
+        writer = writer_class(folder)
+        writer.add_scalar("loss", 0.5, 0)
+        writer.close()
 
 
 def _decoder() -> torch.nn.Module:
@@ -548,6 +576,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     tracer = Tracer(args.seconds, args.samples)
+    trace_call(lambda: made(lambda: (x44(True) * 2).sum()).backward(), list)  # one-time start-up of autograd and
+    # the dispatch mode, which a loaded machine would otherwise charge to the first sample's time budget
     trace_hand(tracer)
     trace_opinfos(tracer)
     trace_moduleinfos(tracer)

@@ -66,6 +66,7 @@ class VersionData:
         self.meta: dict = raw["meta"]
         self.apis: Dict[str, List[str]] = raw["apis"]
         self.official: Dict[str, List[str]] = raw.get("official", {})  # table rows the evidence overrides
+        self.restrictions: Dict[str, dict] = raw.get("restrictions", {})  # facts of each partial row's note
         self.npu_all = frozenset(raw.get("npu_all", ()))
         self.transfer_to_npu: Dict[str, List[str]] = raw.get("transfer_to_npu", {})
 

@@ -17,7 +17,7 @@ from ..semantic.flow import MAX_DEPTH, Flow
 
 Span = Tuple[ast.AST, ast.AST]
 MODULE_OPS = {"torch.nn.SiLU": "silu", "torch.nn.GELU": "gelu", "torch.nn.LayerNorm": "layer_norm",
-              "torch.nn.Softmax": "softmax", "torch.nn.Dropout": "dropout"}
+              "torch.nn.Softmax": "softmax", "torch.nn.Dropout": "dropout", "torch.nn.Linear": "linear"}
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow", ast.MatMult: "matmul"}
 _NAMESPACES = ("torch.nn.functional.", "torch.")
 _CASTS = frozenset(("float", "half", "bfloat16", "double", "to", "type", "type_as", "contiguous"))
@@ -28,9 +28,15 @@ _PROB_STEPS = frozenset(("dropout", "mul", "div")) | _CASTS  # between softmax a
 STARTS = frozenset(("rsqrt", "sqrt", "cat", "concat", "concatenate", "layer_norm", "matmul", "bmm"))
 
 
-def module_ops(cls: ast.ClassDef, ctx) -> Dict[str, str]:
-    """``self.<attr>`` -> op for the modules ``__init__`` builds (``self.act = nn.SiLU()`` -> silu)."""
+def module_ops(cls: ast.ClassDef, ctx, depth: int = 0) -> Dict[str, str]:
+    """``self.<attr>`` -> op for the modules ``__init__`` builds (``self.act = nn.SiLU()`` -> silu), those of
+    base classes defined in the same file first (litgpt's ``GemmaMLP(LLaMAMLP)`` keeps LLaMAMLP's Linears)."""
     found: Dict[str, str] = {}
+    for base in cls.bases if depth < MAX_DEPTH else ():
+        parent = next((s for s in getattr(ctx.tree, "body", ()) if isinstance(s, ast.ClassDef)
+                       and isinstance(base, ast.Name) and s.name == base.id and s is not cls), None)
+        if parent is not None:
+            found.update(module_ops(parent, ctx, depth + 1))
     for stmt in cls.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "__init__":
             for node in ast.walk(stmt):
@@ -190,14 +196,27 @@ class Patterns:
         return None
 
     def gated(self, product: ast.BinOp) -> Optional[Tuple[str, Span]]:
-        """("swiglu" | "geglu", span) for act(a) * b where a, b are the halves of one tensor."""
+        """("swiglu" | "geglu", span) for act(a) * b where a, b are the halves of one tensor;
+        ("swiglu_proj" | "geglu_proj", span) where they are two ``nn.Linear`` projections of one input
+        (``F.silu(self.fc_1(x)) * self.fc_2(x)``, LLaMA's MLP): one Linear of twice the width gives the halves."""
         if not isinstance(product.op, ast.Mult):
             return None
         for gate, value in ((product.left, product.right), (product.right, product.left)):
             activation = self._activation(gate)
+            kind = "swiglu" if activation and activation[0] == "silu" else "geglu"
             if activation and self.halves(activation[1], value):
-                return ("swiglu" if activation[0] == "silu" else "geglu"), (product, product)
+                return kind, (product, product)
+            if activation and self._projections(activation[1], value):
+                return kind + "_proj", (product, product)
         return None
+
+    def _projections(self, first: ast.AST, second: ast.AST) -> bool:
+        """Two different ``self.<linear>`` modules applied to the same input."""
+        a, b = self.op(first), self.op(second)
+        if not (a and b and a[0] == b[0] == "linear" and len(a[1]) == len(b[1]) == 1):
+            return False
+        attrs = {n.func.attr for n in (a[2], b[2]) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+        return len(attrs) == 2 and self.same(a[1][0], b[1][0])
 
     def _activation(self, expr: ast.AST) -> Optional[Tuple[str, ast.AST]]:
         found = self.op(expr, follow=False)

@@ -19,10 +19,20 @@ _LABELS = {
     "rotate_half": "rotate_half RoPE (chunk/slice-neg-cat)",
     "swiglu": "SwiGLU (silu(a) * b of one tensor's halves)",
     "geglu": "GeGLU (gelu(a) * b of one tensor's halves)",
+    "swiglu_proj": "SwiGLU (silu(W1 x) * W2 x; merge W1 and W2 into one Linear and pass its output)",
+    "geglu_proj": "GeGLU (gelu(W1 x) * W2 x; merge W1 and W2 into one Linear and pass its output)",
     "attention": "attention (matmul-softmax-matmul)",
     "add_layer_norm": "add + layer_norm",
 }
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+_LLAMA_MLP = (
+    "import torch.nn as nn\nimport torch.nn.functional as F\n\nclass LLaMAMLP(nn.Module):\n    def __init__(self, d, h):\n"
+    "        self.fc_1 = nn.Linear(d, h, bias=False)\n        self.fc_2 = nn.Linear(d, h, bias=False)\n"
+    "        self.proj = nn.Linear(h, d, bias=False)\n\n    def forward(self, x):\n        x_fc_1 = self.fc_1(x)\n"
+    "        x_fc_2 = self.fc_2(x)\n        x = F.silu(x_fc_1) * x_fc_2\n        return self.proj(x)\n"
+)
 
 
 class AffinityPattern(Rule):
@@ -68,6 +78,14 @@ class AffinityPattern(Rule):
         ("import torch\ndef rotate_half(x):\n    x1, x2 = x.chunk(2, dim=-1)\n"
          "    return torch.cat((-x2, x1), dim=-1)\n", 4),
         ("import torch.nn.functional as F\ndef ffn(x):\n    a, b = x.chunk(2, dim=-1)\n    return F.silu(a) * b\n", 4),
+        # litgpt 0.5 model.py:830 (LLaMAMLP) and diffusers auraflow_transformer_2d.py:127
+        (_LLAMA_MLP, 13),
+        # litgpt 0.5 model.py:838: GemmaMLP(LLaMAMLP) inherits the two projections
+        (_LLAMA_MLP.split("    def forward")[0] + "\nclass GemmaMLP(LLaMAMLP):\n    def forward(self, x):\n"
+         "        x = F.gelu(self.fc_1(x), approximate='tanh') * self.fc_2(x)\n        return self.proj(x)\n", 13),
+        ("import torch.nn as nn\nimport torch.nn.functional as F\nclass FF(nn.Module):\n    def __init__(self, d, h):\n"
+         "        self.linear_1 = nn.Linear(d, h, bias=False)\n        self.linear_2 = nn.Linear(d, h, bias=False)\n"
+         "    def forward(self, x):\n        x = F.silu(self.linear_1(x)) * self.linear_2(x)\n        return x\n", 8),
         # the official docs' example, in a file that imports numpy: the function decides, not the file
         ("import numpy as np\nimport torch\ncondition = input1 < 0.5\nvalue = 0.\ninput1[condition] = value\n", 5),
         ("import torch\ndef f(x, m):\n    keep = x.new_zeros(3) > 0\n    x[:, keep] = 0\n", 4),
@@ -83,6 +101,9 @@ class AffinityPattern(Rule):
         "import torch\ndef norm(x, eps):\n    xc = x - x.mean(-1, keepdim=True)\n"
         "    return xc * torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + eps)\n",
         "import torch\ndef f(x, y):\n    return torch.cat((-y, x), dim=-1)\n",
+        # one projection gated by another input's (cross gating), and one module applied twice: no SwiGLU
+        _LLAMA_MLP.replace("x_fc_2 = self.fc_2(x)", "x_fc_2 = self.fc_2(y)").replace("forward(self, x)", "forward(self, x, y)"),
+        _LLAMA_MLP.replace("x_fc_2 = self.fc_2(x)", "x_fc_2 = self.fc_1(x)"),
         "import numpy as np\nimport torch\ndef f(img):\n    img = np.asarray(img)\n    img[img > 255] = 255\n",
         "import torch\ndef f(d):\n    d = {}\n    d[d > 0] = 1\n",
         "import torch\ndef f(x):\n    x[x.shape[0] > 2] = 0\n",
@@ -198,7 +219,7 @@ class AffinityPattern(Rule):
                 self._report_fused(pattern, span, ctx)
 
     def _report_fused(self, pattern: str, span, ctx) -> None:
-        entry = affinity.entries("special")[pattern]
+        entry = affinity.entries("special")[pattern.replace("_proj", "")]  # the same fused kernel
         if not affinity.available(entry, ctx.data.version):
             return
         first, last = span

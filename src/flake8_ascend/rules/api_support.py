@@ -173,6 +173,8 @@ class UnsupportedApi(_ApiStatusRule):
         "import torch.nn as nn\nclass Loss(nn.MultiLabelMarginLoss):\n    pass\n",
         "import torch.nn as nn\ndef f(loss: nn.MultiLabelMarginLoss) -> nn.MultiLabelMarginLoss:\n    return loss\n",
         "import torch.nn as nn\nLoss = nn.MultiLabelMarginLoss\n",
+        # listed unsupported, but a decorator that only keeps torch.compile out (kernel-free; diffusers hooks/)
+        "import torch\n@torch.compiler.disable\ndef step(x):\n    return x\n",
     ]
 
     def emit(self, node, ctx, api, note, how) -> None:
@@ -207,6 +209,9 @@ class UnknownApi(_ApiStatusRule):
         "import torch\nif not torch.jit.is_scripting():\n    pass\n",
         "import torch\nwith torch.inference_mode():\n    pass\n",
         "import torch\nwith torch.set_grad_enabled(False):\n    pass\n",
+        # dispatch no ATen op of their own (traced): tensorboard's writer, the jit tracer
+        "from torch.utils.tensorboard import SummaryWriter\nwriter = SummaryWriter(log_dir)\n",
+        "import torch\ntraced = torch.jit.trace_module(model, {'forward': (x,)})\n",
     ]
 
     def emit(self, node, ctx, api, note, how) -> None:
@@ -218,22 +223,58 @@ class UnknownApi(_ApiStatusRule):
 
 class RestrictedApi(_ApiStatusRule):
     code = "ASC103"
-    summary = "torch API supported on NPU only with restrictions (dtypes, arguments)"
+    summary = "torch API call that breaks an NPU restriction of its dtypes or arguments"
     wanted = "partial"
     why = (
         "The API runs on NPU but only for some dtypes or argument values; other inputs fail or lose precision. "
-        "Reported on calls only (and `functools.partial(api, ...)`), never on type hints, isinstance or base "
-        "classes, nor on APIs that dispatch no ATen op."
+        "The restriction notes of the support tables are parsed into facts when the data is built (dtype "
+        "lists per parameter, arguments not supported or only with some values, rank limits; "
+        "rules_data/README.md) and a call is reported only where it plausibly breaks one: a dtype known at "
+        "the call (its `dtype=` argument, an explicit cast of its tensor such as `x.double()`) outside the "
+        "list, or a restricted argument in use (`F.interpolate(x, scale_factor=2)`, `topk(..., sorted=False)`, "
+        "`x.to(memory_format=torch.channels_last)`). bf16 counts as listed where torch_npu's autocast runs "
+        "the op's kernel in bf16. Notes about hardware models or compatibility switches concern no call. "
+        "The message states the fact in English; the CSV Tips keep the original note."
     )
-    example = "d = torch.cdist(a, b)"
-    use_instead = "Check the restriction in the message against your dtypes and arguments. Off by default: enable with `--extend-select ASC103`."
+    example = "y = F.interpolate(x, scale_factor=2, mode=\"nearest\")"
+    use_instead = ("Pass a supported dtype or argument value (here `size=` instead of `scale_factor=`). Off by default: "
+                   "enable with `--extend-select ASC103`.")
 
-    fires = [("import torch\nd = torch.cdist(a, b)\n", 2)]
+    fires = [
+        ("import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2, mode='nearest')\n", 2),
+        ("import torch\nv, i = torch.topk(x, 5, sorted=False)\n", 2),
+        ("import torch\nx = torch.randn(2, 3)\ny = x.to(memory_format=torch.channels_last)\n", 3),
+        ("import torch\nv = torch.sum(x, dtype=torch.float32)\n", 2),
+        # a low-precision dtype known at the call, outside a list that names another one
+        ("import torch\nx = torch.randn(4)\nr = x.bfloat16().repeat_interleave(2)\n", 3),
+        ("import torch.nn.functional as F\ny = F.pad(x.bfloat16(), (1, 1), mode='reflect')\n", 2),
+    ]
     passes = [
         "import torch\nx = torch.zeros(3)\n",
         "import torch\nf = torch.cdist\n",
         "import torch\ndef f(x: torch.Tensor) -> torch.Tensor:\n    return x\n",
         "import torch.nn as nn\nclass Net(nn.Module):\n    pass\n",
+        # notes read literally: "self: fp32 only" on a view and on item(), a dtype list of the input
+        "import torch\nx = torch.randn(4)\ny = x.detach()\nz = x.new_zeros(3)\nv = x.sum().item()\n",
+        "import torch.nn as nn\nfc = nn.Linear(4, 4)\nconv = nn.Conv2d(3, 8, 3)\n",
+        "import torch.nn.functional as F\ny = F.interpolate(x, size=(8, 8), mode='bilinear')\n",
+        "import torch\nv, i = torch.topk(x, 5)\nw = x.to(memory_format=torch.contiguous_format)\n",
+        # yolov5 7.0 utils/dataloaders.py:925: a collate_fn runs in the DataLoader workers, on the host
+        "import torch.nn.functional as F\nclass LoadImages:\n    @staticmethod\n    def collate_fn4(batch):\n"
+        "        im, label = zip(*batch)\n        return F.interpolate(im[0].float(), scale_factor=2.0, mode='bilinear')\n",
+        # a hardware note (Atlas inference cards) and a compatibility switch concern no argument
+        "import torch\nx = torch.randn(2)\ny = x.to('npu:1')\n",
+        "import torch.nn as nn\nnorm = nn.LayerNorm(8)\n",
+        # bf16: the note lists fp16 and fp32 only, but torch_npu's autocast runs addmm in bf16
+        "import torch\nimport torch.nn as nn\nfc = nn.Linear(4, 4, dtype=torch.bfloat16)\n",
+        # fp64 is ASC508's; "fp32 only" lists and integer dtypes (diffusers marigold_image_processing.py:524,
+        # pipeline_rfd4_proteina.py:231)
+        "import torch\nimport torch.nn as nn\nfc = nn.Linear(4, 4, dtype=torch.float64)\n",
+        "import torch\nx = torch.randn(4)\nv = x.half().item()\n",
+        "import torch\nimg = torch.rand(4)\nimg = (img * 255).to(dtype=torch.uint8, device='cpu').numpy()\n",
+        "import torch\n_, ids = torch.unique(c['molecule_iid'].long(), return_inverse=True)\n",
+        # F.pad's constant mode lists bf16 (its reflect list does not)
+        "import torch.nn.functional as F\ny = F.pad(x.bfloat16(), (1, 1), mode='constant')\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -241,6 +282,138 @@ class RestrictedApi(_ApiStatusRule):
             super().check(node, ctx)
 
     def emit(self, node, ctx, api, note, how) -> None:
-        ctx.report(node, self.code, f"{api} is supported on NPU with restrictions (torch_npu {ctx.data.version}: "
-                   f"{in_english(note)})",
-                   api=api, tips=f"supported with restrictions: {note}")
+        facts = ctx.data.restrictions.get(api)
+        broken = restriction_broken(ctx.parent, node, api, facts, ctx) if facts and not _data_pipeline(ctx) else None
+        if broken or ctx.config.official_lists:  # the official lists' audit reports every restricted call
+            ctx.report(node, self.code, f"{api} is supported on NPU with restrictions (torch_npu {ctx.data.version}: "
+                       f"{broken or in_english(note)})", api=api, tips=f"supported with restrictions: {note}")
+
+
+def _data_pipeline(ctx) -> bool:
+    """Inside a DataLoader worker's code, which runs on the host: a ``collate_fn``, or ``__getitem__`` /
+    ``__iter__`` of a class (a Dataset).  An NPU operator's restriction does not apply there."""
+    for node in reversed(ctx.stack):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                node.name.startswith("collate_fn") or node.name in ("__getitem__", "__iter__")):
+            return True
+    return False
+
+
+_DTYPES = {  # torch dtype attribute -> the tables' spelling
+    "float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float64": "fp64",
+    "double": "fp64", "int8": "int8", "uint8": "uint8", "int16": "int16", "short": "int16", "int32": "int32",
+    "int": "int32", "int64": "int64", "long": "int64", "bool": "bool", "complex64": "complex64",
+    "cfloat": "complex64", "complex128": "complex128", "cdouble": "complex128",
+}
+# The dtypes a dtype fact is checked for: fp16/bf16 support differs op by op on NPU, and a list that names one
+# of them shows the op was checked in low precision.  A list naming only fp32 ("self仅支持fp32" on detach,
+# item, numpy) records the dtype tested, not an exclusion; integer and bool dtypes outside a list were found
+# to work on the tuning corpora (uint8 images to numpy, int64 ids to unique); fp64/complex are ASC508's.
+_LOW_PRECISION = frozenset({"fp16", "bf16"})
+_CASTS = {"half": "fp16", "float": "fp32", "double": "fp64", "bfloat16": "bf16", "long": "int64", "int": "int32",
+          "short": "int16", "bool": "bool", "byte": "uint8", "char": "int8"}  # x.half() ...
+
+
+def _dtype_constant(node, ctx) -> Optional[str]:
+    """``torch.float64`` -> ``fp64``."""
+    name = ctx.chain(node) if isinstance(node, ast.Attribute) else None
+    return _DTYPES.get(name[6:]) if name and name.startswith("torch.") else None
+
+
+def _cast_dtype(expr, ctx) -> Optional[str]:
+    """The dtype an expression is explicitly cast to or built with: ``x.double()``, ``x.to(torch.int8)``,
+    ``x.type(torch.half)``, ``torch.zeros(3, dtype=torch.int64)``."""
+    if not isinstance(expr, ast.Call):
+        return None
+    func = expr.func
+    dtype = next((k.value for k in expr.keywords if k.arg == "dtype"), None)
+    if isinstance(func, ast.Attribute) and ctx.chain(func) is None:
+        if func.attr in _CASTS and not expr.args and not expr.keywords:
+            return _CASTS[func.attr]
+        if func.attr in ("to", "type") and dtype is None and expr.args:
+            dtype = expr.args[0]
+    return _dtype_constant(dtype, ctx) if dtype is not None else None
+
+
+def _literal(node, ctx):
+    """(True, value) for a literal argument (``False``, ``'reflect'``, ``-1``, ``torch.channels_last``)."""
+    if isinstance(node, ast.Constant):
+        return True, node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
+            and isinstance(node.operand.value, (int, float)):
+        return True, -node.operand.value
+    chain = ctx.chain(node) if isinstance(node, ast.Attribute) else None
+    return (True, chain) if chain else (False, None)
+
+
+def _same(a, b) -> bool:
+    return type(a) is type(b) and a == b  # True is not 1
+
+
+def _argument_broken(fact: dict, keywords: dict, ctx) -> Optional[str]:
+    arg = fact["arg"]
+    node = keywords.get(arg)
+    if node is None:
+        return f"{arg} must be set to {fact['value']!r}" if fact["rule"] == "set_to" and None not in keywords else None
+    known, value = _literal(node, ctx)
+    rule = fact["rule"]
+    if rule == "absent" and not (known and value is None):
+        return f"the {arg} argument is not supported"
+    if not known:
+        return None
+    if rule == "not" and _same(value, fact["value"]):
+        return f"{arg}={value!r} is not supported"
+    if rule == "in" and value not in fact["values"]:
+        return f"{arg} is supported only as {' or '.join(map(str, fact['values']))}, here {value}"
+    if rule == "none_if" and value is not None:
+        cond = keywords.get(fact["if"])
+        if cond is not None and _literal(cond, ctx) == (True, True):
+            return f"{arg} must be None when {fact['if']}=True"
+    if rule == "gt" and isinstance(value, (int, float)) and not isinstance(value, bool) and value <= fact["value"]:
+        return f"{arg} must be greater than {fact['value']}, here {value}"
+    if rule == "set_to" and value != fact["value"]:
+        return f"{arg} must be set to {fact['value']!r}, here {value!r}"
+    if rule == "ge0" and isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+        return f"{arg} must not be negative, here {value}"
+    return None
+
+
+def _operands(call: ast.Call, node, api: str, params, ctx) -> list:
+    """The expressions a dtype fact's parameters name at this call: the receiver of a method (``self``), the
+    first argument of a function, named keywords, the call's own ``dtype=`` (also a module's data dtype)."""
+    keywords = {k.arg: k.value for k in call.keywords if k.arg}
+    method = api.startswith("torch.Tensor.") and isinstance(node, ast.Attribute) and ctx.chain(node) is None
+    module = api.startswith("torch.nn.") and api.rsplit(".", 1)[-1][:1].isupper()
+    found = []
+    for index, param in enumerate(params):
+        if param == "dtype" or module:
+            found.append(("dtype", keywords.get("dtype")))
+        elif param in keywords:
+            found.append((param, keywords[param]))
+        elif method and param in ("self", "input") and index == 0:
+            found.append((param, node.value))
+        elif not method and len(call.args) > index:
+            found.append((param, call.args[index]))
+    return found
+
+
+def restriction_broken(call: ast.Call, node, api: str, facts: dict, ctx) -> Optional[str]:
+    """The restriction fact this call plausibly breaks, in English, or None (see ASC103's docs)."""
+    keywords = {k.arg: k.value for k in call.keywords}  # key None: ``**kwargs`` may pass anything
+    for fact in facts.get("args", ()):
+        broken = _argument_broken(fact, keywords, ctx)
+        if broken:
+            return broken
+    for fact in facts.get("dtypes", ()):
+        when = fact.get("when")
+        if when:
+            known, value = _literal(keywords[when[0]], ctx) if when[0] in keywords else (False, None)
+            if not known or _same(value, when[1]) != (when[2] == "eq"):
+                continue
+        for param, expr in _operands(call, node, api, fact["params"], ctx):
+            dtype = expr is not None and (_dtype_constant(expr, ctx) if param == "dtype" else None) or \
+                (_cast_dtype(expr, ctx) if expr is not None else None)
+            if dtype in _LOW_PRECISION and dtype not in fact["dtypes"] and _LOW_PRECISION & set(fact["dtypes"]):
+                condition = f" when {when[0]} is {'' if when[2] == 'eq' else 'not '}{when[1]!r}" if when else ""
+                return f"{param} is listed only for {', '.join(fact['dtypes'])}{condition}, here {dtype}"
+    return None

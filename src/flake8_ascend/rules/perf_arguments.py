@@ -7,6 +7,7 @@ position, to anything but the literal that causes the slowdown; a call with
 from __future__ import annotations
 
 import ast
+import re
 
 from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
@@ -24,36 +25,159 @@ def _left_default(call: ast.Call, keyword: str, index: int, *bad) -> bool:
     return value is MISSING or (value is not None and is_constant(value, *bad))
 
 
+# Libraries that decode images, audio or video into arrays: a loader in a file that imports one carries media.
+_MEDIA_LIBRARIES = frozenset({
+    "torchvision", "PIL", "cv2", "torchaudio", "librosa", "soundfile", "imageio", "skimage", "decord", "av",
+    "albumentations", "scipy.io.wavfile",
+})
+_MEDIA_WORDS = ("image", "img", "pixel", "audio", "wav", "video", "frame", "mel", "spectrogram", "picture")
+_FLOAT_FACTORIES = frozenset({"torch.randn", "torch.rand", "torch.zeros", "torch.ones", "torch.empty", "torch.full"})
+
+
+def _media_import(tree: ast.AST) -> str:
+    """The first image/audio/video library the file imports, or ``""``."""
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+        for name in names:
+            for library in _MEDIA_LIBRARIES:
+                if name == library or name.startswith(library + "."):
+                    return library
+    return ""
+
+
+def _batch_names(call: ast.Call, ctx) -> str:
+    """A media word in the names the loader's batches get: ``for images, labels in loader`` (also through
+    ``enumerate``/``tqdm``-like wrappers), or the loader's or dataset's own name (``train_image_loader``)."""
+    names = []
+    parent = ctx.parent
+    target = parent.targets[0] if isinstance(parent, ast.Assign) and len(parent.targets) == 1 else None
+    if isinstance(target, (ast.Name, ast.Attribute)):
+        loader = target.id if isinstance(target, ast.Name) else target.attr
+        names.append(loader)
+        for node in ast.walk(ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef) or ctx.tree):
+            if isinstance(node, (ast.For, ast.comprehension)) and _iterates(node.iter, loader):
+                names.extend(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+    dataset = argument(call, "dataset", 0)
+    if isinstance(dataset, (ast.Name, ast.Attribute)):
+        names.append(dataset.id if isinstance(dataset, ast.Name) else dataset.attr)
+    return next((n for n in names if any(t.startswith(_MEDIA_WORDS) for t in _words(n))), "")
+
+
+def _words(name: str) -> list:
+    """``train_imageLoader2`` -> ["train", "image", "loader"]: a media word must start a word
+    (``dataframe`` is no frame)."""
+    return [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", name)]
+
+
+def _iterates(expr: ast.AST, loader: str) -> bool:
+    """``loader``, ``self.loader``, or a call wrapping it (``enumerate(loader)``, ``tqdm(loader)``)."""
+    if isinstance(expr, ast.Call):
+        return any(_iterates(a, loader) for a in expr.args)
+    return (isinstance(expr, ast.Name) and expr.id == loader) or (isinstance(expr, ast.Attribute) and expr.attr == loader)
+
+
+def _float_tensor_dataset(call: ast.Call, ctx) -> bool:
+    """``TensorDataset(x, ...)`` whose first tensor is built here as a float tensor of rank 3 or more
+    (``torch.randn(64, 3, 64, 64)``): image- or audio-shaped samples, default-collated into large batches."""
+    dataset = argument(call, "dataset", 0)
+    if isinstance(dataset, ast.Name):
+        dataset = _bound_value(dataset.id, call, ctx)
+    if not (isinstance(dataset, ast.Call) and dataset.args and ctx.chain(dataset.func) == "torch.utils.data.TensorDataset"):
+        return False
+    first = dataset.args[0]
+    first = _bound_value(first.id, call, ctx) if isinstance(first, ast.Name) else first
+    if not (isinstance(first, ast.Call) and ctx.chain(first.func) in _FLOAT_FACTORIES):
+        return False
+    size = first.args[0] if len(first.args) == 1 and isinstance(first.args[0], (ast.Tuple, ast.List)) else None
+    dims = size.elts if size is not None else first.args
+    return len(dims) >= 3
+
+
+def _bound_value(name: str, call: ast.Call, ctx):
+    """The value of the last ``name = value`` before ``call`` in its function (or module)."""
+    value = None
+    for node in ast.walk(ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef) or ctx.tree):
+        if isinstance(node, ast.Assign) and node.lineno < call.lineno and any(
+                isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            value = node.value if value is None or node.lineno > value.lineno else value
+    return value
+
+
+def pinning_evidence(call: ast.Call, ctx) -> str:
+    """Why this loader's batches are large enough for pinned memory to matter, or ``""``: a media library
+    imported by the file, media names on its batches, or a TensorDataset of rank-3+ float tensors."""
+    library = ctx.memo("media_import", lambda c: _media_import(c.tree))
+    if library:
+        return f"the file imports {library}"
+    name = _batch_names(call, ctx)
+    if name:
+        return f"its batches are {name}"
+    if _float_tensor_dataset(call, ctx):
+        return "it collates float tensors of rank 3 or more"
+    return ""
+
+
 class DataLoaderWithoutPinMemory(Rule):
     code = "ASC503"
-    summary = "DataLoader without pin_memory=True"
+    summary = "DataLoader of image, audio or large float batches without pin_memory=True"
     node_types = (ast.Call,)
     trigger_words = ("DataLoader",)
     why = (
         "Batches in pageable host memory are first staged into a pinned buffer before the DMA to the NPU, "
         "and the copy cannot overlap with compute. `pin_memory=True` makes the workers hand over page-locked "
-        "batches, so `.to(device, non_blocking=True)` really is asynchronous."
+        "batches, so `.to(device, non_blocking=True)` really is asynchronous. That is worth a change only when "
+        "batches are large: images, audio, video (megabytes per step). A batch of token ids is a few hundred "
+        "KB whose copy takes microseconds, so the advice needs evidence in the code: the file imports an "
+        "image/audio/video library (torchvision, PIL, cv2, torchaudio, librosa, soundfile, imageio, skimage, "
+        "decord, av, albumentations), the batches or the loader or dataset are named as media "
+        "(`for images, labels in loader`), or the dataset is a `TensorDataset` of float tensors of rank 3 or "
+        "more built in the same function. Without such evidence it stays silent."
     )
-    example = "loader = DataLoader(dataset, batch_size=64, num_workers=8)"
+    example = (
+        "from torchvision import datasets\nloader = DataLoader(datasets.ImageFolder(root), batch_size=64, "
+        "num_workers=8)"
+    )
     use_instead = "`DataLoader(dataset, ..., pin_memory=True)`"
     source = f"{OFFICIAL_ADVICE} api_parameters_performance_dict; {ADVISOR_RULES}dataloader.yaml; {ADVICE_TABLE}"
     fires = [
-        ("from torch.utils.data import DataLoader\nl = DataLoader(ds, batch_size=8, num_workers=4)\n", 2),
-        ("import torch\nl = torch.utils.data.DataLoader(ds, 8, num_workers=4, pin_memory=False)\n", 2),
+        ("import torchvision\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, batch_size=8, num_workers=4)\n",
+         3),
+        ("from PIL import Image\nimport torch\nl = torch.utils.data.DataLoader(ds, 8, num_workers=4, pin_memory=False)\n",
+         3),
+        # the examples' yolo_mini/train.py:27: default collate of image-shaped float tensors
+        ("import torch\nfrom torch.utils.data import DataLoader, TensorDataset\ndef build():\n"
+         "    images = torch.randn(64, 3, 64, 64)\n    labels = torch.randint(0, 10, (64,))\n"
+         "    return DataLoader(TensorDataset(images, labels), batch_size=8, num_workers=4)\n", 6),
+        ("from torch.utils.data import DataLoader\nloader = DataLoader(data, batch_size=8)\nfor images in loader:\n"
+         "    pass\n", 2),
+        ("from torch.utils.data import DataLoader\ntrain_audio = DataLoader(ds, batch_size=8, num_workers=2)\n", 2),
     ]
     passes = [
-        "from torch.utils.data import DataLoader\nl = DataLoader(ds, num_workers=4, pin_memory=True)\n",
-        "from torch.utils.data import DataLoader\nl = DataLoader(ds, pin_memory=args.pin)\n",
-        "from torch.utils.data import DataLoader\nl = DataLoader(ds, **loader_kwargs)\n",
-        "from torch.utils.data import DataLoader\nl = DataLoader(ds, 8, True, None, None, 4, None, True)\n",
-        "from mylib import DataLoader\nl = DataLoader(ds)\n",
+        "import torchvision\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, num_workers=4, pin_memory=True)\n",
+        "import torchvision\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, pin_memory=args.pin)\n",
+        "import torchvision\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, **loader_kwargs)\n",
+        "import torchvision\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, 8, True, None, None, 4, None, True)\n",
+        "import torchvision\nfrom mylib import DataLoader\nl = DataLoader(ds)\n",
+        # litgpt 0.5 data/alpaca.py:94: token ids of an SFT collate, a few hundred KB per batch
+        "import torch\nfrom torch.utils.data import DataLoader\nclass Alpaca:\n    def train_dataloader(self):\n"
+        "        return DataLoader(self.train_dataset, batch_size=self.batch_size, shuffle=True,\n"
+        "                          num_workers=self.num_workers, collate_fn=get_sft_collate_fn(self.max_seq_length))\n",
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\nids = torch.randint(0, 100, (64, 512))\n"
+        "l = DataLoader(TensorDataset(ids), batch_size=8)\n",
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\nx = torch.randn(64, 16)\n"
+        "l = DataLoader(TensorDataset(x), batch_size=8)\n",
+        "from torch.utils.data import DataLoader\ntrain_dataframe_loader = DataLoader(ds, batch_size=8)\n",
     ]
 
     def check(self, node, ctx) -> None:
-        if callee(node, ctx, _LASTS) == _DATALOADER and _left_default(node, "pin_memory", 7, False):
-            ctx.report(node, self.code, "DataLoader without pin_memory=True: host-to-NPU copies are staged and "
-                       "cannot overlap with compute (pass pin_memory=True) [pin_memory defaults to False]",
-                       api=_DATALOADER, tips="set pin_memory=True")
+        if callee(node, ctx, _LASTS) != _DATALOADER or not _left_default(node, "pin_memory", 7, False):
+            return
+        evidence = pinning_evidence(node, ctx)
+        if evidence:
+            ctx.report(node, self.code, f"DataLoader without pin_memory=True, and its batches are large ({evidence}): "
+                       "host-to-NPU copies are staged and cannot overlap with compute (pass pin_memory=True) "
+                       "[pin_memory defaults to False]", api=_DATALOADER, tips="set pin_memory=True")
 
 
 class DataLoaderWithoutWorkers(Rule):

@@ -105,9 +105,99 @@ _CLIP_TOKENS = (
 )
 
 
+_LITGPT_GPT = (
+    "import torch.nn as nn\n\nclass GPT(nn.Module):\n    def __init__(self, config):\n        self.transformer = nn.ModuleDict(\n"
+    "            dict(wte=nn.Embedding(config.padded_vocab_size, config.n_embd)))\n"
+)
+_MARK_ONLY = (
+    "\n\ndef mark_only_lora_as_trainable(model, bias='none'):\n    for n, p in model.named_parameters():\n"
+    "        if not ({keep}):\n            p.requires_grad = False\n"
+)
+
+
 def _self_attribute(node) -> bool:
     """``self.<name>``."""
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+def _binding_name(ctx) -> str:
+    """The name an embedding built at the checked call is stored under: ``self.<name> = ...``, ``name = ...``
+    or ``dict(name=...)`` (a parameter's full name contains it), else ``""``."""
+    parent = ctx.parent
+    if isinstance(parent, ast.keyword):
+        return parent.arg or ""
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+        target = parent.targets[0]
+        return target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+    return ""
+
+
+def _sets_not_trainable(stmt: ast.AST, param: str) -> bool:
+    """``param.requires_grad = <not True>`` or ``param.requires_grad_(<not True>)`` somewhere in ``stmt``."""
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Assign):
+            value, targets = node.value, node.targets
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_":
+            value, targets = argument(node, "requires_grad", 0), [node.func]
+            value = ast.Constant(True) if value is MISSING else value
+        else:
+            continue
+        if not is_constant(value, True) and any(
+                isinstance(t, ast.Attribute) and t.attr in ("requires_grad", "requires_grad_")
+                and isinstance(t.value, ast.Name) and t.value.id == param for t in targets):
+            return True
+    return False
+
+
+def _bulk_freezes(tree: ast.AST) -> list:
+    """Statements that freeze a whole model: ``for p in m.parameters()`` / ``for n, p in m.named_parameters()``
+    setting ``p.requires_grad`` to anything but True (a LoRA / adapter helper that keeps only some weights
+    trainable), and ``m.requires_grad_(False)``.  Each as (model expression, statement)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Attribute) \
+                and node.iter.func.attr in ("parameters", "named_parameters"):
+            target = node.target.elts[-1] if isinstance(node.target, ast.Tuple) and node.target.elts else node.target
+            if isinstance(target, ast.Name) and any(_sets_not_trainable(s, target.id) for s in node.body):
+                found.append((node.iter.func.value, node))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_" \
+                and isinstance(node.func.value, ast.Name) and is_constant(argument(node, "requires_grad", 0), False):
+            found.append((node.func.value, node))
+    return found
+
+
+def _frozen_by_model(node: ast.Call, ctx) -> bool:
+    """The embedding is frozen with its whole model: by its class (``self.parameters()`` looped over or
+    ``self.requires_grad_(False)``, later in the same method or in another one), or by a module-level helper of
+    the file that freezes every parameter of the model it is given, keeping trainable only parameters whose
+    names contain one of its string literals (``"lora_" not in n``, ``"adapter_wte" in key``): litgpt's
+    ``mark_only_lora_as_trainable``."""
+    freezes = ctx.memo("bulk_freezes", lambda c: _bulk_freezes(c.tree))
+    if not freezes:
+        return False
+    cls = ctx.enclosing(ast.ClassDef)
+    method = ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
+    helpers = {stmt.name: stmt for stmt in getattr(ctx.tree, "body", ()) if isinstance(stmt, ast.FunctionDef)}
+    name = _binding_name(ctx)
+    for model, stmt in freezes:
+        if isinstance(model, ast.Name) and model.id == "self":
+            if cls is not None and _within(stmt, cls) and not (_within(stmt, method) and stmt.lineno < node.lineno):
+                return True
+            continue
+        helper = next((h for h in helpers.values() if _within(stmt, h)), None)
+        if helper is None or not isinstance(model, ast.Name) or model.id not in {
+                a.arg for a in ast.walk(helper.args) if isinstance(a, ast.arg)}:
+            continue
+        called = {n.func.id for n in ast.walk(helper) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        kept = {c.value for h in (helper, *(helpers[n] for n in called if n in helpers)) for c in ast.walk(h)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value}
+        if not any(k in name for k in kept):
+            return True
+    return False
+
+
+def _within(node: ast.AST, scope) -> bool:
+    return scope is not None and scope.lineno <= node.lineno <= (scope.end_lineno or scope.lineno)
 
 
 def _init_helper(func: ast.AST) -> bool:
@@ -133,9 +223,20 @@ class EmbeddingNondeterministic(_CallAdvice):
     fires = [
         ("import torch.nn as nn\nemb = nn.Embedding(100, 16)\n", 2),
         ("import torch.nn.functional as F\ny = F.embedding(idx, w)\n", 2),
-        # mmseg 1.2.2 models/text_encoder/clip_text_encoder.py:78: looked up by calling it
+        # mmseg 1.2.2 models/text_encoder/clip_text_encoder.py:78 without its _freeze(): looked up by calling it
         (_CLIP_TOKENS, 5),
         ("import torch.nn as nn\nemb = nn.Embedding.from_pretrained(w, freeze=False)\n", 2),
+        # litgpt model.py:31: the base model, trained in full (no freezing helper in the file)
+        (_LITGPT_GPT, 6),
+        # the helper keeps parameters named "wte" trainable: the embedding trains
+        (_LITGPT_GPT + _MARK_ONLY.format(keep='"wte" in n'), 6),
+        # diffusers kolors/text_encoder.py:725: a prefix encoder built after its model froze the rest
+        ("import torch.nn as nn\n\nclass ChatGLM(nn.Module):\n    def __init__(self, config):\n"
+         "        for param in self.parameters():\n            param.requires_grad = False\n"
+         "        self.embedding = nn.Embedding(config.pre_seq_len, 128)\n\n"
+         "    def forward(self, t):\n        return self.embedding(t)\n", 7),
+        # a helper that freezes nothing: the loop sets requires_grad to True
+        (_LITGPT_GPT + "\n\ndef unfreeze(model):\n    for p in model.parameters():\n        p.requires_grad = True\n", 6),
     ]
     passes = [
         "from mylib import Embedding\nemb = Embedding(100, 16)\n",
@@ -160,17 +261,35 @@ class EmbeddingNondeterministic(_CallAdvice):
         "    def __init__(self):\n        self.level_encoding = nn.Embedding(3, 256)\n\n"
         "    def init_weights(self):\n        normal_init(self.level_encoding, mean=0, std=1)\n\n"
         "    def forward(self, i):\n        return self.level_encoding.weight[i]\n",
+        # litgpt 0.5 lora.py:498 / adapter.py:40: LoRA and adapter models, whose helper freezes all but the adapters
+        _LITGPT_GPT + _MARK_ONLY.format(keep='"lora_" in n'),
+        _LITGPT_GPT + "\n\ndef mark_only_adapter_as_trainable(model):\n    for name, param in model.named_parameters():\n"
+        "        param.requires_grad = adapter_filter(name, param)\n\n\ndef adapter_filter(key, value):\n"
+        "    return 'adapter_wte' in key or 'gating_factor' in key\n",
+        # diffusers t5_film_transformer.py:70
+        "import torch.nn as nn\n\nclass T5Film(nn.Module):\n    def __init__(self, n, d):\n"
+        "        self.position_encoding = nn.Embedding(n, d)\n        self.position_encoding.weight.requires_grad = False\n\n"
+        "    def forward(self, p):\n        return self.position_encoding(p)\n",
+        # a text encoder frozen as a whole (diffusers kolors/text_encoder.py:779, the embedding built before)
+        "import torch.nn as nn\n\nclass Encoder(nn.Module):\n    def __init__(self):\n"
+        "        self.tok = nn.Embedding(100, 16)\n        for param in self.parameters():\n"
+        "            param.requires_grad = False\n\n    def forward(self, t):\n        return self.tok(t)\n",
+        "import torch.nn as nn\n\nclass Encoder(nn.Module):\n    def __init__(self):\n"
+        "        self.tok = nn.Embedding(100, 16)\n        self.requires_grad_(False)\n",
     ]
 
     def message(self, api: str) -> str:
         return f"{api} backward may give slightly different gradients from run to run on NPU [nondeterministic]"
 
     def stays_quiet(self, node: ast.Call, ctx) -> bool:
-        """No embedding backward runs: frozen (``from_pretrained`` freezes by default), or a ``self.<name>``
-        table its class never calls, only reads through ``.weight`` (mmdet's DETR queries)."""
+        """No embedding backward runs: frozen (``from_pretrained`` freezes by default; ``requires_grad_(False)``
+        or ``.weight.requires_grad = False`` on it; its whole model frozen, see ``_frozen_by_model``), or a
+        ``self.<name>`` table its class never calls, only reads through ``.weight`` (mmdet's DETR queries)."""
         if ctx.chain(node.func) == "torch.nn.Embedding.from_pretrained":
             freeze = argument(node, "freeze", 1)
             return freeze is MISSING or is_constant(freeze, True)
+        if _frozen_by_model(node, ctx):
+            return True
         target = ctx.parent.targets[0] if isinstance(ctx.parent, ast.Assign) and len(ctx.parent.targets) == 1 \
             else None
         cls = ctx.enclosing(ast.ClassDef)
@@ -178,7 +297,11 @@ class EmbeddingNondeterministic(_CallAdvice):
             return False
         uses = [n for n in ast.walk(cls) if isinstance(n, ast.Attribute) and _self_attribute(n.value)
                 and n.value.attr == target.attr]  # self.<name>.<something>
-        frozen = any(use.attr == "requires_grad_" for use in uses)
+        frozen = any(use.attr == "requires_grad_" for use in uses) or any(
+            isinstance(n, ast.Assign) and is_constant(n.value, False) and any(
+                isinstance(t, ast.Attribute) and t.attr == "requires_grad" and isinstance(t.value, ast.Attribute)
+                and t.value.attr == "weight" and _self_attribute(t.value.value) and t.value.value.attr == target.attr
+                for t in n.targets) for n in ast.walk(cls))  # self.<name>.weight.requires_grad = False
         mentions = sum(1 for n in ast.walk(cls) if _self_attribute(n) and n.attr == target.attr)
         initialised = sum(1 for n in ast.walk(cls) if isinstance(n, ast.Call) and _init_helper(n.func)
                           for arg in n.args[:1] if _self_attribute(arg) and arg.attr == target.attr)
