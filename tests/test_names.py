@@ -4,27 +4,19 @@ import textwrap
 
 import pytest
 
-from flake8_ascend.config import make_config
-from flake8_ascend.engine import Context
+from flake8_ascend.semantic.model import SemanticModel
 from flake8_ascend.semantic.names import canonical
 
 
 def resolve_last_call(source):
     """Qualified name of the function called by the last expression statement, and whether its receiver is a tensor."""
     tree = ast.parse(textwrap.dedent(source))
-    ctx = Context(tree, source.splitlines(keepends=True), "<test>", make_config())
-    scopes = ctx._scopes
-    target, scope = None, scopes[id(tree)]
-    for node in ast.walk(tree):
-        if id(node) in scopes:
-            for child in ast.walk(node):
-                if isinstance(child, ast.Expr) and isinstance(child.value, ast.Call):
-                    if target is None or child.lineno >= target.lineno:
-                        target, scope = child, scopes[id(node)]
-    ctx.resolver.scope = scope
+    semantic = SemanticModel(tree, source.splitlines(keepends=True))
+    target = max((n for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)),
+                 key=lambda n: n.lineno)
     func = target.value.func
-    receiver_is_tensor = isinstance(func, ast.Attribute) and ctx.is_tensor(func.value)
-    return ctx.resolver.qualname(func), receiver_is_tensor
+    receiver_is_tensor = isinstance(func, ast.Attribute) and semantic.values.is_tensor(func.value)
+    return semantic.qualname(func), receiver_is_tensor
 
 
 @pytest.mark.parametrize(

@@ -8,25 +8,18 @@ from pathlib import Path
 import pytest
 
 from conftest import run_rules
-from flake8_ascend.config import make_config
-from flake8_ascend.engine import Context
 from flake8_ascend.semantic import values as model
+from flake8_ascend.semantic.model import SemanticModel
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "values"
 
 
 def value_of_last(source: str) -> model.Value:
-    """The value of the last expression statement, asked in the scope it is written in."""
+    """The value of the last expression statement (the model needs no walk position)."""
     tree = ast.parse(source)
-    ctx = Context(tree, source.splitlines(keepends=True), "<test>", make_config())
-    last, scope = None, ctx._scopes[id(tree)]
-    for node in ast.walk(tree):
-        if id(node) in ctx._scopes:
-            for child in ast.walk(node):
-                if isinstance(child, ast.Expr) and (last is None or child.lineno >= last.lineno):
-                    last, scope = child, ctx._scopes[id(node)]
-    ctx.resolver.scope = scope
-    return ctx.values.of(last.value)
+    semantic = SemanticModel(tree, source.splitlines(keepends=True))
+    last = max((n for n in ast.walk(tree) if isinstance(n, ast.Expr)), key=lambda n: n.lineno)
+    return semantic.value_of(last.value)
 
 
 @pytest.mark.parametrize("source,kind", [

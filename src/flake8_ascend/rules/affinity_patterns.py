@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import ast
 from types import SimpleNamespace
-from typing import Dict
 
 from .. import affinity
 from ..semantic.flow import Flow
@@ -89,17 +88,8 @@ class AffinityPattern(Rule):
         "import torch\ndef f(x, names):\n    x[names == 'a'] = 0\n",
     ]
 
-    def __init__(self) -> None:  # one instance per analysed file: the caches are per file
-        self._flows: Dict[int, Flow] = {}
-
     def _owner(self, ctx) -> ast.AST:
         return ctx.enclosing(*_FUNCTIONS) or ctx.tree
-
-    def _flow(self, owner: ast.AST) -> Flow:
-        flow = self._flows.get(id(owner))
-        if flow is None:
-            flow = self._flows[id(owner)] = Flow(owner)
-        return flow
 
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.Assign):
@@ -141,7 +131,7 @@ class AffinityPattern(Rule):
         entry = affinity.entries("special")["index_put"]
         if not affinity.available(entry, ctx.data.version):
             return
-        flow = self._flow(self._owner(ctx))
+        flow = ctx.model.flow(self._owner(ctx))
         why_not = self._unsafe(x, flow, ctx)
         note = f"not rewritten: {why_not}" if why_not else "ascend-analyse --fix rewrites it"
         ctx.report(node, self.code, f"replace the boolean-mask index put by x = {entry['target']}(x, mask, value) "

@@ -28,7 +28,7 @@ def _short(node: ast.AST, limit: int = 40) -> str:
 
 
 def _builtin(func: ast.AST, ctx, *names: str) -> bool:
-    return isinstance(func, ast.Name) and func.id in names and ctx.resolver.binding(func.id, func.lineno) is None
+    return isinstance(func, ast.Name) and func.id in names and ctx.model.binding(func) is None
 
 
 def _to_cpu(call: ast.Call) -> bool:

@@ -55,17 +55,30 @@ class Scope:
     def bind(self, name: str, binding: Binding) -> None:
         self.bindings.setdefault(name, []).append(binding)
 
+    def home(self, name: str) -> Optional["Scope"]:
+        """The scope that binds ``name`` as seen from here (a class scope only when it is this one)."""
+        scope: Optional[Scope] = self
+        first = True
+        while scope is not None:
+            if (first or not scope.is_class) and name in scope.bindings:
+                return scope
+            first = False
+            scope = scope.parent
+        return None
+
 
 class ScopeBuilder(ast.NodeVisitor):
     """Collects the bindings of every scope of a module in source order."""
 
     def __init__(self) -> None:
         self.scopes: Dict[int, Scope] = {}
+        self.node_scopes: Dict[int, Scope] = {}  # id(node) -> the scope its names are looked up in
         self.current: Optional[Scope] = None
         self._dispatch: Dict[type, object] = {}
 
     # NodeVisitor looks its method up by name for every node; a per-class table is much faster.
     def visit(self, node: ast.AST) -> None:
+        self.node_scopes[id(node)] = self.current
         cls = node.__class__
         method = self._dispatch.get(cls)
         if method is None:
@@ -95,6 +108,7 @@ class ScopeBuilder(ast.NodeVisitor):
         self.current.bind(node.name, Binding(node.lineno, None))
         for expr in node.decorator_list + node.args.defaults + [d for d in node.args.kw_defaults if d]:
             self.visit(expr)
+        self._annotations(node.args, node.returns)
         outer = self.current
         self._enter(node, is_class=False)
         args = node.args
@@ -106,7 +120,18 @@ class ScopeBuilder(ast.NodeVisitor):
 
     visit_FunctionDef = visit_AsyncFunctionDef = _visit_function
 
+    def _annotations(self, args: ast.arguments, returns: Optional[ast.AST]) -> None:
+        """Annotations are evaluated where the function is defined: they belong to the outer scope."""
+        for arg in args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]:
+            self.node_scopes[id(arg)] = self.current
+            if arg.annotation is not None:
+                self.visit(arg.annotation)
+        if returns is not None:
+            self.visit(returns)
+
     def visit_Lambda(self, node: ast.Lambda) -> None:
+        for expr in node.args.defaults + [d for d in node.args.kw_defaults if d]:
+            self.visit(expr)
         outer = self.current
         self._enter(node, is_class=False)
         for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
@@ -155,6 +180,8 @@ class ScopeBuilder(ast.NodeVisitor):
         if node.value is not None:
             self.visit(node.value)
         self._bind_target(node.target, node.lineno, None)
+        self.visit(node.target)
+        self.visit(node.annotation)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.generic_visit(node)
@@ -162,10 +189,12 @@ class ScopeBuilder(ast.NodeVisitor):
     def visit_NamedExpr(self, node) -> None:
         self.visit(node.value)
         self._bind_target(node.target, node.lineno, None)
+        self.visit(node.target)
 
     def visit_For(self, node) -> None:
         self.visit(node.iter)
         self._bind_target(node.target, node.lineno, None)
+        self.visit(node.target)
         for stmt in node.body + node.orelse:
             self.visit(stmt)
 
@@ -174,6 +203,7 @@ class ScopeBuilder(ast.NodeVisitor):
     def visit_comprehension(self, node: ast.comprehension) -> None:
         self.visit(node.iter)
         self._bind_target(node.target, node.target.lineno, None)
+        self.visit(node.target)
         for cond in node.ifs:
             self.visit(cond)
 
@@ -181,6 +211,7 @@ class ScopeBuilder(ast.NodeVisitor):
         self.visit(node.context_expr)
         if node.optional_vars is not None:
             self._bind_target(node.optional_vars, node.context_expr.lineno, None)
+            self.visit(node.optional_vars)
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
         if node.name:
