@@ -15,12 +15,13 @@ Answers depend only on the node asked about, so a rule may ask about any node, i
 from __future__ import annotations
 
 import ast
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from .flow import Flow
 from .names import Binding, Resolver, Scope, ScopeBuilder
 from .summaries import Summaries
 from .values import Value, Values
+from ..walk import iter_children
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -37,6 +38,7 @@ class SemanticModel:
         self._node_scopes = builder.node_scopes
         self._resolvers: Dict[int, Resolver] = {}
         self._flows: Dict[int, Flow] = {}
+        self._calls: Optional[Dict[str, List[ast.Call]]] = None
         self.summaries = Summaries(self)
         self.values = Values(self)
 
@@ -71,8 +73,39 @@ class SemanticModel:
         """The local assignments of a function or module body (built on first use, shared by all rules)."""
         flow = self._flows.get(id(owner))
         if flow is None:
-            flow = self._flows[id(owner)] = Flow(owner)
+            flow = self._flows[id(owner)] = Flow(self.scopes[id(owner)])
         return flow
+
+    def calls(self, name: str) -> List[ast.Call]:
+        """Every call in the file of ``name(...)`` or ``<expr>.name(...)`` (indexed on first use)."""
+        if self._calls is None:
+            self._calls = {}
+            for node in ast.walk(self.tree):
+                if isinstance(node, ast.Call):
+                    func = node.func
+                    called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(
+                        func, ast.Attribute) else None
+                    if called is not None:
+                        self._calls.setdefault(called, []).append(node)
+        return self._calls.get(name, [])
+
+    def ancestors(self, node: ast.AST) -> List[ast.AST]:
+        """The nodes enclosing ``node``, the module first; a search pruned by line, for the rare question
+        about a node the engine's walk is not at (a call site in another function)."""
+        line = getattr(node, "lineno", None)
+
+        def search(current: ast.AST, path: List[ast.AST]) -> Optional[List[ast.AST]]:
+            for child in iter_children(current):
+                if child is node:
+                    return path
+                start = getattr(child, "lineno", None)
+                if line is None or start is None or start <= line <= child.end_lineno:
+                    found = search(child, path + [child])
+                    if found is not None:
+                        return found
+            return None
+
+        return search(self.tree, [self.tree]) or []
 
     # -- values -----------------------------------------------------------------------------------
     def value_of(self, node: ast.AST) -> Value:
