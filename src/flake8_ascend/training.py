@@ -26,6 +26,7 @@ import ast
 from bisect import bisect_left
 from typing import Dict, List, Optional, Sequence, Set
 
+from .semantic.summaries import enclosing_class
 from .semantic.values import returns_tensor_method
 
 _STEP_WORDS = ("backward", ".step(")  # a training step call spells one of these
@@ -182,6 +183,39 @@ class Training:
             if isinstance(parent, _BOUNDARIES):
                 return id(parent) in self.step_functions
             child = parent
+        return False
+
+    def called_every_step(self, stack: Sequence[ast.AST], node: ast.AST, model, depth: int = 0) -> bool:
+        """Does ``node`` run on every call of its function, a function that per-step code of this file calls?
+
+        ``empty_cache()`` in a loss helper that each step calls: the function's call sites (``f(...)`` of a
+        module-level function, ``self.f(...)`` of a method) are checked with ``runs_every_step``, then, two
+        calls deep, with this test.  Under any ``if`` or ``except`` inside the function it is not every call.
+        """
+        function = None
+        for parent in reversed(stack):
+            if isinstance(parent, (ast.If, ast.IfExp, ast.excepthandler)):
+                return False
+            if isinstance(parent, _BOUNDARIES):
+                function = parent
+                break
+        if not isinstance(function, _FUNCTIONS) or not self.loops:
+            return False
+        home = model.scope(function)
+        for call in model.calls(function.name):
+            func = call.func
+            if home.is_class:  # self.f(...) in another method of the same class
+                if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                        and func.value.id == "self" and model.function(call) is not function
+                        and enclosing_class(model.scope(call)) is home):
+                    continue
+            elif not isinstance(func, ast.Name) or model.scope(call).home(func.id) is not home \
+                    or home is not model.module:
+                continue
+            where = model.ancestors(call)
+            if self.runs_every_step(where, call) or (
+                    depth < 2 and self.called_every_step(where, call, model, depth + 1)):
+                return True
         return False
 
     def holds_tensor(self, expr: ast.AST, ctx) -> bool:

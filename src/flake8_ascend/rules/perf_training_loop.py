@@ -31,6 +31,12 @@ def _builtin(func: ast.AST, ctx, *names: str) -> bool:
     return isinstance(func, ast.Name) and func.id in names and ctx.model.binding(func) is None
 
 
+def _every_step(node: ast.AST, ctx) -> bool:
+    """In a training loop or step function, or in a function that such code calls on every step."""
+    info = training(ctx)
+    return info.runs_every_step(ctx.stack, node) or info.called_every_step(ctx.stack, node, ctx.model)
+
+
 def _to_cpu(call: ast.Call) -> bool:
     device = argument(call, "device", 0)
     return isinstance(call.func, ast.Attribute) and call.func.attr == "to" and is_constant(device, "cpu")
@@ -249,17 +255,32 @@ class EmptyCacheInTrainingLoop(Rule):
     fires = [
         ("import torch\nfor x in data:\n    f(x).backward()\n    opt.step()\n    torch.npu.empty_cache()\n", 5),
         ("import torch_npu\nfor x in data:\n    f(x).backward()\n    torch_npu.npu.empty_cache()\n", 4),
+        # a loss helper every step calls
+        ("import torch\ndef compute_loss(pred, y):\n    loss = crit(pred, y)\n    torch.cuda.empty_cache()\n"
+         "    return loss\nfor x, y in data:\n    loss = compute_loss(model(x), y)\n    loss.backward()\n"
+         "    opt.step()\n", 4),
+        ("import torch\nclass Trainer:\n    def _loss(self, x):\n        torch.cuda.empty_cache()\n"
+         "        return self.model(x).sum()\n    def fit(self):\n        for x in self.data:\n"
+         "            self._loss(x).backward()\n", 4),
     ]
     passes = [
         "import torch\nfor x in data:\n    f(x).backward()\ntorch.npu.empty_cache()\n",
         "import torch\nfor i, x in enumerate(data):\n    f(x).backward()\n    if i % 1000 == 0:\n"
         "        torch.cuda.empty_cache()\n",
         "for x in data:\n    f(x).backward()\n    cache.empty_cache()\n",
+        # helpers called by validation only, under a condition, periodically, or once after training
+        "import torch\ndef evaluate(x):\n    torch.cuda.empty_cache()\n    return model(x)\n"
+        "for x in data:\n    f(x).backward()\nfor x in val:\n    evaluate(x)\n",
+        "import torch\ndef compute_loss(x):\n    if low_memory:\n        torch.cuda.empty_cache()\n"
+        "    return f(x)\nfor x in data:\n    compute_loss(x).backward()\n",
+        "import torch\ndef clean():\n    torch.cuda.empty_cache()\nfor i, x in enumerate(data):\n"
+        "    f(x).backward()\n    if i % 100 == 0:\n        clean()\n",
+        "import torch\ndef clean():\n    torch.cuda.empty_cache()\nfor x in data:\n    f(x).backward()\nclean()\n",
     ]
 
     def check(self, node, ctx) -> None:
         qualname = callee(node, ctx, _EMPTY_CACHE_LASTS)
-        if qualname in _EMPTY_CACHE and training(ctx).runs_every_step(ctx.stack, node):
+        if qualname in _EMPTY_CACHE and _every_step(node, ctx):
             ctx.report(node, self.code, f"{qualname}() on every training step forces the allocator to refetch "
                        "device memory each step (remove it from the loop) [empty_cache in the training loop]",
                        api=qualname, tips="remove empty_cache from the training loop")
@@ -279,15 +300,19 @@ class GcCollectInTrainingLoop(Rule):
     example = "for x in loader:\n    loss = f(x)\n    loss.backward()\n    gc.collect()"
     fix = "Collect every N steps or once per epoch; avoid reference cycles; `gc.freeze()` after start-up."
     source = f"{ADVISOR_RULES}gc.yaml; {ADVICE_TABLE}"
-    fires = [("import gc\nfor x in data:\n    f(x).backward()\n    opt.step()\n    gc.collect()\n", 5)]
+    fires = [("import gc\nfor x in data:\n    f(x).backward()\n    opt.step()\n    gc.collect()\n", 5),
+             ("import gc\ndef tidy():\n    gc.collect()\ndef train_step(x):\n    f(x).backward()\n    opt.step()\n"
+              "    tidy()\nfor x in data:\n    train_step(x)\n", 3)]
     passes = [
         "import gc\nfor x in data:\n    f(x).backward()\ngc.collect()\n",
         "import gc\nfor i, x in enumerate(data):\n    f(x).backward()\n    if i % 500 == 0:\n        gc.collect()\n",
         "for x in data:\n    f(x).backward()\n    pool.collect()\n",
+        "import gc\nclass A:\n    def tidy(self):\n        gc.collect()\nclass B:\n    def fit(self):\n"
+        "        for x in data:\n            f(x).backward()\n            self.tidy()\n",
     ]
 
     def check(self, node, ctx) -> None:
-        if callee(node, ctx, _GC_LASTS) == "gc.collect" and training(ctx).runs_every_step(ctx.stack, node):
+        if callee(node, ctx, _GC_LASTS) == "gc.collect" and _every_step(node, ctx):
             ctx.report(node, self.code, "gc.collect() pauses the host on every training step, leaving the NPU "
                        "idle (collect every N steps) [Python GC in the training loop]",
                        api="gc.collect", tips="collect every N steps or once per epoch")
