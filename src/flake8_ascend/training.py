@@ -26,7 +26,6 @@ import ast
 from bisect import bisect_left
 from typing import Dict, List, Optional, Sequence, Set
 
-from .semantic.summaries import enclosing_class
 from .semantic.values import returns_tensor_method
 
 _STEP_WORDS = ("backward", ".step(")  # a training step call spells one of these
@@ -201,17 +200,7 @@ class Training:
                 break
         if not isinstance(function, _FUNCTIONS) or not self.loops:
             return False
-        home = model.scope(function)
-        for call in model.calls(function.name):
-            func = call.func
-            if home.is_class:  # self.f(...) in another method of the same class
-                if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
-                        and func.value.id == "self" and model.function(call) is not function
-                        and enclosing_class(model.scope(call)) is home):
-                    continue
-            elif not isinstance(func, ast.Name) or model.scope(call).home(func.id) is not home \
-                    or home is not model.module:
-                continue
+        for call in model.summaries.call_sites(function):
             where = model.ancestors(call)
             if self.runs_every_step(where, call) or (
                     depth < 2 and self.called_every_step(where, call, model, depth + 1)):

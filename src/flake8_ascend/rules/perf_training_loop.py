@@ -10,12 +10,15 @@ import ast
 
 from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
+from ..semantic.values import DEVICE
 from ..training import training
 from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
 
 _CSV = "api_performance_advice.csv"
 _LOOP_WORDS = ("backward", ".step(")
 _SYNC_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})
+_DTYPES = frozenset("float16 half bfloat16 float32 float float64 double int8 uint8 int16 short int32 int int64 long "
+                    "bool complex64 complex128".split())
 _SYNCHRONIZE = frozenset({"torch.cuda.synchronize", "torch.npu.synchronize", "torch_npu.npu.synchronize"})
 _EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.npu.empty_cache", "torch_npu.npu.empty_cache"})
 _EMPTY_CACHE_LASTS = last_names(*_EMPTY_CACHE)
@@ -157,8 +160,22 @@ def _device_like(expr, ctx) -> bool:
         return ctx.qualname(expr.func) == "torch.device"
     if isinstance(expr, (ast.Name, ast.Attribute)):
         name = expr.id if isinstance(expr, ast.Name) else expr.attr
-        return "dtype" not in name.lower() and not (ctx.qualname(expr) or "").startswith("torch.")
+        return "dtype" not in name.lower() and not (ctx.qualname(expr) or "").startswith("torch.") \
+            and not _names_dtype(expr, ctx)
     return False
+
+
+def _names_dtype(expr: ast.AST, ctx) -> bool:
+    """A local name bound to a torch dtype: ``precision = torch.bfloat16 if bf16 else torch.float16``."""
+    if not isinstance(expr, ast.Name):
+        return False
+    owner = ctx.model.function(expr)
+    binding = ctx.model.flow(owner or ctx.tree).binding(expr)
+    value = binding.value if binding is not None and binding.index is None else None
+    options = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+    return value is not None and all(
+        (ctx.qualname(o) or "").rsplit(".", 1)[-1] in _DTYPES for o in options if isinstance(o, ast.Attribute))\
+        and all(isinstance(o, ast.Attribute) for o in options)
 
 
 def _loop_data(expr, ctx) -> bool:
@@ -205,6 +222,10 @@ class BlockingCopyInTrainingLoop(Rule):
         "for x in data:\n    x = x.to(device)\n    y = model(x)\n",
         "import torch\nfor x in data:\n    x = x.to(torch.float16)\n    f(x).backward()\n",
         "for x in data:\n    x = x.to(dtype)\n    f(x).backward()\n",
+        # casts of batches already on the device, and dtypes chosen at run time
+        "for x, y in data:\n    x = x.cuda(non_blocking=True)\n    x = x.to(memory_format)\n    f(x).backward()\n",
+        "import torch\nprecision = torch.bfloat16 if bf16 else torch.float16\nfor x in data:\n"
+        "    x = x.to(precision)\n    f(x).backward()\n",
         "for x in data:\n    x = x.to(**kw)\n    f(x).backward()\n",
         "for x in data:\n    x = x.cuda(non_blocking=True)\n    f(x).backward()\n",
         "for x in data:\n    net = copy.deepcopy(model).cuda(rank)\n    net(x).sum().backward()\n",
@@ -221,6 +242,8 @@ class BlockingCopyInTrainingLoop(Rule):
             device = argument(node, "device", 0)
             if device is None or device is MISSING or not _device_like(device, ctx):
                 return
+            if ctx.values.of(func.value).device == DEVICE:
+                return  # already placed on the device (``x.cuda(non_blocking=True)`` earlier): a cast at most
         info = training(ctx)
         if not info.loops or (func.attr != "to" and not (
                 info.holds_tensor(func.value, ctx) or _loop_data(func.value, ctx))):

@@ -69,6 +69,9 @@ class ShapeFromValue(Rule):
         "import numpy as np\nimport torch\ndef f(x):\n    sizes = np.array([2, 3])\n    return x.split(sizes[0])\n",
         "import torch\ndef f(x: torch.Tensor):\n    return x.new_zeros(x.shape[0], 4)\n",
         "import torch\ndef f(x):\n    table = torch.tensor([1, 2, 4])\n    return x.view(-1, table[1])\n",
+        # mmdet solo_head.py:567: level bounds from the config, the same every step
+        "import torch\ndef f(labels, scores, grids):\n    bounds = labels.new_tensor(grids).pow(2).cumsum(0)\n"
+        "    return scores.new_ones(bounds[-1])\n",
         "import torch\ndef f(x: torch.Tensor, idx: torch.Tensor):\n    return x[:, idx[0]]\n",
         # a tensor element as the receiver of a size query (mmpose rtmo_head.py:201, litgpt utils.py:324)
         "import torch\ndef f(x: torch.Tensor):\n    for i in range(len(x)):\n"

@@ -38,7 +38,7 @@ class SemanticModel:
         self._node_scopes = builder.node_scopes
         self._resolvers: Dict[int, Resolver] = {}
         self._flows: Dict[int, Flow] = {}
-        self._calls: Optional[Dict[str, List[ast.Call]]] = None
+        self._calls = builder.calls
         self.summaries = Summaries(self)
         self.values = Values(self)
 
@@ -77,16 +77,7 @@ class SemanticModel:
         return flow
 
     def calls(self, name: str) -> List[ast.Call]:
-        """Every call in the file of ``name(...)`` or ``<expr>.name(...)`` (indexed on first use)."""
-        if self._calls is None:
-            self._calls = {}
-            for node in ast.walk(self.tree):
-                if isinstance(node, ast.Call):
-                    func = node.func
-                    called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(
-                        func, ast.Attribute) else None
-                    if called is not None:
-                        self._calls.setdefault(called, []).append(node)
+        """Every call in the file of ``name(...)`` or ``<expr>.name(...)``, in source order."""
         return self._calls.get(name, [])
 
     def ancestors(self, node: ast.AST) -> List[ast.AST]:

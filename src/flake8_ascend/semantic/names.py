@@ -101,6 +101,7 @@ class ScopeBuilder(ast.NodeVisitor):
     def __init__(self) -> None:
         self.scopes: Dict[int, Scope] = {}
         self.node_scopes: Dict[int, Scope] = {}  # id(node) -> the scope its names are looked up in
+        self.calls: Dict[str, List[ast.Call]] = {}  # ``f(...)`` and ``x.f(...)`` by the called name
         self.current: Optional[Scope] = None
         self._dispatch: Dict[type, object] = {}
 
@@ -176,6 +177,13 @@ class ScopeBuilder(ast.NodeVisitor):
         for stmt in node.body:
             self.visit(stmt)
         self.current = outer
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        if called is not None:
+            self.calls.setdefault(called, []).append(node)
+        self.generic_visit(node)
 
     # -- bindings -------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:

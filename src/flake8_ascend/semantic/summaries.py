@@ -4,6 +4,8 @@
   return annotation first);
 - ``function(name, scope)`` / ``method(name, scope)``: the value of calling a module-level function or
   a method of the enclosing class by name;
+- ``parameter(function, name)``: what the file's call sites pass for a parameter (``f(x > 0)`` /
+  ``self.f(mask=m)``), when they all agree;
 - ``attributes(cls)``: what the methods of a class assign to ``self.x`` (or ``register_buffer``), when
   the assignments agree;
 - ``constructed(cls)``: ``self.x = nn.SiLU()`` in ``__init__``: the qualified name each attribute is built by.
@@ -13,7 +15,7 @@ The values themselves come from ``values.Values``; a summary only says which exp
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Dict, List, Optional
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from .names import Scope
 from .values import ARRAY, CONTAINER, HOST, OTHER, TENSOR, UNKNOWN, UNKNOWN_VALUE, Value, agree, annotation_is_tensor
@@ -42,6 +44,7 @@ class Summaries:
         self._returns: Dict[int, Value] = {}
         self._attributes: Dict[int, Dict[str, Value]] = {}
         self._constructed: Dict[int, Dict[str, str]] = {}
+        self._parameters: Dict[Tuple[int, str], Value] = {}
         self._registers: Optional[bool] = None
 
     # -- functions --------------------------------------------------------------------------------
@@ -95,6 +98,55 @@ class Summaries:
         self._returns[id(node)] = result
         return result
 
+    def call_sites(self, function: ast.AST) -> List[ast.Call]:
+        """The calls of ``function`` in this file: ``f(...)`` where the name ``f`` is this def, or
+        ``self.f(...)`` in another method of the same class."""
+        model = self.model
+        home = model.scope(function)
+        found = []
+        for call in model.calls(function.name):
+            func = call.func
+            if home.is_class:
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
+                        and model.function(call) is not function and enclosing_class(model.scope(call)) is home:
+                    found.append(call)
+            elif isinstance(func, ast.Name) and model.scope(call).home(func.id) is home:
+                found.append(call)
+        return found
+
+    def parameter(self, function: ast.AST, name: str, depth: int) -> Value:
+        """What every call site of ``function`` in this file passes for parameter ``name`` (or its default),
+        when they agree; unknown without call sites or when one spreads ``*args`` / ``**kwargs``."""
+        key = (id(function), name)
+        found = self._parameters.get(key)
+        if found is not None:
+            return found
+        self._parameters[key] = UNKNOWN_VALUE  # recursion guard
+        args = function.args
+        positional = [a.arg for a in args.posonlyargs + args.args]
+        if self.model.scope(function).is_class and not any(
+                isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list):
+            positional = positional[1:]  # self / cls
+        defaults = dict(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+        defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+        values = self.model.values
+        passed = []
+        for call in self.call_sites(function):
+            if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+                passed = []
+                break
+            arg = next((k.value for k in call.keywords if k.arg == name), None)
+            if arg is None and name in positional and positional.index(name) < len(call.args):
+                arg = call.args[positional.index(name)]
+            if arg is None:
+                arg = defaults.get(name)
+            if arg is None:
+                passed = []
+                break
+            passed.append(values.value_in(arg, self.model.scope(arg), depth))
+        found = self._parameters[key] = agree(passed)
+        return found
+
     def annotated(self, annotation: ast.AST, scope: Scope) -> Value:
         """An annotation: ``Tensor``, ``np.ndarray``, ``Tuple[np.ndarray, np.ndarray]``."""
         resolver = self.model.resolver(scope)
@@ -145,7 +197,9 @@ class Summaries:
         table = {}
         for attr, assigned in found.items():  # several assignments count only when they agree
             if len({v.kind for v in assigned}) == 1:
-                table[attr] = assigned[0] if len(assigned) == 1 else Value(assigned[0].kind)
+                devices = {v.device for v in assigned}
+                table[attr] = assigned[0] if len(assigned) == 1 else Value(
+                    assigned[0].kind, devices.pop() if len(devices) == 1 else None)
         return table
 
     def constructed(self, cls: ast.ClassDef) -> Dict[str, str]:

@@ -426,7 +426,7 @@ class Values:
         flow = self.model.flow(owner)
         binding = flow.binding(name) if home is scope else (flow.bindings.get(name.id) or [None])[-1]
         if binding is None:
-            return self._parameter(name.id, owner, home)
+            return self._parameter(name.id, owner, home, depth)
         if binding.value is None:
             if binding.each is not None:  # for n in counts.tolist(): one element of the iterable
                 return self._element(self._value(binding.each, home, depth), name.id, owner, home)
@@ -434,7 +434,22 @@ class Values:
         value = self._value(binding.value, home, depth)
         if binding.index is not None:
             value = _item(value, binding.index)
+        elif isinstance(binding.value, ast.List):
+            value = self._grown_list(binding.value, name.id, home, depth)
         return self._refine(value, name.id, owner, home, depth)
+
+    def _grown_list(self, literal: ast.List, name: str, home: Scope, depth: int) -> Value:
+        """``masks = []`` then ``masks.append(x > t)`` in the same body: a list of what the literal and the
+        appends put in, when every element is a tensor (``torch.cat(masks)`` is then a mask)."""
+        elements = [self._value(e, home, depth) for e in literal.elts]
+        for call in self.model.calls("append"):
+            receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+            if isinstance(receiver, ast.Name) and receiver.id == name and len(call.args) == 1 \
+                    and self.model.scope(call) is home:
+                elements.append(self._value(call.args[0], home, depth))
+        if elements and all(v.tensor for v in elements):
+            return Value(CONTAINER, items=(agree(elements),))
+        return Value(CONTAINER)
 
     def _refine(self, value: Value, name: str, owner: ast.AST, scope: Scope, depth: int = 0) -> Value:
         """Evidence from use settles what the assignment left open (``m = a > b``, ``x = f(y)``)."""
@@ -450,7 +465,7 @@ class Values:
             return Value(MASK)  # a comparison that selects from a tensor is a boolean tensor
         return value
 
-    def _parameter(self, name: str, owner: ast.AST, scope: Scope) -> Value:
+    def _parameter(self, name: str, owner: ast.AST, scope: Scope, depth: int) -> Value:
         args = getattr(owner, "args", None)
         if args is None:
             return UNKNOWN_VALUE
@@ -464,6 +479,10 @@ class Values:
         else:
             return UNKNOWN_VALUE
         value = self._refine(UNKNOWN_VALUE, name, owner, scope)
+        if value.kind == UNKNOWN and isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            passed = self.summaries.parameter(owner, name, depth)  # what the file's call sites pass
+            if passed.kind != UNKNOWN:
+                return passed
         if value.kind == UNKNOWN and _numeric_default(args, name):
             return Value(NUMBER)  # ``ignore_index=255``: a number unless its uses say otherwise
         return value
@@ -645,7 +664,11 @@ class Values:
                 return Value(MASK, items[0].device, all(v.const for v in items))
             tensors = [v for v in items if v.tensor]
             return Value(TENSOR, tensors[0].device, all(v.const for v in items)) if tensors else UNKNOWN_VALUE
-        return self._value(first, scope, depth)
+        value = self._value(first, scope, depth)
+        if name in _SAME_DTYPE and value.kind == CONTAINER and value.items is not None and len(value.items) == 1 \
+                and value.items[0].tensor:
+            return value.items[0]  # ``torch.cat(masks)`` of a list of masks
+        return value
 
     def _method(self, name: str, receiver: Value, call: ast.Call, scope: Scope, depth: int) -> Value:
         if receiver.kind == ARRAY:
@@ -657,6 +680,8 @@ class Values:
         if not receiver.tensor:
             if name == "cpu" and receiver.kind == UNKNOWN:
                 return Value(UNKNOWN, HOST)  # a tensor's or a module's copy on the CPU
+            if name in _TO_DEVICE and receiver.kind == UNKNOWN:
+                return Value(UNKNOWN, DEVICE)  # on the device, whichever it is
             if name in ("size", "dim", "numel") and receiver.kind == UNKNOWN:
                 return SIZES if name == "size" and not call.args else Value(NUMBER)
             if name == "numpy":
@@ -721,6 +746,8 @@ class Values:
         """Built from literals and sizes only: factories, or ops whose tensor inputs are all constant."""
         if receiver_args == 0 and name in _FACTORIES and name not in _LIKE:
             return name in _CONSTANT_FACTORIES and not any(self._value(a, scope, depth).tensor for a in call.args)
+        if receiver_args and name == "new_tensor":  # like torch.tensor: values given by the code, not data
+            return bool(call.args) and not any(self._value(a, scope, depth).tensor for a in call.args)
         inputs = ([first] if receiver_args and first is not None else []) + [
             self._value(a, scope, depth) for a in call.args]
         for arg in call.args:
@@ -741,11 +768,14 @@ def _numeric_default(args: ast.arguments, name: str) -> bool:
 
 
 def agree(values: List[Value]) -> Value:
-    """What several ``return`` values have in common (item by item for tuples of one length)."""
+    """What several values (returns, call-site arguments) have in common (item by item for tuples of one length);
+    a device only when all say the same one."""
     if not values:
         return UNKNOWN_VALUE
     if all(v.tensor for v in values):
-        return Value(MASK if all(v.kind == MASK for v in values) else TENSOR)
+        devices = {v.device for v in values}
+        return Value(MASK if all(v.kind == MASK for v in values) else TENSOR, devices.pop() if len(devices) == 1
+                     else None)
     if all(v.kind == CONTAINER and v.items for v in values) and len({len(v.items) for v in values}) == 1:
         return Value(CONTAINER, items=tuple(agree([v.items[i] for v in values]) for i in range(len(values[0].items))))
     kinds = {v.kind for v in values}
