@@ -211,9 +211,8 @@ class Training:
         """``ctx.is_tensor`` widened by the loss names: ``loss``, ``loss.detach()``, ``loss * 2``."""
         if ctx.is_tensor(expr):
             return True
-        if isinstance(expr, ast.Name):
-            scope = ctx.enclosing(*_BOUNDARIES) or ctx.tree
-            return expr.id in self.loss_names.get(id(scope), ())
+        if isinstance(expr, ast.Name):  # the def, lambda, class or module whose names ``expr`` reads
+            return expr.id in self.loss_names.get(id(ctx.model.scope(expr).node), ())
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
             return returns_tensor_method(expr.func.attr) and self.holds_tensor(expr.func.value, ctx)
         if isinstance(expr, ast.BinOp):

@@ -36,7 +36,6 @@ class SemanticModel:
         self.scopes: Dict[int, Scope] = builder.build(tree)
         self.module: Scope = self.scopes[id(tree)]
         self._node_scopes = builder.node_scopes
-        self._resolvers: Dict[int, Resolver] = {}
         self._flows: Dict[int, Flow] = {}
         self._calls = builder.calls
         self.summaries = Summaries(self)
@@ -48,15 +47,12 @@ class SemanticModel:
         return self._node_scopes.get(id(node)) or self.module
 
     def resolver(self, scope: Scope) -> Resolver:
-        """A resolver for the names of ``scope`` (one per scope)."""
-        resolver = self._resolvers.get(id(scope))
-        if resolver is None:
-            resolver = self._resolvers[id(scope)] = Resolver(self.scopes, scope)
-        return resolver
+        """The resolver for the names of ``scope``."""
+        return scope.resolver
 
     def qualname(self, node: ast.AST) -> Optional[str]:
         """Fully qualified import path of a name or attribute chain read at ``node``, if it is one."""
-        return self.resolver(self.scope(node)).qualname(node)
+        return (self._node_scopes.get(id(node)) or self.module).resolver.qualname(node)
 
     def binding(self, name: ast.Name) -> Optional[Binding]:
         """The binding of ``name`` in force where it is read, or None (a builtin or an undefined name)."""

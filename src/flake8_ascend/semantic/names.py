@@ -79,6 +79,7 @@ class Scope:
     bindings: Dict[str, List[Binding]] = field(default_factory=dict)  # per name, in source order
     assignments: List[ast.AST] = field(default_factory=list)  # every Assign / AnnAssign statement of the body
     shared: Set[str] = field(default_factory=set)  # names declared global / nonlocal here
+    resolver: Optional["Resolver"] = None  # resolves names read in this scope (set by the builder)
 
     def bind(self, name: str, binding: Binding) -> None:
         self.bindings.setdefault(name, []).append(binding)
@@ -126,12 +127,10 @@ class ScopeBuilder(ast.NodeVisitor):
 
     def _enter(self, node: ast.AST, is_class: bool) -> Scope:
         scope = Scope(node, self.current, is_class)
+        scope.resolver = Resolver(self.scopes, scope)
         self.scopes[id(node)] = scope
         self.current = scope
         return scope
-
-    def _resolver(self) -> "Resolver":
-        return Resolver(self.scopes, self.current)
 
     def _visit_function(self, node) -> None:
         self.current.bind(node.name, Binding(DEFINITION, node.lineno, _start(node)))
@@ -210,7 +209,7 @@ class ScopeBuilder(ast.NodeVisitor):
             kind, alias = PLACEHOLDER, None
         else:
             kind = ASSIGNMENT
-            alias = self._resolver().qualname(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+            alias = self.current.resolver.qualname(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
         for target in node.targets:
             self._bind_target(target, kind, node.lineno, end, value, alias)
             self.visit(target)

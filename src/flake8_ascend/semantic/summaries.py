@@ -18,7 +18,8 @@ import ast
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from .names import Scope
-from .values import ARRAY, CONTAINER, HOST, OTHER, TENSOR, UNKNOWN, UNKNOWN_VALUE, Value, agree, annotation_is_tensor
+from .values import (ARRAY, CONTAINER, HOST, OTHER, TENSOR, UNKNOWN, UNKNOWN_VALUE, Value, agree, annotation_is_tensor,
+                     walk)
 
 if TYPE_CHECKING:
     from .model import SemanticModel
@@ -189,7 +190,7 @@ class Summaries:
                 for target in targets:
                     if _is_self_attribute(target) and stmt.value is not None:
                         found.setdefault(target.attr, []).append(values.value_in(stmt.value, scope, depth))
-            for call in ast.walk(node) if self._buffers() else ():  # self.register_buffer('name', tensor)
+            for call in walk(node) if self._buffers() else ():  # self.register_buffer('name', tensor)
                 if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
                         and call.func.attr == "register_buffer" and len(call.args) >= 2 \
                         and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
@@ -209,7 +210,7 @@ class Summaries:
             found = self._constructed[id(cls)] = {}
             for stmt in cls.body:
                 if isinstance(stmt, _FUNCTIONS) and stmt.name == "__init__":
-                    for node in ast.walk(stmt):
+                    for node in self.model.scopes[id(stmt)].assignments:
                         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                             qualname = self.model.qualname(node.value.func)
                             for target in node.targets:

@@ -181,6 +181,7 @@ class Values:
         self._evidence: Dict[int, _Evidence] = {}
         self._foreign: Dict[int, bool] = {}
         self._placing: Dict[int, bool] = {}
+        self._lists: Dict[int, Value] = {}
         self._busy: Set[int] = set()
         self._cut = False
 
@@ -273,7 +274,7 @@ class Values:
         found = self._placing.get(id(owner))
         if found is None:
             found = False
-            for node in _walk(owner):
+            for node in walk(owner):
                 if isinstance(node, ast.keyword) and node.arg == "device":
                     found = _device_literal(node.value) != HOST
                 elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -304,7 +305,7 @@ class Values:
         """One walk of a function body: which names are used as tensors, which as arrays."""
         evidence = _Evidence()
         resolver = self.model.resolver(scope)
-        for node in _walk(owner):
+        for node in walk(owner):
             if isinstance(node, ast.Subscript):
                 parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
                 for part in parts:
@@ -441,6 +442,12 @@ class Values:
     def _grown_list(self, literal: ast.List, name: str, home: Scope, depth: int) -> Value:
         """``masks = []`` then ``masks.append(x > t)`` in the same body: a list of what the literal and the
         appends put in, when every element is a tensor (``torch.cat(masks)`` is then a mask)."""
+        found = self._lists.get(id(literal))
+        if found is None:
+            found = self._lists[id(literal)] = self._list_elements(literal, name, home, depth)
+        return found
+
+    def _list_elements(self, literal: ast.List, name: str, home: Scope, depth: int) -> Value:
         elements = [self._value(e, home, depth) for e in literal.elts]
         for call in self.model.calls("append"):
             receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
@@ -784,7 +791,7 @@ def agree(values: List[Value]) -> Value:
     return UNKNOWN_VALUE
 
 
-def _walk(node: ast.AST):
+def walk(node: ast.AST):
     """Every node under ``node`` (``ast.walk`` without contexts and operators, which is much faster)."""
     stack = [node]
     while stack:
