@@ -4,27 +4,19 @@ import textwrap
 
 import pytest
 
-from flake8_ascend.config import make_config
-from flake8_ascend.engine import Context
+from flake8_ascend.semantic.model import SemanticModel
 from flake8_ascend.semantic.names import canonical
 
 
 def resolve_last_call(source):
     """Qualified name of the function called by the last expression statement, and whether its receiver is a tensor."""
     tree = ast.parse(textwrap.dedent(source))
-    ctx = Context(tree, source.splitlines(keepends=True), "<test>", make_config())
-    scopes = ctx._scopes
-    target, scope = None, scopes[id(tree)]
-    for node in ast.walk(tree):
-        if id(node) in scopes:
-            for child in ast.walk(node):
-                if isinstance(child, ast.Expr) and isinstance(child.value, ast.Call):
-                    if target is None or child.lineno >= target.lineno:
-                        target, scope = child, scopes[id(node)]
-    ctx.resolver.scope = scope
+    semantic = SemanticModel(tree, source.splitlines(keepends=True))
+    target = max((n for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)),
+                 key=lambda n: n.lineno)
     func = target.value.func
-    receiver_is_tensor = isinstance(func, ast.Attribute) and ctx.is_tensor(func.value)
-    return ctx.resolver.qualname(func), receiver_is_tensor
+    receiver_is_tensor = isinstance(func, ast.Attribute) and semantic.values.is_tensor(func.value)
+    return semantic.qualname(func), receiver_is_tensor
 
 
 @pytest.mark.parametrize(
@@ -98,3 +90,42 @@ def test_canonical_keeps_public_paths():
     assert canonical("torch.nn.modules.linear.Linear") == "torch.nn.Linear"
     assert canonical("torch.functional.norm") == "torch.norm"
     assert canonical("torch.where") == "torch.where"
+
+
+def test_the_semantic_package_imports_no_higher_layer():
+    """semantic/ answers rules; it must not import them, the front ends or the engine (issue 23)."""
+    import flake8_ascend.semantic as package
+    from pathlib import Path
+
+    higher = ("rules", "modes", "cli", "plugin", "engine", "flake8_settings", "registry")
+    for path in Path(package.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                parts = (node.module or "").split(".")
+                top = parts[0] if node.level else parts[1] if parts[0] == "flake8_ascend" and len(parts) > 1 else ""
+                assert node.level == 1 or top not in higher, f"{path.name} imports {'.' * node.level}{node.module}"
+
+
+def test_answers_do_not_depend_on_the_order_of_questions():
+    """A rule may ask about any node in any order: the same answers, asked backwards or forwards."""
+    source = textwrap.dedent("""\
+        import torch
+        import numpy as np
+        def f(x: torch.Tensor, a):
+            keep = x > 0
+            a = np.asarray(a)
+            return x[keep], a[a > 0], F.relu(x)
+        def g(y):
+            from torch.nn import functional as F
+            return F.relu(y)
+        """)
+    answers = []
+    for order in (1, -1):
+        tree = ast.parse(source)
+        semantic = SemanticModel(tree, source.splitlines(keepends=True))
+        nodes = [n for n in ast.walk(tree) if isinstance(n, ast.expr)][::order]
+        answers.append(sorted((n.lineno, n.col_offset, type(n).__name__, semantic.value_of(n).kind,
+                               semantic.qualname(n) or "") for n in nodes))
+    assert answers[0] == answers[1]
+    assert (9, 11, "Attribute", "other", "torch.nn.functional.relu") in answers[0]  # g's local import
+    assert (6, 30, "Attribute", "unknown", "") in answers[0]  # not imported in f

@@ -8,25 +8,18 @@ from pathlib import Path
 import pytest
 
 from conftest import run_rules
-from flake8_ascend.config import make_config
-from flake8_ascend.engine import Context
 from flake8_ascend.semantic import values as model
+from flake8_ascend.semantic.model import SemanticModel
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "values"
 
 
 def value_of_last(source: str) -> model.Value:
-    """The value of the last expression statement, asked in the scope it is written in."""
+    """The value of the last expression statement (the model needs no walk position)."""
     tree = ast.parse(source)
-    ctx = Context(tree, source.splitlines(keepends=True), "<test>", make_config())
-    last, scope = None, ctx._scopes[id(tree)]
-    for node in ast.walk(tree):
-        if id(node) in ctx._scopes:
-            for child in ast.walk(node):
-                if isinstance(child, ast.Expr) and (last is None or child.lineno >= last.lineno):
-                    last, scope = child, ctx._scopes[id(node)]
-    ctx.resolver.scope = scope
-    return ctx.values.of(last.value)
+    semantic = SemanticModel(tree, source.splitlines(keepends=True))
+    last = max((n for n in ast.walk(tree) if isinstance(n, ast.Expr)), key=lambda n: n.lineno)
+    return semantic.value_of(last.value)
 
 
 @pytest.mark.parametrize("source,kind", [
@@ -95,6 +88,35 @@ def test_near_misses_are_not_tensors(source, kind):
 def test_device_and_constant_tables(source, device, const):
     value = value_of_last(source)
     assert (value.device, value.const) == (device, const)
+
+
+# Across boundaries: parameters from the file's call sites, lists grown by append, other methods.
+@pytest.mark.parametrize("source,kind", [
+    ("import torch\ndef f(x: torch.Tensor):\n    g(x > 0)\ndef g(m):\n    m\n", model.MASK),
+    ("import torch\nclass A:\n    def f(self, x: torch.Tensor):\n        self.g(x, mask=x > 0)\n"
+     "    def g(self, x, mask):\n        mask\n", model.MASK),
+    ("import torch\ndef f(x: torch.Tensor):\n    g(x.isnan())\n    g()\ndef g(m=None):\n    m\n", model.UNKNOWN),
+    ("import torch\ndef f(x: torch.Tensor):\n    g(x > 0)\n    g([1, 2])\ndef g(m):\n    m\n", model.UNKNOWN),
+    ("import torch\ndef f(args):\n    g(*args)\ndef g(m):\n    m\n", model.UNKNOWN),
+    ("import numpy as np\ndef f(a):\n    g(np.asarray(a) > 0)\ndef g(m):\n    m\n", model.ARRAY),
+    ("import torch\ndef f(xs):\n    masks = []\n    for x in xs:\n        masks.append(torch.isnan(x))\n"
+     "    torch.cat(masks)\n", model.MASK),
+    ("import torch\ndef f(xs):\n    inds = []\n    for x in xs:\n        inds.append(torch.nonzero(x))\n"
+     "    torch.cat(inds)\n", model.TENSOR),                                   # index tensors, not masks
+    ("import torch\ndef f(x: torch.Tensor):\n    ms = [x.isnan(), x.isinf()]\n    a, b = ms\n    b\n", model.MASK),
+    ("import torch\ndef f(xs):\n    rows = []\n    rows.append([0, 1])\n    torch.cat(rows)\n", model.TENSOR),
+])
+def test_values_across_boundaries(source, kind):
+    assert value_of_last(source).kind == kind
+
+
+def test_host_copies_made_in_other_methods_stay_on_the_host():
+    source = ("import torch\nclass A:\n    def keep(self, t: torch.Tensor):\n        self.cache = t.cpu()\n"
+              "    def refresh(self, t: torch.Tensor):\n        self.cache = t.detach().cpu()\n"
+              "    def _host(self, x: torch.Tensor):\n        if x.dim() == 1:\n            return x.cpu()\n"
+              "        return x.detach().cpu()\n    def use(self, x):\n        self.cache\n        self._host(x)\n")
+    assert value_of_last(source).device == model.HOST
+    assert value_of_last(source.rsplit("        self._host", 1)[0]).device == model.HOST
 
 
 def test_readout_numbers():

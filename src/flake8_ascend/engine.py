@@ -1,7 +1,8 @@
 """The rule engine shared by the flake8 plugin and ``ascend-analyse``.
 
-``lint(tree, lines, path, config)`` builds the scope table once, then walks
-the tree once, handing each node to the rules registered for its type.  A
+``lint(tree, lines, path, config)`` builds the file's semantic model once
+(``semantic.model.SemanticModel``), then walks the tree once, handing each
+node to the rules registered for its type.  A
 rule reports through ``Context.report``; the result is a sorted list of
 ``Finding``.
 """
@@ -17,10 +18,9 @@ from flake8.defaults import NOQA_FILE, NOQA_INLINE_REGEXP
 from flake8.utils import parse_comma_separated_list
 
 from .config import Config
-from .semantic.names import Resolver, ScopeBuilder
 from .registry import Rule, all_rules
 from .rewrite import Rewrite
-from .semantic.values import Values
+from .semantic.model import SemanticModel
 from .walk import child_fields
 
 T = TypeVar("T")
@@ -46,9 +46,6 @@ class Finding:
         return f"{self.code} {self.message}"
 
 
-_SCOPE_NODES = frozenset({ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
-
-
 class Context:
     """What a rule sees while the engine walks one file."""
 
@@ -62,14 +59,13 @@ class Context:
         self.findings: List[Finding] = []
         self._chains: Dict[int, Optional[str]] = {}
         self._memo: Dict[str, object] = {}
-        self._scopes = ScopeBuilder().build(tree)
-        self.resolver = Resolver(self._scopes, self._scopes[id(tree)])
-        self.values = Values(self)  # the value model: what an expression is, where it lives
+        self.model = SemanticModel(tree, lines)  # scopes, bindings, values: independent of the walk
+        self.values = self.model.values  # the value model: what an expression is, where it lives
 
     # -- questions rules ask ---------------------------------------------
     def qualname(self, node: ast.AST) -> Optional[str]:
         """Fully qualified import path of a name or attribute chain, if it is one."""
-        return self.resolver.qualname(node)
+        return self.model.qualname(node)
 
     def is_tensor(self, node: ast.AST) -> bool:
         """Is ``node`` known to be a torch tensor (``self.values`` has the finer questions)?"""
@@ -92,7 +88,7 @@ class Context:
         ):
             result = None
         else:
-            result = self.resolver.qualname(node)
+            result = self.model.qualname(node)
         self._chains[key] = result
         return result
 
@@ -172,8 +168,6 @@ def lint(
         return []
     handlers = _handlers(active)
     ctx = Context(tree, lines, path, config)
-    scopes = ctx._scopes
-    resolver = ctx.resolver
     stack = ctx.stack
 
     def visit(node: ast.AST) -> None:
@@ -181,9 +175,6 @@ def lint(
         for rule in handlers.get(cls, ()):
             rule.check(node, ctx)
         stack.append(node)
-        scope = scopes.get(id(node)) if cls in _SCOPE_NODES else None
-        if scope is not None:
-            outer, resolver.scope = resolver.scope, scope
         for name in child_fields(cls):
             value = getattr(node, name, None)
             if value.__class__ is list:
@@ -192,8 +183,6 @@ def lint(
                         visit(item)
             elif isinstance(value, AST):
                 visit(value)
-        if scope is not None:
-            resolver.scope = outer
         stack.pop()
 
     visit(tree)

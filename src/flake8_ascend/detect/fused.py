@@ -14,6 +14,7 @@ import ast
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from ..semantic.flow import MAX_DEPTH, Flow
+from ..semantic.summaries import enclosing_class
 
 Span = Tuple[ast.AST, ast.AST]
 MODULE_OPS = {"torch.nn.SiLU": "silu", "torch.nn.GELU": "gelu", "torch.nn.LayerNorm": "layer_norm",
@@ -28,25 +29,10 @@ _PROB_STEPS = frozenset(("dropout", "mul", "div")) | _CASTS  # between softmax a
 STARTS = frozenset(("rsqrt", "sqrt", "cat", "concat", "concatenate", "layer_norm", "matmul", "bmm"))
 
 
-def module_ops(cls: ast.ClassDef, ctx, depth: int = 0) -> Dict[str, str]:
+def module_ops(cls: ast.ClassDef, ctx) -> Dict[str, str]:
     """``self.<attr>`` -> op for the modules ``__init__`` builds (``self.act = nn.SiLU()`` -> silu), those of
-    base classes defined in the same file first (litgpt's ``GemmaMLP(LLaMAMLP)`` keeps LLaMAMLP's Linears)."""
-    found: Dict[str, str] = {}
-    for base in cls.bases if depth < MAX_DEPTH else ():
-        parent = next((s for s in getattr(ctx.tree, "body", ()) if isinstance(s, ast.ClassDef)
-                       and isinstance(base, ast.Name) and s.name == base.id and s is not cls), None)
-        if parent is not None:
-            found.update(module_ops(parent, ctx, depth + 1))
-    for stmt in cls.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "__init__":
-            for node in ast.walk(stmt):
-                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                    op = MODULE_OPS.get(ctx.qualname(node.value.func) or "")
-                    for target in node.targets:
-                        if op and isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
-                                and target.value.id == "self":
-                            found[target.attr] = op
-    return found
+    base classes defined in the same file included (litgpt's ``GemmaMLP(LLaMAMLP)`` keeps LLaMAMLP's Linears)."""
+    return {attr: MODULE_OPS[q] for attr, q in ctx.model.summaries.constructed(cls).items() if q in MODULE_OPS}
 
 
 class Patterns:
@@ -56,14 +42,11 @@ class Patterns:
         self.ctx = ctx
         self.owner = owner
         self.attrs = attrs
-        self._flow: Optional[Flow] = None
 
     @property
     def flow(self) -> Flow:
-        """The owner's ``Flow``, built on the first question that needs one."""
-        if self._flow is None:
-            self._flow = Flow(self.owner)
-        return self._flow
+        """The owner's ``Flow`` (the semantic model's, built on the first question that needs one)."""
+        return self.ctx.model.flow(self.owner)
 
     # -- what an expression computes -------------------------------------------------------
     def op(self, expr: ast.AST, follow: bool = True) -> Optional[Tuple[str, List[ast.AST], ast.AST]]:
@@ -295,11 +278,8 @@ def function_patterns(ctx) -> Optional[Patterns]:
         return None
 
     def build(ctx) -> Patterns:
-        index = next(i for i, n in enumerate(ctx.stack) if n is owner)
-        cls = ctx.stack[index - 1] if index else None
-        attrs = ctx.memo(f"fused.modules.{id(cls)}", lambda c: module_ops(cls, c)) \
-            if isinstance(cls, ast.ClassDef) else {}
-        return Patterns(ctx, owner, attrs)
+        cls = enclosing_class(ctx.model.scopes[id(owner)])
+        return Patterns(ctx, owner, module_ops(cls.node, ctx) if cls is not None else {})
 
     return ctx.memo(f"fused.patterns.{id(owner)}", build)
 

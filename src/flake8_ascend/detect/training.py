@@ -195,13 +195,35 @@ class Training:
             child = parent
         return False
 
+    def called_every_step(self, stack: Sequence[ast.AST], node: ast.AST, model, depth: int = 0) -> bool:
+        """Does ``node`` run on every call of its function, a function that per-step code of this file calls?
+
+        ``empty_cache()`` in a loss helper that each step calls: the function's call sites (``f(...)`` of a
+        module-level function, ``self.f(...)`` of a method) are checked with ``runs_every_step``, then, two
+        calls deep, with this test.  Under any ``if`` or ``except`` inside the function it is not every call.
+        """
+        function = None
+        for parent in reversed(stack):
+            if isinstance(parent, (ast.If, ast.IfExp, ast.excepthandler)):
+                return False
+            if isinstance(parent, _BOUNDARIES):
+                function = parent
+                break
+        if not isinstance(function, _FUNCTIONS) or not self.loops:
+            return False
+        for call in model.summaries.call_sites(function):
+            where = model.ancestors(call)
+            if self.runs_every_step(where, call) or (
+                    depth < 2 and self.called_every_step(where, call, model, depth + 1)):
+                return True
+        return False
+
     def holds_tensor(self, expr: ast.AST, ctx) -> bool:
         """``ctx.is_tensor`` widened by the loss names: ``loss``, ``loss.detach()``, ``loss * 2``."""
         if ctx.is_tensor(expr):
             return True
-        if isinstance(expr, ast.Name):
-            scope = ctx.enclosing(*_BOUNDARIES) or ctx.tree
-            return expr.id in self.loss_names.get(id(scope), ())
+        if isinstance(expr, ast.Name):  # the def, lambda, class or module whose names ``expr`` reads
+            return expr.id in self.loss_names.get(id(ctx.model.scope(expr).node), ())
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
             return returns_tensor_method(expr.func.attr) and self.holds_tensor(expr.func.value, ctx)
         if isinstance(expr, ast.BinOp):

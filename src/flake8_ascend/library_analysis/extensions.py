@@ -92,13 +92,13 @@ class ExtensionCalls:
         return None
 
     def bind_handle(self, target: ast.Name, loaded: Optional[frozenset], module_level: bool, enclosing,
-                    ctx, line: int) -> None:
+                    ctx) -> None:
         """``target = <loader call>`` providing ``loaded``."""
         if module_level or target.id in self.declared_global(enclosing):
             known = self.global_handles.get(target.id, frozenset())
             self.global_handles[target.id] = None if known is None or loaded is None else known | loaded
             return
-        binding = ctx.resolver.binding(target.id, line)
+        binding = ctx.model.binding(target)
         if binding is not None:
             self.handles[id(binding)] = loaded
 

@@ -166,7 +166,7 @@ class Collector(ExtensionCalls):
 
     # -- references -----------------------------------------------------------------------
     def _binding(self, node: ast.Name, ctx):
-        return ctx.resolver.binding(node.id, node.lineno)
+        return ctx.model.binding(node)
 
     def _is_global(self, binding, name: str) -> bool:
         scope = self.module_scope
@@ -222,10 +222,7 @@ class Collector(ExtensionCalls):
     # -- the handlers ---------------------------------------------------------------------
     def check(self, node, ctx) -> None:
         if self.module_scope is None:
-            scope = ctx.resolver.scope
-            while scope.parent is not None:
-                scope = scope.parent
-            self.module_scope = scope
+            self.module_scope = ctx.model.module
         if type(node) is ast.Attribute:  # the most frequent node: reject it fast
             if self.may_be_operator(node) and isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load):
                 self.handle_use(node, ctx)
@@ -287,9 +284,9 @@ class Collector(ExtensionCalls):
         built = None if loaded is not False else self.ref(value.func, ctx, key)
         for target in targets:
             if isinstance(target, ast.Name) and loaded is not False:
-                self.bind_handle(target, loaded, module_level, enclosing, ctx, node.lineno)
+                self.bind_handle(target, loaded, module_level, enclosing, ctx)
             elif isinstance(target, ast.Name) and built:
-                binding = ctx.resolver.binding(target.id, node.lineno)
+                binding = ctx.model.binding(target)
                 if binding is not None:
                     self.instances[id(binding)] = built
             elif built and isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):

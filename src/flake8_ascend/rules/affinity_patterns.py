@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import ast
 from types import SimpleNamespace
-from typing import Dict
 
 from ..detect import affinity
 from ..semantic.flow import Flow
@@ -25,6 +24,7 @@ _LABELS = {
     "add_layer_norm": "add + layer_norm",
 }
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_AUGMENTED = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.FloorDiv: "//"}
 
 
 _LLAMA_MLP = (
@@ -45,7 +45,8 @@ class AffinityPattern(Rule):
     ``x = npu_fast_condition_index_put(x, mask, value)`` rebinds ``x``, so it is offered only when ``x`` is a
     local name bound in the same body to a newly allocated tensor and not stored anywhere else afterwards.
     ``x[mask] = tensor`` and masks beside other indices (``x[:, mask] = 0``) name ``torch.where`` /
-    ``masked_scatter_`` / ``masked_fill_`` instead, never rewritten.
+    ``masked_scatter_`` / ``masked_fill_`` instead, never rewritten.  ``x[mask] *= value`` reads and
+    writes back through the mask (an index and an IndexPut): ``torch.where(mask, x * value, x)``.
     *Fused blocks* (detected through the local names of one function, see ``detect/fused.py``): hand-written
     RMSNorm, rotate_half RoPE, SwiGLU/GeGLU, attention matmul-softmax-matmul and add + layer_norm; these
     are reported, never rewritten.
@@ -53,7 +54,7 @@ class AffinityPattern(Rule):
 
     code = "ASC304"
     summary = "code pattern replaceable by an NPU affinity or fused API (Api Type special)"
-    node_types = (ast.Assign, ast.Call, ast.BinOp)
+    node_types = (ast.Assign, ast.AugAssign, ast.Call, ast.BinOp)
     trigger_words = ("torch",)
     api_type = "special"
     why = (
@@ -90,6 +91,10 @@ class AffinityPattern(Rule):
         ("import numpy as np\nimport torch\ncondition = input1 < 0.5\nvalue = 0.\ninput1[condition] = value\n", 5),
         ("import torch\ndef f(x, m):\n    keep = x.new_zeros(3) > 0\n    x[:, keep] = 0\n", 4),
         ("import torch\ndef f(bboxes, scores):\n    keep = scores > 0.5\n    bboxes[keep] = bboxes.new_zeros(4)\n", 4),
+        # augmented assignment through a mask: an index read and an IndexPut
+        ("import torch\ndef f(x: torch.Tensor, mask: torch.Tensor):\n    m = mask > 0\n    x[:, m] *= 0\n", 4),
+        ("import torch\ndef f(scores, labels):\n    ignore = labels == -1\n    scores[ignore] -= scores.new_tensor(1.0)\n"
+         "    return scores.softmax(-1)\n", 4),
     ]
     passes = [
         # the hand-written fallback of a module whose default path is scaled_dot_product_attention (NPU-fused)
@@ -104,26 +109,22 @@ class AffinityPattern(Rule):
         # one projection gated by another input's (cross gating), and one module applied twice: no SwiGLU
         _LLAMA_MLP.replace("x_fc_2 = self.fc_2(x)", "x_fc_2 = self.fc_2(y)").replace("forward(self, x)", "forward(self, x, y)"),
         _LLAMA_MLP.replace("x_fc_2 = self.fc_2(x)", "x_fc_2 = self.fc_1(x)"),
+        # augmented assignment through numpy masks, list indices, or of strings: no IndexPut on the NPU
+        "import numpy as np\nimport torch\ndef f(a):\n    a = np.asarray(a)\n    a[a > 0] *= 2\n",
+        "import torch\ndef f(x: torch.Tensor, idx):\n    x[idx] += 1\n",
+        "import torch\ndef f(x: torch.Tensor, names):\n    x[names == 'a'] += 1\n",
+        "import torch\ncounts = {}\ncounts[key > 0] += 1\n",
         "import numpy as np\nimport torch\ndef f(img):\n    img = np.asarray(img)\n    img[img > 255] = 255\n",
         "import torch\ndef f(d):\n    d = {}\n    d[d > 0] = 1\n",
         "import torch\ndef f(x):\n    x[x.shape[0] > 2] = 0\n",
         "import torch\ndef f(x, names):\n    x[names == 'a'] = 0\n",
     ]
 
-    def __init__(self) -> None:  # one instance per analysed file: the caches are per file
-        self._flows: Dict[int, Flow] = {}
-
     def _owner(self, ctx) -> ast.AST:
         return ctx.enclosing(*_FUNCTIONS) or ctx.tree
 
-    def _flow(self, owner: ast.AST) -> Flow:
-        flow = self._flows.get(id(owner))
-        if flow is None:
-            flow = self._flows[id(owner)] = Flow(owner)
-        return flow
-
     def check(self, node, ctx) -> None:
-        if isinstance(node, ast.Assign):
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
             self._index_put(node, ctx)
         elif isinstance(node, ast.Call):
             func = node.func
@@ -136,10 +137,11 @@ class AffinityPattern(Rule):
             self._fused(node, ctx)
 
     # -- x[mask] = value -----------------------------------------------------------------------
-    def _index_put(self, node: ast.Assign, ctx) -> None:
-        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Subscript):
+    def _index_put(self, node, ctx) -> None:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if len(targets) != 1 or not isinstance(targets[0], ast.Subscript):
             return
-        target = node.targets[0]
+        target = targets[0]
         x, index = target.value, target.slice
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
         masks = [p for p in parts if isinstance(p, (ast.Compare, ast.UnaryOp, ast.BinOp, ast.Name, ast.Call,
@@ -147,7 +149,10 @@ class AffinityPattern(Rule):
         if len(masks) != 1 or not self._tensor(x, masks[0], ctx):
             return
         value = ctx.values.of(node.value)
-        if value.kind == NUMBER and len(parts) == 1:
+        if isinstance(node, ast.AugAssign):
+            if value.kind == NUMBER or value.tensor:
+                self._augmented_put(node, ctx)
+        elif value.kind == NUMBER and len(parts) == 1:
             self._scalar_put(node, x, ctx)
         elif value.kind == NUMBER or value.tensor:
             what = "a Python number" if value.kind == NUMBER else "a tensor"
@@ -158,11 +163,20 @@ class AffinityPattern(Rule):
                        "and a number)", api=source_line(node, ctx.lines) or "x[mask] = value",
                        tips="torch.where / masked_scatter_ / masked_fill_")
 
+    def _augmented_put(self, node: ast.AugAssign, ctx) -> None:
+        op = _AUGMENTED.get(type(node.op))
+        if op is None:
+            return
+        ctx.report(node, self.code, f"boolean-mask augmented assignment x[mask] {op}= value reads and writes back "
+                   "through the mask (an index of data-dependent length, then IndexPut on the AI CPU): use "
+                   f"x = torch.where(mask, x {op} value, x) with mask broadcast to x's shape (not rewritten)",
+                   api=source_line(node, ctx.lines) or f"x[mask] {op}= value", tips="torch.where")
+
     def _scalar_put(self, node: ast.Assign, x: ast.AST, ctx) -> None:
         entry = affinity.entries("special")["index_put"]
         if not affinity.available(entry, ctx.data.version):
             return
-        flow = self._flow(self._owner(ctx))
+        flow = ctx.model.flow(self._owner(ctx))
         why_not = self._unsafe(x, flow, ctx)
         note = f"not rewritten: {why_not}" if why_not else "ascend-analyse --fix rewrites it"
         ctx.report(node, self.code, f"replace the boolean-mask index put by x = {entry['target']}(x, mask, value) "

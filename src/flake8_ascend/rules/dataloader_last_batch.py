@@ -14,7 +14,8 @@ subclasses it, or a local name bound to one of those (yolov5's
 from __future__ import annotations
 
 import ast
-from typing import Dict, FrozenSet, List, Optional
+import re
+from typing import FrozenSet, List, Optional
 
 from ..calls import passed
 from ..detect.loader_names import says_eval, says_train
@@ -37,16 +38,6 @@ def _loader_classes(ctx) -> FrozenSet[str]:
         if isinstance(node, ast.ClassDef) and any(c.qualname(base) in _DATALOADERS for base in node.bases)))
 
 
-def _loader_names(ctx) -> Dict[str, ast.AST]:
-    """Local names of the enclosing function and the expressions assigned to them (last one wins)."""
-    owner = ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
-    if owner is None:
-        return {}
-    return ctx.memo(f"dataloader.names.{id(owner)}", lambda c: {
-        node.targets[0].id: node.value for node in ast.walk(owner)
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)})
-
-
 def _is_loader(expr: ast.AST, ctx, depth: int = 0) -> bool:
     """torch's DataLoader, a subclass of it in this file, or a local name / ``a if c else b`` of those."""
     if ctx.qualname(expr) in _DATALOADERS:
@@ -57,8 +48,10 @@ def _is_loader(expr: ast.AST, ctx, depth: int = 0) -> bool:
         return False
     if expr.id in _loader_classes(ctx):
         return True
-    value = _loader_names(ctx).get(expr.id) if depth < 3 else None
-    return value is not None and _is_loader(value, ctx, depth + 1)
+    owner = ctx.model.function(expr)
+    binding = ctx.model.flow(owner).binding(expr) if owner is not None and depth < 3 else None
+    return binding is not None and binding.value is not None and binding.index is None and _is_loader(
+        binding.value, ctx, depth + 1)
 
 
 def _is_off(node: Optional[ast.AST]) -> bool:

@@ -41,6 +41,11 @@ class BooleanMaskRead(Rule):
         # a numpy mask still selects a data-dependent number of rows of a tensor (mmdet byte_tracker.py:252)
         ("import numpy as np\nimport torch\ndef f(inds: np.ndarray, boxes: torch.Tensor):\n"
          "    valid = inds > -1\n    return boxes[valid]\n", 5),
+        # a mask that arrives as a parameter from the file's call site, or from torch.cat of a list of masks
+        ("import torch\ndef _pick(boxes, keep):\n    return boxes[keep]\n"
+         "def post(boxes: torch.Tensor, scores: torch.Tensor):\n    return _pick(boxes, scores > 0.3)\n", 3),
+        ("import torch\ndef f(x: torch.Tensor, ys, thrs):\n    masks = []\n    for t in thrs:\n"
+         "        masks.append(x > t)\n    keep = torch.cat(masks)\n    return ys[keep]\n", 7),
     ]
     passes = [
         "import numpy as np\na = np.arange(5)\nb = a[a > 2]\n",
@@ -57,6 +62,14 @@ class BooleanMaskRead(Rule):
         # mmseg dice_loss.py:71: a mask from a constant table always keeps the same number of classes
         "import torch\ndef f(pred, ignore_index=255):\n    n = pred.size(1)\n"
         "    return pred[:, torch.arange(n) != ignore_index]\n",
+        # the helper's call sites pass numpy masks; a list of index tensors; tensors another method moved to the CPU
+        "import numpy as np\nimport torch\ndef _pick(boxes, keep):\n    return boxes[keep]\n"
+        "def post(boxes, scores):\n    return _pick(np.asarray(boxes), np.asarray(scores) > 0.3)\n",
+        "import torch\ndef f(x: torch.Tensor, ys, thrs):\n    inds = []\n    for t in thrs:\n"
+        "        inds.append(torch.nonzero(x > t))\n    return ys[torch.cat(inds)]\n",
+        "import torch\nclass Post:\n    def _host(self, x: torch.Tensor):\n        if x.dim() == 1:\n"
+        "            return x.cpu()\n        return x.detach().cpu()\n    def run(self, x: torch.Tensor):\n"
+        "        y = self._host(x)\n        return y[y > 0]\n",
     ]
 
     def check(self, node, ctx) -> None:

@@ -90,6 +90,10 @@ class DoublePrecisionTensor(Rule):
         "import torch\ndef weights(sizes):\n    d = torch.arange(len(sizes)).abs()\n"
         "    return (d == d.min()).to(torch.float64)\n",
         "def f(output):\n    kept = output.cpu()\n    return kept.double()\n",
+        # moved to the CPU by another method of the class
+        "class Meter:\n    def update(self, pred):\n        self.preds = pred.detach().cpu()\n"
+        "    def merge(self, pred):\n        self.preds = pred.detach().cpu().clone()\n    def value(self):\n"
+        "        return self.preds.double().mean()\n",
         "import torch\ndef f(x):\n    t = torch.zeros(3, dtype=torch.float64, device='cpu')\n    return x.to('cuda') + 1\n",
     ]
 

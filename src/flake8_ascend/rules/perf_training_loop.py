@@ -10,11 +10,14 @@ import ast
 
 from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
+from ..semantic.values import DEVICE
 from ..detect.training import training
 from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
 
 _LOOP_WORDS = ("backward", ".step(")
 _SYNC_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})
+_DTYPES = frozenset("float16 half bfloat16 float32 float float64 double int8 uint8 int16 short int32 int int64 long "
+                    "bool complex64 complex128".split())
 _SYNCHRONIZE = frozenset({"torch.cuda.synchronize", "torch.npu.synchronize", "torch_npu.npu.synchronize"})
 _EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.npu.empty_cache", "torch_npu.npu.empty_cache"})
 _EMPTY_CACHE_LASTS = last_names(*_EMPTY_CACHE)
@@ -27,7 +30,13 @@ def _short(node: ast.AST, limit: int = 40) -> str:
 
 
 def _builtin(func: ast.AST, ctx, *names: str) -> bool:
-    return isinstance(func, ast.Name) and func.id in names and ctx.resolver.binding(func.id, func.lineno) is None
+    return isinstance(func, ast.Name) and func.id in names and ctx.model.binding(func) is None
+
+
+def _every_step(node: ast.AST, ctx) -> bool:
+    """In a training loop or step function, or in a function that such code calls on every step."""
+    info = training(ctx)
+    return info.runs_every_step(ctx.stack, node) or info.called_every_step(ctx.stack, node, ctx.model)
 
 
 def _to_cpu(call: ast.Call) -> bool:
@@ -149,8 +158,22 @@ def _device_like(expr, ctx) -> bool:
         return ctx.qualname(expr.func) == "torch.device"
     if isinstance(expr, (ast.Name, ast.Attribute)):
         name = expr.id if isinstance(expr, ast.Name) else expr.attr
-        return "dtype" not in name.lower() and not (ctx.qualname(expr) or "").startswith("torch.")
+        return "dtype" not in name.lower() and not (ctx.qualname(expr) or "").startswith("torch.") \
+            and not _names_dtype(expr, ctx)
     return False
+
+
+def _names_dtype(expr: ast.AST, ctx) -> bool:
+    """A local name bound to a torch dtype: ``precision = torch.bfloat16 if bf16 else torch.float16``."""
+    if not isinstance(expr, ast.Name):
+        return False
+    owner = ctx.model.function(expr)
+    binding = ctx.model.flow(owner or ctx.tree).binding(expr)
+    value = binding.value if binding is not None and binding.index is None else None
+    options = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+    return value is not None and all(
+        (ctx.qualname(o) or "").rsplit(".", 1)[-1] in _DTYPES for o in options if isinstance(o, ast.Attribute))\
+        and all(isinstance(o, ast.Attribute) for o in options)
 
 
 def _loop_data(expr, ctx) -> bool:
@@ -196,6 +219,10 @@ class BlockingCopyInTrainingLoop(Rule):
         "for x in data:\n    x = x.to(device)\n    y = model(x)\n",
         "import torch\nfor x in data:\n    x = x.to(torch.float16)\n    f(x).backward()\n",
         "for x in data:\n    x = x.to(dtype)\n    f(x).backward()\n",
+        # casts of batches already on the device, and dtypes chosen at run time
+        "for x, y in data:\n    x = x.cuda(non_blocking=True)\n    x = x.to(memory_format)\n    f(x).backward()\n",
+        "import torch\nprecision = torch.bfloat16 if bf16 else torch.float16\nfor x in data:\n"
+        "    x = x.to(precision)\n    f(x).backward()\n",
         "for x in data:\n    x = x.to(**kw)\n    f(x).backward()\n",
         "for x in data:\n    x = x.cuda(non_blocking=True)\n    f(x).backward()\n",
         "for x in data:\n    net = copy.deepcopy(model).cuda(rank)\n    net(x).sum().backward()\n",
@@ -212,6 +239,8 @@ class BlockingCopyInTrainingLoop(Rule):
             device = argument(node, "device", 0)
             if device is None or device is MISSING or not _device_like(device, ctx):
                 return
+            if ctx.values.of(func.value).device == DEVICE:
+                return  # already placed on the device (``x.cuda(non_blocking=True)`` earlier): a cast at most
         info = training(ctx)
         if not info.loops or (func.attr != "to" and not (
                 info.holds_tensor(func.value, ctx) or _loop_data(func.value, ctx))):
@@ -245,17 +274,32 @@ class EmptyCacheInTrainingLoop(Rule):
     fires = [
         ("import torch\nfor x in data:\n    f(x).backward()\n    opt.step()\n    torch.npu.empty_cache()\n", 5),
         ("import torch_npu\nfor x in data:\n    f(x).backward()\n    torch_npu.npu.empty_cache()\n", 4),
+        # a loss helper every step calls
+        ("import torch\ndef compute_loss(pred, y):\n    loss = crit(pred, y)\n    torch.cuda.empty_cache()\n"
+         "    return loss\nfor x, y in data:\n    loss = compute_loss(model(x), y)\n    loss.backward()\n"
+         "    opt.step()\n", 4),
+        ("import torch\nclass Trainer:\n    def _loss(self, x):\n        torch.cuda.empty_cache()\n"
+         "        return self.model(x).sum()\n    def fit(self):\n        for x in self.data:\n"
+         "            self._loss(x).backward()\n", 4),
     ]
     passes = [
         "import torch\nfor x in data:\n    f(x).backward()\ntorch.npu.empty_cache()\n",
         "import torch\nfor i, x in enumerate(data):\n    f(x).backward()\n    if i % 1000 == 0:\n"
         "        torch.cuda.empty_cache()\n",
         "for x in data:\n    f(x).backward()\n    cache.empty_cache()\n",
+        # helpers called by validation only, under a condition, periodically, or once after training
+        "import torch\ndef evaluate(x):\n    torch.cuda.empty_cache()\n    return model(x)\n"
+        "for x in data:\n    f(x).backward()\nfor x in val:\n    evaluate(x)\n",
+        "import torch\ndef compute_loss(x):\n    if low_memory:\n        torch.cuda.empty_cache()\n"
+        "    return f(x)\nfor x in data:\n    compute_loss(x).backward()\n",
+        "import torch\ndef clean():\n    torch.cuda.empty_cache()\nfor i, x in enumerate(data):\n"
+        "    f(x).backward()\n    if i % 100 == 0:\n        clean()\n",
+        "import torch\ndef clean():\n    torch.cuda.empty_cache()\nfor x in data:\n    f(x).backward()\nclean()\n",
     ]
 
     def check(self, node, ctx) -> None:
         qualname = callee(node, ctx, _EMPTY_CACHE_LASTS)
-        if qualname in _EMPTY_CACHE and training(ctx).runs_every_step(ctx.stack, node):
+        if qualname in _EMPTY_CACHE and _every_step(node, ctx):
             ctx.report(node, self.code, f"{qualname}() on every training step forces the allocator to refetch "
                        "device memory each step (remove it from the loop) [empty_cache in the training loop]",
                        api=qualname, tips="remove empty_cache from the training loop")
@@ -274,15 +318,19 @@ class GcCollectInTrainingLoop(Rule):
     example = "for x in loader:\n    loss = f(x)\n    loss.backward()\n    gc.collect()"
     use_instead = "Collect every N steps or once per epoch; avoid reference cycles; `gc.freeze()` after start-up."
     source = f"{ADVISOR_RULES}gc.yaml; {ADVICE_TABLE}"
-    fires = [("import gc\nfor x in data:\n    f(x).backward()\n    opt.step()\n    gc.collect()\n", 5)]
+    fires = [("import gc\nfor x in data:\n    f(x).backward()\n    opt.step()\n    gc.collect()\n", 5),
+             ("import gc\ndef tidy():\n    gc.collect()\ndef train_step(x):\n    f(x).backward()\n    opt.step()\n"
+              "    tidy()\nfor x in data:\n    train_step(x)\n", 3)]
     passes = [
         "import gc\nfor x in data:\n    f(x).backward()\ngc.collect()\n",
         "import gc\nfor i, x in enumerate(data):\n    f(x).backward()\n    if i % 500 == 0:\n        gc.collect()\n",
         "for x in data:\n    f(x).backward()\n    pool.collect()\n",
+        "import gc\nclass A:\n    def tidy(self):\n        gc.collect()\nclass B:\n    def fit(self):\n"
+        "        for x in data:\n            f(x).backward()\n            self.tidy()\n",
     ]
 
     def check(self, node, ctx) -> None:
-        if callee(node, ctx, _GC_LASTS) == "gc.collect" and training(ctx).runs_every_step(ctx.stack, node):
+        if callee(node, ctx, _GC_LASTS) == "gc.collect" and _every_step(node, ctx):
             ctx.report(node, self.code, "gc.collect() pauses the host on every training step, leaving the NPU "
                        "idle (collect every N steps) [Python GC in the training loop]",
                        api="gc.collect", tips="collect every N steps or once per epoch")

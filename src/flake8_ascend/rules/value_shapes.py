@@ -49,6 +49,12 @@ class ShapeFromValue(Rule):
         ("import torch\ncount = lengths.max().item()\nbuf = x.new_zeros(count, 4)\n", 3),
         ("import torch\nfor n in sizes.tolist():\n    y = x[:n]\n", 3),
         ("import torch\nh = torch.randn(4, 8)\nk = h.view(-1, int(h.argmax()))\n", 3),
+        # a tensor element used as a size: an implicit .item()
+        ("import torch\ndef f(scores, labels, num_classes):\n    counts = torch.bincount(labels, minlength=num_classes)\n"
+         "    for i in range(num_classes):\n        top = scores[:, i].topk(k=counts[i])\n", 5),
+        ("import torch\ndef f(x: torch.Tensor, lengths: torch.Tensor):\n    for n in lengths:\n"
+         "        y = x[:n]\n", 4),
+        ("import torch\ndef f(feats, num_per_img: torch.Tensor):\n    return torch.split(feats, num_per_img[0])\n", 3),
     ]
     passes = [
         "import torch\ny = x[: len(x) // 2]\n",
@@ -57,6 +63,18 @@ class ShapeFromValue(Rule):
         "import torch\nlr = scheduler.get_last_lr()\nloss_value = loss.item()\nprint(loss_value)\n",
         "import torch\ny = torch.full((4,), v.item())\n",
         "import torch\nn = t.item()\nn = 3\ny = x[:n]\n",
+        # sizes from lists, tuples, numpy arrays, shapes and constant tables (mmdet solov2_head.py:391)
+        "import torch\ndef f(featmap_sizes):\n    return torch.zeros([0, featmap_sizes[0], featmap_sizes[1]])\n",
+        "import numpy as np\nimport torch\ndef f(x):\n    sizes = np.array([2, 3])\n    return x.split(sizes[0])\n",
+        "import torch\ndef f(x: torch.Tensor):\n    return x.new_zeros(x.shape[0], 4)\n",
+        "import torch\ndef f(x):\n    table = torch.tensor([1, 2, 4])\n    return x.view(-1, table[1])\n",
+        # mmdet solo_head.py:567: level bounds from the config, the same every step
+        "import torch\ndef f(labels, scores, grids):\n    bounds = labels.new_tensor(grids).pow(2).cumsum(0)\n"
+        "    return scores.new_ones(bounds[-1])\n",
+        "import torch\ndef f(x: torch.Tensor, idx: torch.Tensor):\n    return x[:, idx[0]]\n",
+        # a tensor element as the receiver of a size query (mmpose rtmo_head.py:201, litgpt utils.py:324)
+        "import torch\ndef f(x: torch.Tensor):\n    for i in range(len(x)):\n"
+        "        a, b = x[i].split(x[i].size(1) // 2, 1)\n",
         # mmdet horizontal_boxes.py:353: a numpy mask array sliced by box coordinates
         "import numpy as np\nimport torch\ndef f(boxes, h, w):\n    m = np.zeros((len(boxes), h, w))\n"
         "    m[0, int(boxes[0, 1]):int(boxes[0, 3])] = 1\n    return m\n",
@@ -108,18 +126,42 @@ class ShapeFromValue(Rule):
         return None
 
 
-def _mentions_readout(node: Optional[ast.AST], ctx) -> Optional[ast.AST]:
-    """The first value read out of a tensor inside an expression (``n.item() + 1``), skipping ``len(...)``."""
+def _mentions_readout(node: Optional[ast.AST], ctx, direct: bool = True) -> Optional[ast.AST]:
+    """The first value read out of a tensor inside an expression (``n.item() + 1``), skipping ``len(...)``.
+
+    ``direct``: the node is the size itself or an operand of one (``counts[i] + 1``, ``(h[0], w)``), not a
+    receiver (``x[i].size(1)``), so a tensor element here is converted to a number.
+    """
     if node is None:
         return None
-    if ctx.values.readout(node):
+    if ctx.values.readout(node) or (direct and _tensor_element(node, ctx)):
         return node
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len":
         return None
     if isinstance(node, (ast.Lambda, ast.comprehension, ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)):
         return None
+    operands = isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Tuple, ast.List))
     for child in ast.iter_child_nodes(node):
-        found = _mentions_readout(child, ctx)
+        found = _mentions_readout(child, ctx, direct and operands)
         if found is not None:
             return found
     return None
+
+
+def _tensor_element(node: ast.AST, ctx) -> bool:
+    """``counts[i]`` of a tensor (or ``n`` of ``for n in counts``): a 0-d tensor that a size converts with
+    an implicit ``.item()``.  Slices and index tensors keep a tensor a tensor; constant tables are not data."""
+    if isinstance(node, ast.Subscript):
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if any(isinstance(p, ast.Slice) or ctx.values.is_tensor(p) for p in parts):
+            return False
+        value = ctx.values.of(node.value)
+    elif isinstance(node, ast.Name):
+        owner = ctx.model.function(node)
+        binding = ctx.model.flow(owner or ctx.tree).binding(node)
+        if binding is None or binding.each is None:
+            return False
+        value = ctx.values.of(binding.each)
+    else:
+        return False
+    return value.tensor and not value.const

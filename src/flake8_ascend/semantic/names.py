@@ -1,17 +1,18 @@
-"""Qualified-name resolution on the stdlib ``ast`` tree.
+"""Scopes, bindings and qualified-name resolution on the stdlib ``ast`` tree.
 
-One pass over a module records, per scope, every name binding: imports bind a
-qualified name (``import torch.nn.functional as F`` binds ``F`` to
-``torch.nn.functional``), and defs, assignments, parameters and loop targets
-bind "something else" (``None``), which shadows an import.  ``Resolver``
-then answers "what does this expression refer to?" for ``Name`` and
-attribute chains, using the binding in force at the line of use.
+One pass over a module records, per scope, every name binding with its kind (import, definition,
+parameter, assignment, loop target...), its position and, for assignments, the assigned value: imports
+bind a qualified name (``import torch.nn.functional as F`` binds ``F`` to ``torch.nn.functional``),
+everything else binds "something else" (``qualname`` None), which shadows an import.  ``Resolver``
+answers "what does this expression refer to?" for ``Name`` and attribute chains, using the binding in
+force at the line of use; ``flow.Flow`` reads the same bindings in statement order for local data flow.
+The same pass maps every node to the scope its names are read in.
 """
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Set, Tuple
 
 from ..walk import iter_children
 
@@ -39,10 +40,35 @@ def canonical(qualname: str) -> str:
     return qualname
 
 
-@dataclass
+# Binding kinds.  PLACEHOLDER is ``x = None``: a local value for the data flow, but for name resolution
+# ``apex = None`` after a failed import keeps the import's meaning.
+IMPORT, DEFINITION, PARAMETER, ASSIGNMENT, PLACEHOLDER, AUGMENTED, ANNOTATION, LOOP, WITH, EXCEPT, COMPREHENSION, \
+    WALRUS = ("import", "definition", "parameter", "assignment", "placeholder", "augmented", "annotation", "loop",
+              "with", "except", "comprehension", "walrus")
+FLOW_KINDS = frozenset((ASSIGNMENT, PLACEHOLDER, AUGMENTED, LOOP, WITH, EXCEPT))  # the statements a Flow follows
+
+
 class Binding:
-    line: int
-    qualname: Optional[str]  # None: bound to something that is not an import
+    """One binding of a name.
+
+    ``line`` is where name resolution sees it (the statement's first line); ``end`` is where the binding
+    statement ends (the data flow sees it only after, so in ``x = x * 2`` the right-hand ``x`` is the
+    previous binding).  ``value`` is the assigned expression (None when unknown), ``index`` the position
+    in a tuple unpack, ``each`` the iterable a plain ``for`` target takes its elements from.
+    """
+
+    __slots__ = ("kind", "line", "end", "qualname", "value", "index", "each")
+
+    def __init__(self, kind: str, line: int, end: Tuple[int, int], qualname: Optional[str] = None,
+                 value: Optional[ast.AST] = None, index: Optional[int] = None,
+                 each: Optional[ast.AST] = None) -> None:
+        self.kind = kind
+        self.line = line
+        self.end = end
+        self.qualname = qualname  # None: bound to something that is not an import
+        self.value = value
+        self.index = index
+        self.each = each
 
 
 @dataclass
@@ -50,10 +76,24 @@ class Scope:
     node: ast.AST
     parent: Optional["Scope"]
     is_class: bool = False
-    bindings: Dict[str, List[Binding]] = field(default_factory=dict)
+    bindings: Dict[str, List[Binding]] = field(default_factory=dict)  # per name, in source order
+    assignments: List[ast.AST] = field(default_factory=list)  # every Assign / AnnAssign statement of the body
+    shared: Set[str] = field(default_factory=set)  # names declared global / nonlocal here
+    resolver: Optional["Resolver"] = None  # resolves names read in this scope (set by the builder)
 
     def bind(self, name: str, binding: Binding) -> None:
         self.bindings.setdefault(name, []).append(binding)
+
+    def home(self, name: str) -> Optional["Scope"]:
+        """The scope that binds ``name`` as seen from here (a class scope only when it is this one)."""
+        scope: Optional[Scope] = self
+        first = True
+        while scope is not None:
+            if (first or not scope.is_class) and name in scope.bindings:
+                return scope
+            first = False
+            scope = scope.parent
+        return None
 
 
 class ScopeBuilder(ast.NodeVisitor):
@@ -61,11 +101,14 @@ class ScopeBuilder(ast.NodeVisitor):
 
     def __init__(self) -> None:
         self.scopes: Dict[int, Scope] = {}
+        self.node_scopes: Dict[int, Scope] = {}  # id(node) -> the scope its names are looked up in
+        self.calls: Dict[str, List[ast.Call]] = {}  # ``f(...)`` and ``x.f(...)`` by the called name
         self.current: Optional[Scope] = None
         self._dispatch: Dict[type, object] = {}
 
     # NodeVisitor looks its method up by name for every node; a per-class table is much faster.
     def visit(self, node: ast.AST) -> None:
+        self.node_scopes[id(node)] = self.current
         cls = node.__class__
         method = self._dispatch.get(cls)
         if method is None:
@@ -84,38 +127,48 @@ class ScopeBuilder(ast.NodeVisitor):
 
     def _enter(self, node: ast.AST, is_class: bool) -> Scope:
         scope = Scope(node, self.current, is_class)
+        scope.resolver = Resolver(self.scopes, scope)
         self.scopes[id(node)] = scope
         self.current = scope
         return scope
 
-    def _resolver(self) -> "Resolver":
-        return Resolver(self.scopes, self.current)
-
     def _visit_function(self, node) -> None:
-        self.current.bind(node.name, Binding(node.lineno, None))
+        self.current.bind(node.name, Binding(DEFINITION, node.lineno, _start(node)))
         for expr in node.decorator_list + node.args.defaults + [d for d in node.args.kw_defaults if d]:
             self.visit(expr)
+        self._annotations(node.args, node.returns)
         outer = self.current
         self._enter(node, is_class=False)
         args = node.args
         for arg in args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]:
-            self.current.bind(arg.arg, Binding(node.lineno, None))
+            self.current.bind(arg.arg, Binding(PARAMETER, node.lineno, _start(node)))
         for stmt in node.body:
             self.visit(stmt)
         self.current = outer
 
     visit_FunctionDef = visit_AsyncFunctionDef = _visit_function
 
+    def _annotations(self, args: ast.arguments, returns: Optional[ast.AST]) -> None:
+        """Annotations are evaluated where the function is defined: they belong to the outer scope."""
+        for arg in args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]:
+            self.node_scopes[id(arg)] = self.current
+            if arg.annotation is not None:
+                self.visit(arg.annotation)
+        if returns is not None:
+            self.visit(returns)
+
     def visit_Lambda(self, node: ast.Lambda) -> None:
+        for expr in node.args.defaults + [d for d in node.args.kw_defaults if d]:
+            self.visit(expr)
         outer = self.current
         self._enter(node, is_class=False)
         for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
-            self.current.bind(arg.arg, Binding(node.lineno, None))
+            self.current.bind(arg.arg, Binding(PARAMETER, node.lineno, _start(node)))
         self.visit(node.body)
         self.current = outer
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self.current.bind(node.name, Binding(node.lineno, None))
+        self.current.bind(node.name, Binding(DEFINITION, node.lineno, _start(node)))
         for expr in node.decorator_list + node.bases + [k.value for k in node.keywords]:
             self.visit(expr)
         outer = self.current
@@ -124,14 +177,21 @@ class ScopeBuilder(ast.NodeVisitor):
             self.visit(stmt)
         self.current = outer
 
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        if called is not None:
+            self.calls.setdefault(called, []).append(node)
+        self.generic_visit(node)
+
     # -- bindings -------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             if alias.asname:
-                self.current.bind(alias.asname, Binding(node.lineno, alias.name))
+                self.current.bind(alias.asname, Binding(IMPORT, node.lineno, _end(node), alias.name))
             else:
                 top = alias.name.split(".")[0]
-                self.current.bind(top, Binding(node.lineno, top))
+                self.current.bind(top, Binding(IMPORT, node.lineno, _end(node), top))
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = "." * (node.level or 0) + (node.module or "")
@@ -139,33 +199,53 @@ class ScopeBuilder(ast.NodeVisitor):
             if alias.name == "*":
                 continue
             qual = f"{module}.{alias.name}" if module and not module.endswith(".") else module + alias.name
-            self.current.bind(alias.asname or alias.name, Binding(node.lineno, canonical(qual)))
+            self.current.bind(alias.asname or alias.name, Binding(IMPORT, node.lineno, _end(node), canonical(qual)))
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.visit(node.value)
-        if isinstance(node.value, ast.Constant) and node.value.value is None:
-            return  # ``apex = None`` after a failed import keeps the import's meaning
-        resolver = self._resolver()
-        alias = resolver.qualname(node.value) if isinstance(node.value, (ast.Name, ast.Attribute)) else None
+        self.current.assignments.append(node)
+        value, end = node.value, _end(node)
+        if isinstance(value, ast.Constant) and value.value is None:
+            kind, alias = PLACEHOLDER, None
+        else:
+            kind = ASSIGNMENT
+            alias = self.current.resolver.qualname(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
         for target in node.targets:
-            self._bind_target(target, node.lineno, alias)
+            self._bind_target(target, kind, node.lineno, end, value, alias)
             self.visit(target)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
             self.visit(node.value)
-        self._bind_target(node.target, node.lineno, None)
+        self.current.assignments.append(node)
+        self._bind_target(node.target, ANNOTATION if node.value is None else ASSIGNMENT, node.lineno, _end(node),
+                          node.value)
+        self.visit(node.target)
+        self.visit(node.annotation)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.generic_visit(node)
+        target = node.target
+        if isinstance(target, ast.Name):  # ``x += y`` binds x to ``x + y``
+            left = ast.copy_location(ast.Name(id=target.id, ctx=ast.Load()), target)
+            value = ast.copy_location(ast.BinOp(left=left, op=node.op, right=node.value), node)
+            self.node_scopes[id(left)] = self.node_scopes[id(value)] = self.current
+            self.current.bind(target.id, Binding(AUGMENTED, node.lineno, _end(node), None, value))
 
     def visit_NamedExpr(self, node) -> None:
         self.visit(node.value)
-        self._bind_target(node.target, node.lineno, None)
+        self._bind_target(node.target, WALRUS, node.lineno, _end(node))
+        self.visit(node.target)
 
     def visit_For(self, node) -> None:
         self.visit(node.iter)
-        self._bind_target(node.target, node.lineno, None)
+        end = _end(node.target)
+        for target, iterable in _loop_targets(node.target, node.iter):
+            if isinstance(target, ast.Name) and iterable is not None:
+                self.current.bind(target.id, Binding(LOOP, node.lineno, end, each=iterable))
+            else:
+                self._bind_target(target, LOOP, node.lineno, end)
+        self.visit(node.target)
         for stmt in node.body + node.orelse:
             self.visit(stmt)
 
@@ -173,33 +253,58 @@ class ScopeBuilder(ast.NodeVisitor):
 
     def visit_comprehension(self, node: ast.comprehension) -> None:
         self.visit(node.iter)
-        self._bind_target(node.target, node.target.lineno, None)
+        self._bind_target(node.target, COMPREHENSION, node.target.lineno, _end(node.target))
+        self.visit(node.target)
         for cond in node.ifs:
             self.visit(cond)
 
     def visit_withitem(self, node: ast.withitem) -> None:
         self.visit(node.context_expr)
         if node.optional_vars is not None:
-            self._bind_target(node.optional_vars, node.context_expr.lineno, None)
+            self._bind_target(node.optional_vars, WITH, node.context_expr.lineno, _end(node.optional_vars))
+            self.visit(node.optional_vars)
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
         if node.name:
-            self.current.bind(node.name, Binding(node.lineno, None))
+            self.current.bind(node.name, Binding(EXCEPT, node.lineno, _start(node)))
         self.generic_visit(node)
 
-    def visit_Global(self, node) -> None:  # global/nonlocal names live elsewhere: nothing to bind here
-        return
+    def visit_Global(self, node) -> None:  # the names live in another scope: nothing is bound here
+        self.current.shared.update(node.names)
 
     visit_Nonlocal = visit_Global
 
-    def _bind_target(self, target: ast.AST, line: int, alias: Optional[str]) -> None:
+    def _bind_target(self, target: ast.AST, kind: str, line: int, end: Tuple[int, int],
+                     value: Optional[ast.AST] = None, alias: Optional[str] = None, index: Optional[int] = None) -> None:
+        """Bind the names of an assignment target; ``a, b = v`` binds a and b to items 0 and 1 of ``v``."""
         if isinstance(target, ast.Name):
-            self.current.bind(target.id, Binding(line, alias))
+            self.current.bind(target.id, Binding(kind, line, end, alias, value, index))
         elif isinstance(target, (ast.Tuple, ast.List)):
-            for element in target.elts:
-                self._bind_target(element, line, None)
-        elif isinstance(target, ast.Starred):
-            self._bind_target(target.value, line, None)
+            for position, element in enumerate(target.elts):
+                if isinstance(element, ast.Name) and value is not None and index is None:
+                    self._bind_target(element, kind, line, end, value, None, position)
+                else:
+                    self._bind_target(element.value if isinstance(element, ast.Starred) else element, kind, line,
+                                      end)
+
+
+def _start(node: ast.AST) -> Tuple[int, int]:
+    return node.lineno, node.col_offset
+
+
+def _end(node: ast.AST) -> Tuple[int, int]:
+    return getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0
+
+
+def _loop_targets(target: ast.AST, iterable: ast.AST):
+    """(target, the iterable it takes elements of): ``for a, b in zip(xs, ys)``, ``for i, x in enumerate(xs)``."""
+    if isinstance(target, ast.Tuple) and isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) \
+            and not iterable.keywords and not any(isinstance(a, ast.Starred) for a in iterable.args):
+        if iterable.func.id == "zip" and len(iterable.args) == len(target.elts):
+            return list(zip(target.elts, iterable.args))
+        if iterable.func.id == "enumerate" and len(target.elts) == 2 and len(iterable.args) == 1:
+            return [(target.elts[0], None), (target.elts[1], iterable.args[0])]
+    return [(target, iterable if isinstance(target, ast.Name) else None)]
 
 
 class Resolver:
@@ -220,9 +325,12 @@ class Resolver:
                 bindings = scope.bindings.get(name)
                 if bindings:
                     if first:
-                        before = [b for b in bindings if b.line <= line]
-                        return before[-1] if before else bindings[-1]
-                    return bindings[-1]
+                        before = [b for b in bindings if b.line <= line and b.kind is not PLACEHOLDER]
+                        if before:
+                            return before[-1]
+                    resolved = [b for b in bindings if b.kind is not PLACEHOLDER]
+                    if resolved:
+                        return resolved[-1]
             first = False
             scope = scope.parent
         return None

@@ -1,6 +1,6 @@
 """The value model every rule asks: what an expression is, and where it lives.
 
-``Values(ctx).of(expr)`` answers with a ``Value``: its ``kind`` (a torch tensor, a boolean mask, a
+``Values(model).of(expr)`` answers with a ``Value``: its ``kind`` (a torch tensor, a boolean mask, a
 numpy/pandas array, a Python number, a container, something else, or unknown), its ``device``
 (``host`` for tensors known to live on the CPU, ``device`` for ``.cuda()``-like ones, else None),
 whether it is a *constant* tensor (built by factories from sizes and literals, never from data), and
@@ -28,12 +28,14 @@ import ast
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from ..calls import argument, is_constant
 from ..walk import iter_children
-from .flow import Flow
 from .names import Resolver, Scope
+
+if TYPE_CHECKING:
+    from .model import SemanticModel
 
 TENSOR, MASK, ARRAY, NUMBER, CONTAINER, OTHER, UNKNOWN = (
     "tensor", "mask", "array", "number", "container", "other", "unknown")
@@ -173,28 +175,28 @@ def _argument_names(arg: ast.AST):
 
 
 class Values:
-    """The value model of one file (``ctx.values``); answers are memoised per node."""
+    """The value model of one file (``model.values``); answers are memoised per node."""
 
-    def __init__(self, ctx) -> None:
-        self.ctx = ctx
+    def __init__(self, model: "SemanticModel") -> None:
+        self.model = model
+        self.summaries = model.summaries
         self._memo: Dict[int, Value] = {}
-        self._flows: Dict[int, Flow] = {}
-        self._resolvers: Dict[int, Resolver] = {}
         self._evidence: Dict[int, _Evidence] = {}
-        self._attributes: Dict[int, Dict[str, Value]] = {}
-        self._helpers: Optional[Dict[str, ast.AST]] = None
-        self._returning: Dict[int, Value] = {}
         self._foreign: Dict[int, bool] = {}
         self._placing: Dict[int, bool] = {}
-        self._registers: Optional[bool] = None
-        self._class_defs: Optional[Dict[str, ast.ClassDef]] = None
+        self._lists: Dict[int, Value] = {}
         self._busy: Set[int] = set()
         self._cut = False
+        self._imports_torch: Optional[bool] = None
 
     # -- the query API ---------------------------------------------------------------------------
     def of(self, expr: ast.AST) -> Value:
-        """The value of ``expr``, read in the scope the engine is walking."""
-        return self._value(expr, self.ctx.resolver.scope, 0)
+        """The value of ``expr``, read in the scope it appears in."""
+        return self._value(expr, self.model.scope(expr), 0)
+
+    def value_in(self, expr: ast.AST, scope: Scope, depth: int = 0) -> Value:
+        """The value of ``expr`` read in ``scope`` (for summaries, which ask about other functions)."""
+        return self._value(expr, scope, depth)
 
     def is_tensor(self, expr: ast.AST) -> bool:
         return self.of(expr).tensor
@@ -223,7 +225,7 @@ class Values:
             return True
         if not (value.tensor and value.const and value.device is None):
             return False
-        owner = self.ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
+        owner = self.model.function(expr)
         return owner is not None and not self._places_on_device(owner)
 
     def maybe_tensor(self, expr: ast.AST) -> bool:
@@ -241,18 +243,23 @@ class Values:
             return False
         if not self.imports_torch():
             return False
-        owner = self.ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef) or self.ctx.tree
+        owner = self.model.function(expr) or self.model.tree
         return not self._uses_foreign(owner)
 
     def imports_torch(self) -> bool:
-        """Whether the file imports torch (or torch_npu) anywhere, functions included."""
-        return self.ctx.memo("imports_torch", _imports_torch)
+        """Whether the file imports torch (or torch_npu) anywhere, functions included: from the bindings the
+        model holds anyway, cheaper than another walk over the tree."""
+        if self._imports_torch is None:
+            self._imports_torch = any(
+                binding.qualname and binding.qualname.split(".")[0] in _TORCH_MODULES
+                for scope in self.model.scopes.values() for bindings in scope.bindings.values()
+                for binding in bindings)
+        return self._imports_torch
 
     def _uses_foreign(self, owner: ast.AST) -> bool:
         found = self._foreign.get(id(owner))
         if found is None:
-            scope = self.ctx._scopes.get(id(owner)) or self.ctx.resolver.scope
-            resolver = self._resolver(scope)
+            resolver = self.model.resolver(self.model.scopes[id(owner)])
             stack = list(owner.body)
             found = False
             while stack and not found:
@@ -264,7 +271,7 @@ class Values:
                     found = qualname is not None and qualname.split(".")[0] in _FOREIGN
                 else:
                     stack.extend(c for c in ast.iter_child_nodes(node) if not isinstance(
-                        c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or owner is not self.ctx.tree)
+                        c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or owner is not self.model.tree)
             self._foreign[id(owner)] = found
         return found
 
@@ -272,20 +279,20 @@ class Values:
         """A torch factory that builds on the CPU and stays there: ``device='cpu'``, or no device at all
         inside a function that places nothing on a device (no ``.cuda()``/``.npu()``, ``.to(device)``,
         ``device=...``).  Module-level code is never host-only: scripts move tensors implicitly."""
-        qualname = self.ctx.qualname(call.func)
+        qualname = self.model.qualname(call.func)
         if qualname is None or not qualname.startswith("torch.") or qualname[len("torch."):] not in _FACTORIES:
             return False
         device = next((k.value for k in call.keywords if k.arg == "device"), None)
         if device is not None:
             return _device_literal(device) == HOST
-        owner = self.ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
+        owner = self.model.function(call)
         return owner is not None and not self._places_on_device(owner)
 
     def _places_on_device(self, owner: ast.AST) -> bool:
         found = self._placing.get(id(owner))
         if found is None:
             found = False
-            for node in _walk(owner):
+            for node in walk(owner):
                 if isinstance(node, ast.keyword) and node.arg == "device":
                     found = _device_literal(node.value) != HOST
                 elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -301,29 +308,6 @@ class Values:
         return self.of(expr).readout
 
     # -- scopes, flows, evidence -----------------------------------------------------------------
-    def _flow(self, node: ast.AST) -> Flow:
-        flow = self._flows.get(id(node))
-        if flow is None:
-            flow = self._flows[id(node)] = Flow(node)
-        return flow
-
-    def _resolver(self, scope: Scope) -> Resolver:
-        resolver = self._resolvers.get(id(scope))
-        if resolver is None:
-            resolver = self._resolvers[id(scope)] = Resolver(self.ctx._scopes, scope)
-        return resolver
-
-    @staticmethod
-    def _home(name: str, scope: Scope) -> Optional[Scope]:
-        """The scope that binds ``name`` as seen from ``scope`` (class scopes only as the first)."""
-        first = True
-        while scope is not None:
-            if (first or not scope.is_class) and name in scope.bindings:
-                return scope
-            first = False
-            scope = scope.parent
-        return None
-
     def _evidence_of(self, owner: ast.AST, scope: Scope) -> _Evidence:
         found = self._evidence.get(id(owner))
         if found is None:
@@ -338,8 +322,8 @@ class Values:
     def _collect(self, owner: ast.AST, scope: Scope) -> _Evidence:
         """One walk of a function body: which names are used as tensors, which as arrays."""
         evidence = _Evidence()
-        resolver = self._resolver(scope)
-        for node in _walk(owner):
+        resolver = self.model.resolver(scope)
+        for node in walk(owner):
             if isinstance(node, ast.Subscript):
                 parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
                 for part in parts:
@@ -448,20 +432,20 @@ class Values:
 
     # names --------------------------------------------------------------------------------------
     def _name(self, name: ast.Name, scope: Scope, depth: int) -> Value:
-        resolver = self._resolver(scope)
+        resolver = self.model.resolver(scope)
         qualname = resolver.qualname(name)
         if qualname is not None:
             return Value(NUMBER) if qualname in _CONSTANT_NUMBERS else Value(OTHER)
-        home = self._home(name.id, scope)
+        home = scope.home(name.id)
         if home is None:
             return UNKNOWN_VALUE  # a builtin or an undefined name
         owner = home.node
         if isinstance(owner, (ast.Lambda, ast.ClassDef)):
             return UNKNOWN_VALUE
-        flow = self._flow(owner)
+        flow = self.model.flow(owner)
         binding = flow.binding(name) if home is scope else (flow.bindings.get(name.id) or [None])[-1]
         if binding is None:
-            return self._parameter(name.id, owner, home)
+            return self._parameter(name.id, owner, home, depth)
         if binding.value is None:
             if binding.each is not None:  # for n in counts.tolist(): one element of the iterable
                 return self._element(self._value(binding.each, home, depth), name.id, owner, home)
@@ -469,7 +453,28 @@ class Values:
         value = self._value(binding.value, home, depth)
         if binding.index is not None:
             value = _item(value, binding.index)
+        elif isinstance(binding.value, ast.List):
+            value = self._grown_list(binding.value, name.id, home, depth)
         return self._refine(value, name.id, owner, home, depth)
+
+    def _grown_list(self, literal: ast.List, name: str, home: Scope, depth: int) -> Value:
+        """``masks = []`` then ``masks.append(x > t)`` in the same body: a list of what the literal and the
+        appends put in, when every element is a tensor (``torch.cat(masks)`` is then a mask)."""
+        found = self._lists.get(id(literal))
+        if found is None:
+            found = self._lists[id(literal)] = self._list_elements(literal, name, home, depth)
+        return found
+
+    def _list_elements(self, literal: ast.List, name: str, home: Scope, depth: int) -> Value:
+        elements = [self._value(e, home, depth) for e in literal.elts]
+        for call in self.model.calls("append"):
+            receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+            if isinstance(receiver, ast.Name) and receiver.id == name and len(call.args) == 1 \
+                    and self.model.scope(call) is home:
+                elements.append(self._value(call.args[0], home, depth))
+        if elements and all(v.tensor for v in elements):
+            return Value(CONTAINER, items=(agree(elements),))
+        return Value(CONTAINER)
 
     def _refine(self, value: Value, name: str, owner: ast.AST, scope: Scope, depth: int = 0) -> Value:
         """Evidence from use settles what the assignment left open (``m = a > b``, ``x = f(y)``)."""
@@ -485,20 +490,24 @@ class Values:
             return Value(MASK)  # a comparison that selects from a tensor is a boolean tensor
         return value
 
-    def _parameter(self, name: str, owner: ast.AST, scope: Scope) -> Value:
+    def _parameter(self, name: str, owner: ast.AST, scope: Scope, depth: int) -> Value:
         args = getattr(owner, "args", None)
         if args is None:
             return UNKNOWN_VALUE
         for arg in args.posonlyargs + args.args + args.kwonlyargs:
             if arg.arg == name:
                 if arg.annotation is not None:
-                    annotated = self._annotated(arg.annotation, scope.parent or scope)
+                    annotated = self.summaries.annotated(arg.annotation, scope.parent or scope)
                     if annotated.kind in (TENSOR, ARRAY):
                         return annotated  # ``x: torch.Tensor``, ``x: Optional[Tensor]``, ``a: np.ndarray``
                 break
         else:
             return UNKNOWN_VALUE
         value = self._refine(UNKNOWN_VALUE, name, owner, scope)
+        if value.kind == UNKNOWN and isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            passed = self.summaries.parameter(owner, name, depth)  # what the file's call sites pass
+            if passed.kind != UNKNOWN:
+                return passed
         if value.kind == UNKNOWN and _numeric_default(args, name):
             return Value(NUMBER)  # ``ignore_index=255``: a number unless its uses say otherwise
         return value
@@ -515,7 +524,7 @@ class Values:
 
     # attributes ---------------------------------------------------------------------------------
     def _attribute(self, expr: ast.Attribute, scope: Scope, depth: int) -> Value:
-        qualname = self._resolver(scope).qualname(expr)
+        qualname = self.model.resolver(scope).qualname(expr)
         if qualname is not None:
             if qualname in _CONSTANT_NUMBERS:
                 return Value(NUMBER)
@@ -523,8 +532,9 @@ class Values:
                 Value(OTHER)
         value = expr.value
         if isinstance(value, ast.Name) and value.id == "self":
-            return self._self_attribute(expr.attr, scope, depth)
-        if isinstance(value, ast.Call) and self._resolver(scope).qualname(value.func) in ("torch.finfo", "torch.iinfo"):
+            return self.summaries.self_attribute(expr.attr, scope, depth)
+        if isinstance(value, ast.Call) and self.model.resolver(scope).qualname(value.func) in (
+                "torch.finfo", "torch.iinfo"):
             return Value(NUMBER)  # torch.finfo(t.dtype).min
         if expr.attr == "shape":
             return SIZES  # of a tensor, an array or a frame alike
@@ -544,48 +554,6 @@ class Values:
         if receiver.kind == ARRAY:
             return Value(ARRAY, HOST)
         return UNKNOWN_VALUE
-
-    def _self_attribute(self, attr: str, scope: Scope, depth: int) -> Value:
-        """``self.x`` of a method: what the class's methods assign to it, when they agree."""
-        method = scope
-        while method is not None and not (method.parent is not None and method.parent.is_class):
-            method = method.parent
-        if method is None:
-            return UNKNOWN_VALUE
-        cls = method.parent
-        table = self._attributes.get(id(cls))
-        if table is None:
-            self._attributes[id(cls)] = {}  # recursion guard while the table is built
-            self._attributes[id(cls)] = table = self._class_attributes(cls, depth)
-        return table.get(attr, UNKNOWN_VALUE)
-
-    def _buffers(self) -> bool:
-        if self._registers is None:
-            self._registers = any("register_buffer" in line for line in self.ctx.lines)
-        return self._registers
-
-    def _class_attributes(self, cls: Scope, depth: int) -> Dict[str, Value]:
-        found: Dict[str, List[Value]] = {}
-        for node in cls.node.body:
-            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            scope = self.ctx._scopes.get(id(node))
-            for stmt in self._flow(node).assignments:
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                for target in targets:
-                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
-                            and target.value.id == "self" and stmt.value is not None:
-                        found.setdefault(target.attr, []).append(self._value(stmt.value, scope, depth))
-            for call in _walk(node) if self._buffers() else ():  # self.register_buffer('name', tensor)
-                if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
-                        and call.func.attr == "register_buffer" and len(call.args) >= 2 \
-                        and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
-                    found.setdefault(call.args[0].value, []).append(Value(TENSOR))
-        table = {}
-        for attr, values in found.items():  # several assignments count only when they agree
-            if len({v.kind for v in values}) == 1:
-                table[attr] = values[0] if len(values) == 1 else Value(values[0].kind)
-        return table
 
     # subscripts ---------------------------------------------------------------------------------
     def _subscript(self, expr: ast.Subscript, scope: Scope, depth: int) -> Value:
@@ -649,15 +617,15 @@ class Values:
     # calls --------------------------------------------------------------------------------------
     def _call(self, call: ast.Call, scope: Scope, depth: int) -> Value:
         func = call.func
-        resolver = self._resolver(scope)
+        resolver = self.model.resolver(scope)
         qualname = resolver.qualname(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
         if qualname is not None:
             found = self._function(qualname, call, scope, depth)
         elif isinstance(func, ast.Name):
             if resolver.binding(func.id, func.lineno) is None:
                 return self._builtin(func.id, call, scope, depth)
-            found = self._helper(func.id, scope, depth)
-            if found.kind == UNKNOWN and self._classes().get(func.id) is not None:
+            found = self.summaries.function(func.id, scope, depth)
+            if found.kind == UNKNOWN and self.summaries.classes().get(func.id) is not None:
                 return Value(OTHER)  # an instance of a class defined in this file
         else:
             found = None
@@ -668,7 +636,7 @@ class Values:
         if not isinstance(func, ast.Attribute):
             return UNKNOWN_VALUE
         if isinstance(func.value, ast.Name) and func.value.id == "self":
-            found = self._method_helper(func.attr, scope, depth)
+            found = self.summaries.method(func.attr, scope, depth)
             if found is not None:
                 return found
         receiver = self._value(func.value, scope, depth)
@@ -721,7 +689,11 @@ class Values:
                 return Value(MASK, items[0].device, all(v.const for v in items))
             tensors = [v for v in items if v.tensor]
             return Value(TENSOR, tensors[0].device, all(v.const for v in items)) if tensors else UNKNOWN_VALUE
-        return self._value(first, scope, depth)
+        value = self._value(first, scope, depth)
+        if name in _SAME_DTYPE and value.kind == CONTAINER and value.items is not None and len(value.items) == 1 \
+                and value.items[0].tensor:
+            return value.items[0]  # ``torch.cat(masks)`` of a list of masks
+        return value
 
     def _method(self, name: str, receiver: Value, call: ast.Call, scope: Scope, depth: int) -> Value:
         if receiver.kind == ARRAY:
@@ -733,6 +705,8 @@ class Values:
         if not receiver.tensor:
             if name == "cpu" and receiver.kind == UNKNOWN:
                 return Value(UNKNOWN, HOST)  # a tensor's or a module's copy on the CPU
+            if name in _TO_DEVICE and receiver.kind == UNKNOWN:
+                return Value(UNKNOWN, DEVICE)  # on the device, whichever it is
             if name in ("size", "dim", "numel") and receiver.kind == UNKNOWN:
                 return SIZES if name == "size" and not call.args else Value(NUMBER)
             if name == "numpy":
@@ -765,7 +739,7 @@ class Values:
             return Value(OTHER) if kinds else UNKNOWN_VALUE
         device = self._device(name, call, first, receiver_args, scope, depth)
         const = self._constant(name, call, first, receiver_args, scope, depth)
-        if _is_mask_op(name, call, first, self._resolver(scope)):
+        if _is_mask_op(name, call, first, self.model.resolver(scope)):
             return Value(MASK, device, const)
         return Value(TENSOR, device, const)
 
@@ -797,6 +771,8 @@ class Values:
         """Built from literals and sizes only: factories, or ops whose tensor inputs are all constant."""
         if receiver_args == 0 and name in _FACTORIES and name not in _LIKE:
             return name in _CONSTANT_FACTORIES and not any(self._value(a, scope, depth).tensor for a in call.args)
+        if receiver_args and name == "new_tensor":  # like torch.tensor: values given by the code, not data
+            return bool(call.args) and not any(self._value(a, scope, depth).tensor for a in call.args)
         inputs = ([first] if receiver_args and first is not None else []) + [
             self._value(a, scope, depth) for a in call.args]
         for arg in call.args:
@@ -805,68 +781,6 @@ class Values:
         tensors = [v for v in inputs if v.tensor or v.const]
         return bool(tensors) and all(v.const for v in tensors) and not any(
             v.kind == UNKNOWN and not v.const for v in inputs if v is not first)
-
-    # same-file helpers --------------------------------------------------------------------------
-    def _helper(self, name: str, scope: Scope, depth: int) -> Value:
-        if self._helpers is None:
-            self._helpers = {n.name: n for n in self.ctx.tree.body if isinstance(n, (ast.FunctionDef,
-                                                                                       ast.AsyncFunctionDef))}
-        node = self._helpers.get(name)
-        home = self._home(name, scope)
-        if node is None or home is None or home.node is not self.ctx.tree:
-            return UNKNOWN_VALUE
-        return self._returns_of(node, depth)
-
-    def _classes(self) -> Dict[str, ast.ClassDef]:
-        if self._class_defs is None:
-            self._class_defs = {n.name: n for n in self.ctx.tree.body if isinstance(n, ast.ClassDef)}
-        return self._class_defs
-
-    def _method_helper(self, name: str, scope: Scope, depth: int) -> Optional[Value]:
-        method = scope
-        while method is not None and not (method.parent is not None and method.parent.is_class):
-            method = method.parent
-        if method is None:
-            return None
-        for node in method.parent.node.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-                return self._returns_of(node, depth)
-        return None
-
-    def _returns_of(self, node: ast.AST, depth: int) -> Value:
-        """What a helper returns when all its ``return`` statements agree on a tensor kind."""
-        found = self._returning.get(id(node))
-        if found is not None:
-            return found
-        self._returning[id(node)] = UNKNOWN_VALUE  # recursion guard
-        scope = self.ctx._scopes.get(id(node))
-        values = []
-        stack = list(node.body)
-        while stack:
-            stmt = stack.pop()
-            if isinstance(stmt, ast.Return):
-                values.append(self._value(stmt.value, scope, depth) if stmt.value is not None else Value(OTHER))
-            elif not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                stack.extend(c for c in ast.iter_child_nodes(stmt) if isinstance(c, ast.stmt) or isinstance(
-                    c, ast.excepthandler))
-        result = self._annotated(node.returns, scope.parent or scope) if node.returns is not None else UNKNOWN_VALUE
-        if result.kind == UNKNOWN:
-            result = _agree(values)
-        self._returning[id(node)] = result
-        return result
-
-    def _annotated(self, annotation: ast.AST, scope: Scope) -> Value:
-        """A return annotation: ``Tensor``, ``np.ndarray``, ``Tuple[np.ndarray, np.ndarray]``."""
-        if isinstance(annotation, ast.Subscript):
-            base = self._resolver(scope).qualname(annotation.value) or getattr(annotation.value, "id", "")
-            if base.rsplit(".", 1)[-1] in ("Tuple", "tuple") and isinstance(annotation.slice, ast.Tuple):
-                return Value(CONTAINER, items=tuple(self._annotated(e, scope) for e in annotation.slice.elts))
-            return Value(TENSOR) if _annotation_is_tensor(annotation, self._resolver(scope)) else UNKNOWN_VALUE
-        if _annotation_is_tensor(annotation, self._resolver(scope)):
-            return Value(TENSOR)
-        qualname = self._resolver(scope).qualname(annotation) if isinstance(
-            annotation, (ast.Name, ast.Attribute)) else None
-        return Value(ARRAY, HOST) if qualname in ("numpy.ndarray", "pandas.DataFrame") else UNKNOWN_VALUE
 
 
 # -- small helpers ------------------------------------------------------------------------------------
@@ -878,21 +792,24 @@ def _numeric_default(args: ast.arguments, name: str) -> bool:
                for arg, value in pairs)
 
 
-def _agree(values: List[Value]) -> Value:
-    """What several ``return`` values have in common (item by item for tuples of one length)."""
+def agree(values: List[Value]) -> Value:
+    """What several values (returns, call-site arguments) have in common (item by item for tuples of one length);
+    a device only when all say the same one."""
     if not values:
         return UNKNOWN_VALUE
     if all(v.tensor for v in values):
-        return Value(MASK if all(v.kind == MASK for v in values) else TENSOR)
+        devices = {v.device for v in values}
+        return Value(MASK if all(v.kind == MASK for v in values) else TENSOR, devices.pop() if len(devices) == 1
+                     else None)
     if all(v.kind == CONTAINER and v.items for v in values) and len({len(v.items) for v in values}) == 1:
-        return Value(CONTAINER, items=tuple(_agree([v.items[i] for v in values]) for i in range(len(values[0].items))))
+        return Value(CONTAINER, items=tuple(agree([v.items[i] for v in values]) for i in range(len(values[0].items))))
     kinds = {v.kind for v in values}
     if len(kinds) == 1 and kinds <= {ARRAY, NUMBER, OTHER}:
         return Value(kinds.pop(), HOST if ARRAY in kinds else None)
     return UNKNOWN_VALUE
 
 
-def _walk(node: ast.AST):
+def walk(node: ast.AST):
     """Every node under ``node`` (``ast.walk`` without contexts and operators, which is much faster)."""
     stack = [node]
     while stack:
@@ -937,14 +854,14 @@ def _takes_tensor(qualname: str) -> bool:
     return bool(kinds) and all(k in ("tensor", "tensors", "none") or k.startswith("tuple:") for k in kinds)
 
 
-def _annotation_is_tensor(annotation: Optional[ast.AST], resolver: Resolver) -> bool:
+def annotation_is_tensor(annotation: Optional[ast.AST], resolver: Resolver) -> bool:
     """``torch.Tensor`` / ``Tensor`` / ``Optional[Tensor]`` / ``'Tensor'`` annotations."""
     if annotation is None:
         return False
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
         return annotation.value.split("[")[-1].rstrip("]") in ("Tensor", "torch.Tensor")
     if isinstance(annotation, ast.Subscript):
-        return _annotation_is_tensor(annotation.slice, resolver)
+        return annotation_is_tensor(annotation.slice, resolver)
     return resolver.qualname(annotation) == "torch.Tensor"
 
 
@@ -1008,11 +925,5 @@ def _is_dtype(node: ast.AST) -> bool:
 def _reduction_of_unknown(arg: ast.AST, values: Values, scope: Scope, depth: int) -> bool:
     """``int(x.sum())`` on an unknown ``x`` that is not an array: a size read out of a tensor."""
     return (isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr in _REDUCTIONS
-            and values._resolver(scope).qualname(arg.func) is None
+            and values.model.resolver(scope).qualname(arg.func) is None
             and values._value(arg.func.value, scope, depth).kind == UNKNOWN)
-
-
-def _imports_torch(ctx) -> bool:
-    """From the scope table the engine built anyway: cheaper than another walk over the tree."""
-    return any(binding.qualname and binding.qualname.split(".")[0] in _TORCH_MODULES
-               for scope in ctx._scopes.values() for bindings in scope.bindings.values() for binding in bindings)

@@ -1,0 +1,100 @@
+"""The semantic model of one file: built once, asked by every rule, independent of the engine's walk.
+
+``SemanticModel(tree, lines)`` holds what a rule may want to know about any node of the file:
+
+- scopes: every node maps to the scope its names are read in (``scope``), every scope to its bindings
+  (``names.Scope``); ``qualname`` and ``binding`` resolve a name or an attribute chain there;
+- local flow: per function (or module) body, the assignments of each name in source order
+  (``flow(owner)``, a ``flow.Flow``);
+- values: ``value_of(node)``, what an expression evaluates to (``values.Values``, docs/value_model.md);
+- facts across functions of the file (``summaries.Summaries``): what a function returns, what its
+  parameters receive at the file's call sites, what the methods of a class assign to ``self.x``.
+
+Answers depend only on the node asked about, so a rule may ask about any node, in any order.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Dict, List, Optional, Sequence
+
+from .flow import Flow
+from .names import Binding, Resolver, Scope, ScopeBuilder
+from .summaries import Summaries
+from .values import Value, Values
+from ..walk import iter_children
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+class SemanticModel:
+    """Scopes, bindings, flows, values and cross-function facts of one parsed module."""
+
+    def __init__(self, tree: ast.AST, lines: Sequence[str]) -> None:
+        builder = ScopeBuilder()
+        self.tree = tree
+        self.lines = lines
+        self.scopes: Dict[int, Scope] = builder.build(tree)
+        self.module: Scope = self.scopes[id(tree)]
+        self._node_scopes = builder.node_scopes
+        self._flows: Dict[int, Flow] = {}
+        self._calls = builder.calls
+        self.summaries = Summaries(self)
+        self.values = Values(self)
+
+    # -- scopes and names -------------------------------------------------------------------------
+    def scope(self, node: ast.AST) -> Scope:
+        """The scope ``node``'s names are read in (a def's own name, decorators and defaults: the outer one)."""
+        return self._node_scopes.get(id(node)) or self.module
+
+    def resolver(self, scope: Scope) -> Resolver:
+        """The resolver for the names of ``scope``."""
+        return scope.resolver
+
+    def qualname(self, node: ast.AST) -> Optional[str]:
+        """Fully qualified import path of a name or attribute chain read at ``node``, if it is one."""
+        return (self._node_scopes.get(id(node)) or self.module).resolver.qualname(node)
+
+    def binding(self, name: ast.Name) -> Optional[Binding]:
+        """The binding of ``name`` in force where it is read, or None (a builtin or an undefined name)."""
+        return self.resolver(self.scope(name)).binding(name.id, name.lineno)
+
+    def function(self, node: ast.AST) -> Optional[ast.AST]:
+        """The innermost ``def`` whose body holds ``node`` (None at module level)."""
+        scope: Optional[Scope] = self.scope(node)
+        while scope is not None and not isinstance(scope.node, _FUNCTIONS):
+            scope = scope.parent
+        return scope.node if scope is not None else None
+
+    def flow(self, owner: ast.AST) -> Flow:
+        """The local assignments of a function or module body (built on first use, shared by all rules)."""
+        flow = self._flows.get(id(owner))
+        if flow is None:
+            flow = self._flows[id(owner)] = Flow(self.scopes[id(owner)])
+        return flow
+
+    def calls(self, name: str) -> List[ast.Call]:
+        """Every call in the file of ``name(...)`` or ``<expr>.name(...)``, in source order."""
+        return self._calls.get(name, [])
+
+    def ancestors(self, node: ast.AST) -> List[ast.AST]:
+        """The nodes enclosing ``node``, the module first; a search pruned by line, for the rare question
+        about a node the engine's walk is not at (a call site in another function)."""
+        line = getattr(node, "lineno", None)
+
+        def search(current: ast.AST, path: List[ast.AST]) -> Optional[List[ast.AST]]:
+            for child in iter_children(current):
+                if child is node:
+                    return path
+                start = getattr(child, "lineno", None)
+                if line is None or start is None or start <= line <= child.end_lineno:
+                    found = search(child, path + [child])
+                    if found is not None:
+                        return found
+            return None
+
+        return search(self.tree, [self.tree]) or []
+
+    # -- values -----------------------------------------------------------------------------------
+    def value_of(self, node: ast.AST) -> Value:
+        """What the expression ``node`` evaluates to."""
+        return self.values.of(node)
