@@ -4,7 +4,7 @@ import ast
 import pytest
 
 from flake8_ascend.semantic.aliasing import aliased, fresh_tensor, source_line
-from flake8_ascend.semantic.flow import Flow
+from flake8_ascend.semantic.model import SemanticModel
 from probe import ask
 
 
@@ -29,10 +29,17 @@ def test_fresh_tensor(value, fresh):
     assert answers[-1] is fresh
 
 
+def _flow(source: str):
+    """The model's flow of the first function of ``source``."""
+    tree = ast.parse(source)
+    function = tree.body[0]
+    return function, SemanticModel(tree, source.splitlines(keepends=True)).flow(function)
+
+
 def _aliased(body: str, name: str = "x") -> bool:
-    function = ast.parse(f"def f(m):\n    x = torch.zeros(3)\n{body}").body[0]
+    function, flow = _flow(f"def f(m):\n    x = torch.zeros(3)\n{body}")
     first = function.body[0]
-    return aliased(name, Flow(function), (first.end_lineno, first.end_col_offset))
+    return aliased(name, flow, (first.end_lineno, first.end_col_offset))
 
 
 @pytest.mark.parametrize("body,expected", [
@@ -48,9 +55,9 @@ def test_aliased_after_the_binding(body, expected):
 
 
 def test_stores_before_the_position_do_not_count():
-    function = ast.parse("def f():\n    y = x\n    x = torch.zeros(3)\n").body[0]
+    function, flow = _flow("def f():\n    y = x\n    x = torch.zeros(3)\n")
     last = function.body[1]
-    assert not aliased("x", Flow(function), (last.end_lineno, last.end_col_offset))
+    assert not aliased("x", flow, (last.end_lineno, last.end_col_offset))
 
 
 def test_source_line_is_the_stripped_first_line():
