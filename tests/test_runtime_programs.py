@@ -323,3 +323,49 @@ def test_loops_iterated_through_a_library_are_told_apart_by_their_own_lines(tmp_
     write(tmp_path / "proj", {"run.py": script})
     instrument_tree(tmp_path / "proj", tmp_path / "copy")
     assert "[('run.py:6', 3), ('run.py:8', 2)]" in run_script(tmp_path / "copy" / "run.py")
+
+
+# -- issue 24: the copies under real programs, each run exactly like the original ----------------------
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+
+STEP_LOOP = textwrap.dedent('''\
+    import torch
+
+
+    def main():
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            x = torch.randn(2 + step, 3)
+            loss = model(x).mean()
+            loss.backward()
+            optimizer.step()
+            print("loss %.6f" % loss.item())
+
+
+    if __name__ == "__main__":
+        main()
+    ''')
+
+
+def test_run_hints_are_shell_quoted(tmp_path, capsys):
+    name = "train$(touch PWNED) x.py"
+    write(tmp_path / "proj", {name: STEP_LOOP, "-dash.py": STEP_LOOP})
+    out = tmp_path / "o u t"
+    analyse("dynamic_shape", tmp_path / "proj", out, capsys)
+    copy = out / "proj_analysis"
+    log = (copy / "pytorch_analysis.txt").read_text(encoding="utf-8")
+    hints = [line.split(" instrumented: ", 1)[1] for line in log.splitlines() if line.startswith("to run ")]
+    assert len(hints) == 2
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python").write_text('#!/bin/sh\npwd\nprintf "%s\\n" "$@"\n')
+    (fake / "python").chmod(0o755)
+    ran = [subprocess.run(["bash", "-c", hint], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}).stdout.splitlines()
+           for hint in hints]
+    assert sorted(ran) == sorted([[str(copy), "./-dash.py"], [str(copy), name]])
+    assert not list(tmp_path.rglob("PWNED"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 
 import json
+import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,16 +61,17 @@ def point_imports(dest: Path, files: Iterable[str], detector: Detector) -> None:
 def run_command(copy: Path, shown: Path, rel: str) -> str:
     """How to run the script ``rel`` of ``copy`` (which will lie at ``shown``) so that the copy's own modules are
     imported, not an installed original: ``python -m yolov5.train`` from the folder above the package,
-    ``python tools/train.py`` for a plain script."""
+    ``python tools/train.py`` for a plain script.  Names come from the input, so every word is shell-quoted."""
     parts = rel.split("/")
     folders = len(parts) - 1
     top = folders
     while top > 0 and (copy.joinpath(*parts[:top]) / "__init__.py").is_file():
         top -= 1
     if top == folders:
-        return f"cd {shown} && python {rel}"
+        script = "./" + rel if rel.startswith("-") else rel  # never read as an option of python
+        return f"cd {shlex.quote(str(shown))} && python {shlex.quote(script)}"
     module = ".".join([*parts[top:folders], parts[-1][:-len(".py")]])
-    return f"cd {shown.joinpath(*parts[:top])} && python -m {module}"
+    return f"cd {shlex.quote(str(shown.joinpath(*parts[:top])))} && python -m {shlex.quote(module)}"
 
 
 def make_copy(job: Job, detector: Detector, settings: Dict[str, object], extra: Dict[str, Path] = None) -> Injection:
