@@ -369,3 +369,91 @@ def test_run_hints_are_shell_quoted(tmp_path, capsys):
            for hint in hints]
     assert sorted(ran) == sorted([[str(copy), "./-dash.py"], [str(copy), name]])
     assert not list(tmp_path.rglob("PWNED"))
+
+
+def run_program(script: Path, *argv: str):
+    """(stdout, stderr) of ``python script`` run in this process, with fresh detectors."""
+    forget_package()
+    saved_path, saved_argv, saved_modules = list(sys.path), list(sys.argv), set(sys.modules)
+    sys.path.insert(0, str(script.parent))
+    sys.argv = [str(script), *argv]
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            runpy.run_path(str(script), run_name="__main__")
+    finally:
+        sys.path[:], sys.argv[:] = saved_path, saved_argv
+        for name in set(sys.modules) - saved_modules:  # the project's own modules: the next run imports its copy
+            if not name.startswith("torch"):
+                del sys.modules[name]
+    return out.getvalue(), err.getvalue()
+
+
+def copy_and_run(tmp_path, capsys, mode, files, *extra, script="train.py"):
+    """Copy the project ``files`` with ``mode``, run the original and the copy; returns (copy, copy's stderr)
+    after checking that both printed the same."""
+    write(tmp_path / "proj", files)
+    analyse(mode, tmp_path / "proj", tmp_path / "out", capsys, *extra)
+    copy = tmp_path / "out" / "proj_analysis"
+    original, _ = run_program(tmp_path / "proj" / script)
+    printed, log = run_program(copy / script)
+    assert printed == original and original
+    assert "Traceback" not in log
+    return copy, log
+
+
+SPARSE = textwrap.dedent('''\
+    import torch
+
+    torch.manual_seed(0)
+    embedding = torch.nn.Embedding(10, 4, sparse=True)
+    optimizer = torch.optim.SparseAdam(embedding.parameters())
+    for step in range(3):
+        loss = embedding(torch.tensor([1, 2, step])).pow(2).sum()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        print("loss %.6f" % loss.item())
+    ''')
+
+
+def test_sparse_gradients_run_in_the_operator_copy(tmp_path, capsys):
+    copy, log = copy_and_run(tmp_path, capsys, "runtime_ops", {"train.py": SPARSE}, "-v", "2.13")
+    rows = read_rows(copy / "msft_runtime_ops_report.csv")
+    assert ("aten::sparse_mask", "unsupported", "9") in {(r["Op"], r["NPU Status"], r["Line Number"]) for r in rows}
+    assert "operators without an NPU kernel (call sites)" in log
+
+
+NESTED = textwrap.dedent('''\
+    import torch
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, 2).eval()
+    padding = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    val_loader = [torch.randn(2, 5, 8) for _ in range(2)]
+    with torch.inference_mode():
+        for x in val_loader:
+            out = encoder(x, src_key_padding_mask=padding)  # nested tensors inside (the fast path)
+            print("out %.3f" % out.abs().sum().item())
+    ''')
+
+
+@pytest.mark.parametrize("mode", ["overflow", "runtime_ops"])
+def test_nested_tensors_of_the_transformer_fast_path_run_in_the_aten_copies(tmp_path, capsys, mode):
+    copy, log = copy_and_run(tmp_path, capsys, mode, {"train.py": NESTED}, *(["-v", "2.13"] * (mode == "runtime_ops")))
+    report = {"overflow": "msft_overflow_report.csv", "runtime_ops": "msft_runtime_ops_report.csv"}[mode]
+    assert (copy / report).is_file()
+    if mode == "overflow":
+        assert read_rows(copy / report) == [] and "no operator overflowed over 2 iterations" in log
+
+
+def test_nested_tensors_are_checked_for_overflow_through_their_parts():
+    from flake8_ascend.runtime.msft_dynamic_analysis import overflow
+    checker = overflow.OverflowDetector()
+    checker.torch = torch
+    parts = [torch.ones(2, 3), torch.tensor([[1.0, float("inf"), 0.0]])]
+    nested = torch.nested.nested_tensor(parts)
+    assert checker._nonfinite(nested) and not checker._nonfinite(torch.nested.nested_tensor([parts[0]]))
+    assert overflow._describe_nonfinite(torch, [nested]) == "output 0: 1 inf, 0 nan of 9"
+    assert overflow.shape_text([nested]) == "nested[2,3|1,3]"

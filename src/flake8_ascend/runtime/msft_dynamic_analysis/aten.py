@@ -170,7 +170,14 @@ def tensors(values, tensor_type):
 
 
 def shape_text(tensor_list):
-    return ", ".join("[%s]" % ",".join(str(int(s)) for s in t.shape) for t in tensor_list)
+    return ", ".join(_shape_text(t) for t in tensor_list)
+
+
+def _shape_text(tensor):
+    """``[2,16]``; a nested tensor, which has no single shape, as its parts': ``nested[5,8|3,8]``."""
+    if tensor.is_nested:
+        return "nested[%s]" % "|".join(",".join(str(int(s)) for s in part.shape) for part in tensor.unbind())
+    return "[%s]" % ",".join(str(int(s)) for s in tensor.shape)
 
 
 def dtype_name(dtype):

@@ -164,14 +164,21 @@ class OpsDetector(AtenDetector):
             self._ops[func] = name, status, kernel
         if status in PROBLEMS or self.all_ops:
             self._count(name, status, args, kwargs, node, site)
-        if kernel is None or name in self._parents:  # (a default kernel calling its own operator: run it)
-            return func(*args, **kwargs)
+        if kernel is None or name in self._parents or not self._dense(args, kwargs):
+            return func(*args, **kwargs)  # (a default kernel calling its own operator, or sparse/nested tensors)
         self._parents.append(name)  # run its default kernel as the NPU would, and see the operators it calls
         try:
             with self._mode:
                 return func._op_dk(kernel, *args, **kwargs)
         finally:
             self._parents.pop()
+
+    def _dense(self, args, kwargs):
+        """Whether every tensor argument is a plain strided one: default kernels are written for those, and
+        sparse or nested tensors have kernels of their own (SparseAdam's ``is_coalesced`` fails in the default)."""
+        strided = self.torch.strided
+        return all(t.layout == strided and not t.is_nested
+                   for t in tensors(list(args) + list(kwargs.values()), self.torch.Tensor))
 
     def _count(self, name, status, args, kwargs, node, site):
         parent = self._parents[-1] if self._parents else ""

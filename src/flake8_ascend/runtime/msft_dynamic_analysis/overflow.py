@@ -198,6 +198,10 @@ class OverflowDetector(AtenDetector):
         torch = self.torch
         if not (tensor.is_floating_point() or tensor.is_complex()) or tensor.layout != torch.strided:
             return None
+        if tensor.is_nested:  # the fast path of nn.TransformerEncoder: no sum kernel, so sum its parts
+            parts = [self._sum(part) for part in tensor.unbind()]
+            parts = [part for part in parts if part is not None]
+            return torch.stack(parts).sum() if parts else None
         if tensor.numel() == 0 or getattr(tensor, "is_meta", False):
             return None
         if tensor.is_complex():
@@ -209,6 +213,8 @@ class OverflowDetector(AtenDetector):
         total = self._sum(tensor)
         if total is None or math.isfinite(total.item()):
             return False
+        if tensor.is_nested:
+            return any(self._nonfinite(part) for part in tensor.unbind())
         values = self.torch.view_as_real(tensor) if tensor.is_complex() else tensor
         return not bool(self.torch.isfinite(values).all())  # the sum itself may have overflowed
 
@@ -298,6 +304,8 @@ def _describe_nonfinite(torch, outputs):
     for k, tensor in enumerate(outputs):
         if not (tensor.is_floating_point() or tensor.is_complex()) or tensor.numel() == 0:
             continue
+        if tensor.is_nested:
+            tensor = torch.cat([part.reshape(-1) for part in tensor.unbind()])
         values = torch.view_as_real(tensor) if tensor.is_complex() else tensor
         inf = int(torch.isinf(values).sum())
         nan = int(torch.isnan(values).sum())
