@@ -457,3 +457,83 @@ def test_nested_tensors_are_checked_for_overflow_through_their_parts():
     assert checker._nonfinite(nested) and not checker._nonfinite(torch.nested.nested_tensor([parts[0]]))
     assert overflow._describe_nonfinite(torch, [nested]) == "output 0: 1 inf, 0 nan of 9"
     assert overflow.shape_text([nested]) == "nested[2,3|1,3]"
+
+
+def run_python(script: Path, *argv: str, env=None, timeout=120):
+    """``python script`` in a fresh process started in the script's folder."""
+    return subprocess.run([sys.executable, script.name, *argv], cwd=script.parent, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": "", **(env or {})})
+
+
+@pytest.mark.parametrize("mode", ["dynamic_shape", "overflow"])
+def test_a_comment_naming_the_detector_import_is_not_an_import(tmp_path, capsys, mode):
+    comment = "# from msft_dynamic_analysis.hook import DETECTOR  (how to wrap a loop by hand)\n"
+    copy, log = copy_and_run(tmp_path, capsys, mode, {"train.py": comment + STEP_LOOP})
+    lines = (copy / "train.py").read_text(encoding="utf-8").splitlines()
+    assert lines[0] == comment.rstrip("\n")  # the comment's text is kept
+    imported = {"dynamic_shape": "from msft_dynamic_analysis.hook import DETECTOR",
+                "overflow": "from msft_dynamic_analysis.overflow import OVERFLOW as DETECTOR"}[mode]
+    assert lines[1] == f"import torch; {imported}"
+    report = {"dynamic_shape": REPORT_NAME, "overflow": "msft_overflow_report.csv"}[mode]
+    assert (copy / report).is_file() and "3 iterations" in log
+
+
+def test_a_users_own_detector_import_is_pointed_at_the_chosen_detector(tmp_path, capsys):
+    script = "from msft_dynamic_analysis.hook import DETECTOR; import torch\n" + STEP_LOOP.replace(
+        "for step in range(3):", "for step in DETECTOR.start(range(3)):")
+    write(tmp_path / "proj", {"train.py": script})
+    analyse("runtime_ops", tmp_path / "proj", tmp_path / "out", capsys, "-v", "2.13")
+    copied = (tmp_path / "out" / "proj_analysis" / "train.py").read_text(encoding="utf-8")
+    assert copied.splitlines()[0] == "from msft_dynamic_analysis.ops import OPS as DETECTOR; import torch"
+    assert copied.count("DETECTOR.start(") == 1
+
+
+SHADOWED = {
+    "sub/train.py": "import csv\n" + STEP_LOOP.replace('print("loss', 'print(csv.GREETING, "loss'),
+    "sub/csv.py": 'GREETING = "a project module named csv"\n',
+    "sub/msft_dynamic_analysis/__init__.py": "",
+    "sub/msft_dynamic_analysis/hook.py": "class _Passthrough:\n    def start(self, items):\n        return items\n\n\n"
+                                         "DETECTOR = _Passthrough()  # the project's own package of that name\n",
+}
+
+
+def test_neither_a_project_package_nor_a_csv_module_beside_the_script_stands_in_for_the_hook(tmp_path, capsys):
+    write(tmp_path / "proj", SHADOWED)
+    analyse("dynamic_shape", tmp_path / "proj", tmp_path / "out", capsys)
+    copy = tmp_path / "out" / "proj_analysis"
+    original = run_python(tmp_path / "proj" / "sub" / "train.py")
+    instrumented = run_python(copy / "sub" / "train.py")
+    assert original.returncode == instrumented.returncode == 0, instrumented.stderr
+    assert instrumented.stdout == original.stdout and "a project module named csv" in original.stdout
+    assert "Traceback" not in instrumented.stderr
+    assert instrumented.stderr.count("\n") == 2 and "call sites changed shape over 3 iterations" in instrumented.stderr
+    rows = read_rows(copy / REPORT_NAME)
+    assert {(r["Function Name"], r["File Path"], r["Line Number"]) for r in rows} == {
+        ("torch.randn", "sub/train.py", "10"), ("torch.nn.Linear", "sub/train.py", "11"),
+        ("torch.Tensor.mean", "sub/train.py", "11")}
+
+
+TWO_SCRIPTS = {
+    "train.py": STEP_LOOP,
+    "evaluate.py": textwrap.dedent('''\
+        import torch
+
+        torch.manual_seed(1)
+        model = torch.nn.Linear(3, 1)
+        val_loader = [torch.randn(n, 3) for n in (4, 5)]
+        for x in val_loader:
+            print("eval %.4f" % model(x).sum().item())
+        '''),
+}
+
+
+def test_each_script_of_a_copy_writes_its_own_report(tmp_path, capsys):
+    copy, _ = copy_and_run(tmp_path, capsys, "dynamic_shape", TWO_SCRIPTS)
+    log = (copy / "pytorch_analysis.txt").read_text(encoding="utf-8")
+    assert "msft_dynamic_shape_analysis_report_<script>.csv" in log
+    run_program(copy / "evaluate.py")
+    train = read_rows(copy / "msft_dynamic_shape_analysis_report_train.csv")
+    evaluate = read_rows(copy / "msft_dynamic_shape_analysis_report_evaluate.csv")
+    assert {r["File Path"] for r in train} == {"train.py"} and {r["File Path"] for r in evaluate} == {"evaluate.py"}
+    assert {r["Phase"] for r in train} == {"train"} and {r["Phase"] for r in evaluate} == {"eval"}
+    assert not (copy / REPORT_NAME).exists()

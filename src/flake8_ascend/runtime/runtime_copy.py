@@ -2,12 +2,10 @@
 
 The copy is made by the dynamic-shape injector (``inject.instrument_tree``):
 same files, data loops wrapped in ``DETECTOR.start(...)``, the hook package
-beside them.  For the other detectors, in every file that imports the
-detector, the import is then pointed at the chosen detector on the same line,
-so line numbers stay those of the original::
+beside them.  For the other detectors the import it adds (or finds) names the
+chosen detector, on the same line, so line numbers stay those of the original::
 
-    from msft_dynamic_analysis.hook import DETECTOR
-    -> from msft_dynamic_analysis.overflow import OVERFLOW as DETECTOR
+    from msft_dynamic_analysis.overflow import OVERFLOW as DETECTOR
 
 and the mode's settings go to ``msft_dynamic_analysis/settings.json`` (the
 detector reads them at run time; environment variables override them).
@@ -20,11 +18,11 @@ import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List
+from typing import Dict, List
 
 from ..files import report_folders
 from ..modes import Job
-from .inject import IMPORT_LINE, PACKAGE, REPORT_NAME, Injection, instrument_tree
+from .inject import PACKAGE, REPORT_NAME, Injection, instrument_tree
 
 
 @dataclass(frozen=True)
@@ -50,14 +48,6 @@ def excluded(job: Job) -> List[Path]:
     return report_folders(job.out_dir.parent) if job.input.is_dir() else []
 
 
-def point_imports(dest: Path, files: Iterable[str], detector: Detector) -> None:
-    """Replace the dynamic-shape detector import by ``detector``'s in each copied file (same line)."""
-    old, new = IMPORT_LINE.encode(), detector.import_line.encode()
-    for rel in files:
-        path = dest / rel
-        path.write_bytes(path.read_bytes().replace(old, new, 1))
-
-
 def run_command(copy: Path, shown: Path, rel: str) -> str:
     """How to run the script ``rel`` of ``copy`` (which will lie at ``shown``) so that the copy's own modules are
     imported, not an installed original: ``python -m yolov5.train`` from the folder above the package,
@@ -76,10 +66,11 @@ def run_command(copy: Path, shown: Path, rel: str) -> str:
 
 def make_copy(job: Job, detector: Detector, settings: Dict[str, object], extra: Dict[str, Path] = None) -> Injection:
     """The instrumented copy of ``job.input`` in ``job.out_dir`` for ``detector``; logs what it did."""
-    result = instrument_tree(job.input, job.out_dir, exclude=excluded(job))
+    result = instrument_tree(job.input, job.out_dir, exclude=excluded(job), import_line=detector.import_line)
     package = job.out_dir / PACKAGE
-    if detector != SHAPES:
-        point_imports(job.out_dir, result.importing, detector)
+    scripts = sorted({loop.path for loop in result.wrapped} | set(result.manual))
+    if len(scripts) > 1:  # each script run writes its own report, never over another's
+        settings = {**settings, "per_script": True}
     if settings:
         (package / "settings.json").write_text(
             json.dumps({detector.section: settings}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -102,11 +93,13 @@ def make_copy(job: Job, detector: Detector, settings: Dict[str, object], extra: 
                 f"`{detector.import_line}` and wrap your data loop by hand")
     if result.package:
         job.log(f"{job.input.name} is a package: the copy keeps it as {result.package}/ so that its imports resolve")
-    scripts = sorted({loop.path for loop in result.wrapped} | set(result.manual))
     for rel in scripts[:MAX_RUN_LINES]:
         job.log(f"to run {rel} instrumented: {run_command(job.out_dir, job.target, rel)}")
     if len(scripts) > MAX_RUN_LINES:
         job.log(f"... and {len(scripts) - MAX_RUN_LINES} more files with wrapped loops")
-    job.log(f"next: run the training script of the copy for a few iterations; {detector.report} appears in the "
-            "copy's root (one per rank in multi-process runs)")
+    stem = detector.report[:-len(".csv")]
+    report = f"{stem}_<script>.csv (one per script run: {stem}_train.csv for train.py, {stem}_yolov5.train.csv " \
+        "for python -m yolov5.train)" if len(scripts) > 1 else detector.report
+    job.log(f"next: run the training script of the copy for a few iterations; {report} appears in the copy's root "
+            "(one per rank in multi-process runs); it is rewritten as recording goes on and on SIGTERM")
     return result

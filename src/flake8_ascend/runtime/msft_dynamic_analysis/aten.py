@@ -139,13 +139,13 @@ class AtenDetector(LoopDetector):
         """Run ``func(*args, **kwargs)`` and return its result, recording what the detector needs."""
         raise NotImplementedError
 
-    def save(self):
+    def save(self, quiet=False):
         if self.supported is False:
-            if self._unsaved:
+            if self._unsaved and not quiet:
                 log("no %s written: nothing could be recorded" % self.report_name)
                 self._unsaved = False
             return
-        super(AtenDetector, self).save()
+        super(AtenDetector, self).save(quiet)
 
 
 def phase(node):

@@ -35,13 +35,11 @@ subclass supplies its interception (``_install``/``_resume``/``_pause``/
 ``_uninstall``), ``report_name``, ``header`` and ``rows()``.
 """
 import atexit
-import csv
 import json
 import os
 import sys
-import sysconfig
-import tempfile
 import threading
+import time
 
 from .cells import safe_row
 
@@ -52,6 +50,9 @@ MAX_FRAMES = 200  # frames walked when capturing a call stack (nn.Module calls n
 MAX_SITES = 50000  # call sites recorded before the detector stops learning new ones
 MAX_SIGNATURES = 256  # distinct shape signatures remembered per call site
 SETTINGS_FILE = os.path.join(PACKAGE_DIR, "settings.json")  # written by ascend-analyse
+CHECKPOINT_SECONDS = 5.0  # a recording loop rewrites its report at least this often (what SIGKILL can lose)
+_DETECTORS = []  # detectors whose loops started in this process: their reports are saved on SIGTERM
+_WRITING = set()  # temporary report files being written: removed when SIGTERM ends the process
 _START_DIR = os.getcwd()  # relative code file names are relative to where the program started
 
 
@@ -83,21 +84,81 @@ def ranked_name(name, rank):
     return "%s_rank%d%s" % (stem, rank, extension)
 
 
+def csv_line(row):
+    """One CSV record as the ``csv`` module's default dialect writes it (this package does not import ``csv``:
+    a project's own ``csv.py`` beside the script would stand in for it)."""
+    cells = []
+    for value in row:
+        text = "" if value is None else str(value)
+        if any(c in text for c in ',"\r\n') or (text == "" and len(row) == 1):
+            text = '"%s"' % text.replace('"', '""')
+        cells.append(text)
+    return ",".join(cells) + "\r\n"
+
+
 def write_csv(path, header, rows):
     """Write a CSV atomically (a temporary file renamed into place), so readers never see half a report."""
-    folder = os.path.dirname(path)
-    handle, temporary = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    temporary = os.path.join(os.path.dirname(path), ".%s.%d.%s.tmp" % (
+        os.path.basename(path), os.getpid(), "".join("%02x" % b for b in bytearray(os.urandom(4)))))
+    _WRITING.add(temporary)
     try:
+        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         with os.fdopen(handle, "w", newline="", encoding="utf-8") as stream:
-            writer = csv.writer(stream)
-            writer.writerow(header)
-            writer.writerows(safe_row(row) for row in rows)
-        os.chmod(temporary, 0o644)
+            stream.write(csv_line(header))
+            for row in rows:
+                stream.write(csv_line(safe_row(row)))
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):
             os.remove(temporary)
         raise
+    finally:
+        _WRITING.discard(temporary)
+
+
+def script_name():
+    """The program's entry point as a file-name part: ``train`` (``python train.py``), ``tools.eval``
+    (``python tools/eval.py``), ``yolov5.train`` (``python -m yolov5.train``)."""
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if not name:
+        filename = getattr(main, "__file__", None) or (sys.argv[0] if sys.argv else "")
+        full = os.path.realpath(os.path.join(_START_DIR, filename)) if filename else ""
+        root = os.path.realpath(ROOT) + os.sep
+        name = full[len(root):] if full.startswith(root) else os.path.basename(full)
+        name = (name[:-3] if name.endswith(".py") else name).replace(os.sep, ".")
+    safe = "".join(c if c.isalnum() and c.isascii() or c in "._-" else "_" for c in name).strip(".")
+    return safe or "script"
+
+
+def _install_sigterm_handler():
+    """Save every report when SIGTERM arrives (timeout, kill, SLURM), then do what the program would have done:
+    call the handler it installed, or end killed by SIGTERM.  Only from the main thread, and not when SIGTERM is
+    ignored or handled outside Python."""
+    import signal  # (imported by torch already)
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is None or previous is signal.SIG_IGN or getattr(previous, "msft_saves_reports", False):
+        return
+
+    def on_sigterm(signum, frame):
+        for detector in list(_DETECTORS):
+            detector.save()
+        if callable(previous):
+            return previous(signum, frame)
+        for temporary in list(_WRITING):  # a report being written when the signal came: never left behind
+            try:
+                os.remove(temporary)
+            except OSError:
+                pass
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return None
+
+    on_sigterm.msft_saves_reports = True
+    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def load_settings(section):
@@ -238,8 +299,7 @@ class CallSites(object):
         if self._torch is None:
             torch = sys.modules.get("torch")
             self._torch = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep if torch else self.package
-            stdlib = sysconfig.get_paths().get("stdlib")
-            self._stdlib = os.path.realpath(stdlib) + os.sep if stdlib else None
+            self._stdlib = os.path.dirname(os.path.realpath(os.__file__)) + os.sep  # os: loaded at startup
         filename = code.co_filename
         if self.path(code) is not None:
             found = PROJECT
@@ -338,12 +398,13 @@ class CallSites(object):
 class Loop(object):
     """One wrapped loop (its ``for`` line): its own iteration count, and whether it trains."""
 
-    __slots__ = ("where", "iterations", "training")
+    __slots__ = ("where", "iterations", "training", "checkpointed")
 
     def __init__(self, where):
         self.where = where  # "train.py:28"
         self.iterations = 0  # its iterations so far, over every time the loop ran
         self.training = False  # an iteration ran backward (or an optimizer step)
+        self.checkpointed = False  # the report was saved when its first recording window closed
 
     @property
     def phase(self):
@@ -373,6 +434,9 @@ class LoopDetector(object):
         self._rank = None
         self._exit_hook = False
         self._unsaved = False
+        self._exited = False  # the process exit closed a loop that was still inside an iteration
+        self._saved_at = None  # time.time() of the last incremental save
+        self._script = None
 
     def option(self, key, env, default, convert):
         return setting(self._options, load_settings(self.settings_section), key, env, default, convert)
@@ -396,6 +460,9 @@ class LoopDetector(object):
         if not self._exit_hook:
             atexit.register(self._at_exit)
             self._exit_hook = True
+            self._script = script_name()
+            _DETECTORS.append(self)
+            _install_sigterm_handler()
             foreign_project_modules()
         try:
             self._install()
@@ -404,18 +471,34 @@ class LoopDetector(object):
                     item = next(iterator)  # fetching data is not part of the iteration's record
                 except StopIteration:
                     break
-                if self.records(self.loop.iterations):
+                recorded = self.records(self.loop.iterations)
+                if recorded:
                     self._resume()
                 self._unsaved = True
                 try:
                     yield item
                 finally:
-                    self._pause()
-                    self._end_iteration()
+                    if not self._exited:
+                        self._pause()
+                        self._end_iteration()
+                if recorded:
+                    self._checkpoint()
         finally:
-            self._uninstall()
-            self._active = False
-            self.save()
+            if not self._exited:  # (after the process exit: the interpreter is being torn down, touch nothing)
+                self._uninstall()
+                self._active = False
+                self.save()
+
+    def _checkpoint(self):
+        """Rewrite the report after a recorded iteration when the loop's first recording window just closed,
+        or at least every CHECKPOINT_SECONDS, so that a process killed outright loses little."""
+        now = time.time()
+        window_closed = not self.records(self.loop.iterations) and self.loop.iterations > 0
+        if window_closed and not self.loop.checkpointed or now - (self._saved_at or now) >= CHECKPOINT_SECONDS:
+            self.loop.checkpointed = window_closed or self.loop.checkpointed
+            self.save(quiet=True)
+        if self._saved_at is None:
+            self._saved_at = now
 
     def _loop_at(self, frame):
         """The Loop of the for statement iterating from ``frame`` (or the first project frame outwards, when a
@@ -440,24 +523,42 @@ class LoopDetector(object):
 
     # -- the report ------------------------------------------------------------------
     def report_path(self):
+        """ROOT/report.csv; ``report_<script>.csv`` when settings say each script of the copy gets its own
+        (``per_script``: ascend-analyse sets it when the copy has several scripts to run)."""
         rank = self._rank if self._rank is not None else process_rank()
-        return os.path.join(ROOT, ranked_name(self.report_name, rank))
+        name = self.report_name
+        if self.option("per_script", "MSFT_REPORT_PER_SCRIPT", False, flag):
+            stem, extension = os.path.splitext(name)
+            name = "%s_%s%s" % (stem, self._script or script_name(), extension)
+        return os.path.join(ROOT, ranked_name(name, rank))
 
-    def save(self):
-        """Write the report now (the loop's end and process exit call this)."""
+    def save(self, quiet=False):
+        """Write the report now (the loop's end, process exit and SIGTERM call this; ``quiet``: a checkpoint
+        while recording goes on).  Never raises: a report must not stop the training run."""
         if self._owner is None or self._owner[0] != os.getpid():
             return  # a forked worker: the report belongs to the process that ran the loop
-        path = self.report_path()
-        rows = self.rows()
+        path = self.report_name
         try:
+            path = self.report_path()
+            rows = self.rows()
             write_csv(path, self.header, rows)
-        except OSError as error:
-            log("cannot write %s: %s" % (path, error))
+        except Exception as error:  # a full disk, a folder made read-only, a bug of this package
+            log("cannot write %s: %s: %s" % (path, type(error).__name__, error))
             return
-        self._unsaved = False
-        self._saved(path, rows)
+        self._saved_at = time.time()
+        if not quiet:
+            self._unsaved = False
+            self._saved(path, rows)
 
     def _at_exit(self):
+        if self._active and not self._exited:
+            # a loop still inside an iteration (a generator never resumed): end it now, while the interpreter
+            # still works, and count that iteration; the generator's late clean-up then touches nothing
+            self._exited = True
+            self._pause()
+            self._end_iteration()
+            self._uninstall()
+            self._unsaved = True
         if self._unsaved:
             self.save()
 
