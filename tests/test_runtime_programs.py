@@ -537,3 +537,69 @@ def test_each_script_of_a_copy_writes_its_own_report(tmp_path, capsys):
     assert {r["File Path"] for r in train} == {"train.py"} and {r["File Path"] for r in evaluate} == {"evaluate.py"}
     assert {r["Phase"] for r in train} == {"train"} and {r["Phase"] for r in evaluate} == {"eval"}
     assert not (copy / REPORT_NAME).exists()
+
+
+KILLED = textwrap.dedent('''\
+    import os
+    import signal
+    import sys
+
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    if os.environ.get("OWN_HANDLER"):
+        def stop(signum, frame):
+            print("stopping on signal %d" % signum, flush=True)
+            sys.exit(3)
+        signal.signal(signal.SIGTERM, stop)
+    for step in range(6):
+        x = torch.randn(2 + step, 3)
+        huge = (x.abs() + 1) * 3e38  # inf from finite inputs: a row of the overflow report
+        loss = torch.mode(model(x).squeeze(1)).values  # no NPU kernel: a row of the operator report
+        loss.backward()
+        optimizer.step()
+        print("step %d loss %.6f" % (step, loss.item()), flush=True)
+        if step == 3:
+            os.kill(os.getpid(), getattr(signal, os.environ["SIGNAL"]))
+    ''')
+KILLED_REPORTS = {  # mode -> (report, a row it must hold, settings closing the recording window after 2 iterations)
+    "dynamic_shape": (REPORT_NAME, ("Function Name", "torch.randn", 16), {}),
+    "overflow": ("msft_overflow_report.csv", ("Op", "aten::mul.Tensor", 17), {"MSFT_OVERFLOW_ITERATIONS": "0-1"}),
+    "runtime_ops": ("msft_runtime_ops_report.csv", ("Op", "aten::mode", 18), {}),
+}
+
+
+@pytest.fixture(scope="module")
+def killed_originals(tmp_path_factory):
+    """The original program's (exit status, stdout) for each way of ending it."""
+    folder = tmp_path_factory.mktemp("killed")
+    write(folder, {"train.py": KILLED})
+    cases = {"SIGTERM": {}, "own handler": {"OWN_HANDLER": "1"}, "SIGKILL": {}}
+    found = {}
+    for case, env in cases.items():
+        done = run_python(folder / "train.py", env={"SIGNAL": case.replace("own handler", "SIGTERM"), **env})
+        found[case] = done.returncode, done.stdout
+    assert found["SIGTERM"][0] == -signal.SIGTERM and found["own handler"][0] == 3
+    assert found["SIGKILL"][0] == -signal.SIGKILL and found["SIGTERM"][1].count("loss") == 4
+    return found
+
+
+@pytest.mark.parametrize("mode", list(KILLED_REPORTS))
+def test_reports_survive_sigterm_and_sigkill_and_the_exit_status_is_the_originals(tmp_path, capsys, mode,
+                                                                                 killed_originals):
+    write(tmp_path / "proj", {"train.py": KILLED})
+    analyse(mode, tmp_path / "proj", tmp_path / "out", capsys, *(["-v", "2.13"] * (mode == "runtime_ops")))
+    copy = tmp_path / "out" / "proj_analysis"
+    report, (column, value, line), window = KILLED_REPORTS[mode]
+    cases = {"SIGTERM": {}, **({"own handler": {"OWN_HANDLER": "1"}} if mode == "dynamic_shape" else
+                                {"SIGKILL": window})}
+    for case, env in cases.items():
+        (copy / report).unlink(missing_ok=True)
+        done = run_python(copy / "train.py", env={"SIGNAL": case.replace("own handler", "SIGTERM"), **env})
+        assert (done.returncode, done.stdout) == killed_originals[case], (case, done.stderr)
+        assert "Traceback" not in done.stderr
+        rows = read_rows(copy / report)
+        assert (value, str(line)) in {(r[column], r["Line Number"]) for r in rows}, (case, rows)
+        assert not [p.name for p in copy.iterdir() if p.name.endswith(".tmp")]
