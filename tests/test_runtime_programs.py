@@ -639,3 +639,80 @@ def test_collectives_of_a_ddp_program_are_not_problem_operators(tmp_path, capsys
     run_program(copy / "train.py", str(tmp_path / "store3"))
     collectives = {(r["Op"], r["NPU Status"], r["Line Number"]) for r in read_rows(report) if "c10d" in r["Op"]}
     assert collectives == {("c10d::broadcast_", "kernel", "12"), ("c10d::allreduce_", "kernel", "14")}
+
+
+COMPILED = textwrap.dedent('''\
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    compiled = torch.compile(model, backend="aot_eager")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for n in range(2, 5):
+        out = compiled(torch.randn(n, 3))
+        loss = torch.nn.functional.mse_loss(out, torch.zeros_like(out))
+        loss.backward()
+        optimizer.step()
+        print("loss %.6f" % loss.item())
+    ''')
+
+
+@pytest.mark.parametrize("mode", ["dynamic_shape", "overflow"])
+def test_a_compiled_model_is_recorded_at_its_boundary_without_graph_breaks(tmp_path, capsys, mode):
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    copy, _ = copy_and_run(tmp_path, capsys, mode, {"train.py": COMPILED})
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    if mode == "dynamic_shape":
+        rows = {r["Function Name"]: r for r in read_rows(copy / REPORT_NAME)}
+        assert (rows["torch.nn.Sequential"]["Line Number"], rows["torch.nn.Sequential"]["Distinct Shapes"]) == ("8", "3")
+    else:
+        assert read_rows(copy / "msft_overflow_report.csv") == []
+
+
+def test_a_torch_warning_inside_a_recorded_iteration_names_the_users_line(tmp_path, capsys):
+    import warnings
+    script = STEP_LOOP.replace("x = torch.randn(2 + step, 3)", "x = torch.nn.functional.softmax(torch.randn(2 + step, 3))")
+    write(tmp_path / "proj", {"train.py": script})
+    analyse("dynamic_shape", tmp_path / "proj", tmp_path / "out", capsys)
+    seen = []
+    for folder in (tmp_path / "proj", tmp_path / "out" / "proj_analysis"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run_program(folder / "train.py")
+        seen.append({(Path(w.filename).name, w.lineno, str(w.message)[:40]) for w in caught})
+    assert seen[0] == seen[1] == {("train.py", 9, "Implicit dimension choice for softmax ha")}
+
+
+SUSPENDED = textwrap.dedent('''\
+    import torch
+
+
+    def steps(train_loader):
+        for x in train_loader:
+            yield torch.nn.functional.softmax(x).sum()
+
+
+    train_loader = [torch.ones(n, 3) for n in (2, 3, 4)]
+    running = steps(train_loader)
+    for label in ("first", "second"):  # the generator stays suspended in its second iteration
+        print("%s %.3f" % (label, next(running).item()))
+    ''')
+
+
+def test_a_loop_still_suspended_at_exit_is_counted_and_closed_quietly(tmp_path, capsys):
+    write(tmp_path / "proj", {"train.py": SUSPENDED})
+    analyse("dynamic_shape", tmp_path / "proj", tmp_path / "out", capsys)
+    copy = tmp_path / "out" / "proj_analysis"
+    original = run_python(tmp_path / "proj" / "train.py")
+    instrumented = run_python(copy / "train.py")
+    assert (instrumented.returncode, instrumented.stdout) == (original.returncode, original.stdout) == (
+        0, "first 2.000\nsecond 3.000\n")
+    warning = "train.py:6: UserWarning: Implicit dimension choice for softmax"
+    assert warning in original.stderr and warning in instrumented.stderr
+    assert "hook.py" not in instrumented.stderr and "Exception ignored" not in instrumented.stderr
+    assert "call sites changed shape over 2 iterations" in instrumented.stderr
+    rows = read_rows(copy / REPORT_NAME)
+    assert ("torch.nn.functional.softmax", "6", "2") in {
+        (r["Function Name"], r["Line Number"], r["Distinct Shapes"]) for r in rows}

@@ -257,6 +257,55 @@ def foreign_project_modules():
 PROJECT, LIBRARY, TORCH, STDLIB = "project", "library", "torch", "stdlib"
 
 
+def _direct(func, args, kwargs):
+    return func(*args, **kwargs)
+
+
+def _never():
+    return False
+
+
+def compiling(torch):
+    """torch's "is Dynamo tracing now" test (a constant to Dynamo), or one that always answers False."""
+    compiler = getattr(torch, "compiler", None)
+    return getattr(compiler, "is_compiling", None) or getattr(getattr(torch, "_dynamo", None), "is_compiling", _never)
+
+
+class CallersLines(object):
+    """Call a function as if from the line of a given frame, so that a warning the call raises (torch's C++
+    warnings, ``warnings.warn(stacklevel=2)`` in torch's Python code) names the user's line and module, as it
+    would without a detector, rather than this package's line that made the call.
+
+    Per (code, line): a one-line function compiled with the caller's file name at the caller's line and run
+    in the caller's globals.  Its code objects are registered as torch's with ``sites``, so no report names them.
+    """
+
+    def __init__(self, sites):
+        self.sites = sites
+        self._made = {}  # (code, line) -> function
+
+    def at(self, frame):
+        """A function ``call(func, args, kwargs)`` that runs ``func(*args, **kwargs)`` from ``frame``'s line."""
+        if frame is None:
+            return _direct
+        code, line = frame.f_code, frame.f_lineno
+        try:
+            return self._made[code, line]
+        except KeyError:
+            pass
+        if not isinstance(line, int) or line < 1 or len(self._made) >= MAX_SITES:
+            return _direct
+        source = "\n" * (line - 1) + "def call(func, args, kwargs): return func(*args, **kwargs)\n"
+        try:
+            module = compile(source, code.co_filename, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, MemoryError):
+            return _direct
+        inner = [c for c in module.co_consts if isinstance(c, type(code))][0]
+        self.sites.internal(inner)
+        call = self._made[code, line] = type(_direct)(inner, frame.f_globals)
+        return call
+
+
 class CallSites(object):
     """Which line made a call: project frames (files under ROOT, outside this package), and the library frame
     between them and torch when the call was made inside a library (torchvision.ops.nms, a timm model).
@@ -274,6 +323,11 @@ class CallSites(object):
         self._torch = None  # torch's folder
         self._stdlib = None
         self._roots = None
+
+    def internal(self, code):
+        """Count ``code`` (this package's, though named after a project file) as torch's."""
+        self._paths[code] = None
+        self._kinds[code] = TORCH
 
     def path(self, code):
         """The project-relative file of a code object, or None when it is not project code."""
@@ -753,6 +807,8 @@ class DynamicShapeDetector(LoopDetector):
         self._intercepted = False
         self._torch = None
         self._backward = None  # torch.Tensor.backward: a loop whose iteration calls it trains
+        self._compiling = _never  # torch.compiler.is_compiling
+        self._callers = CallersLines(self.sites)
         self._mode_class = None  # a TorchFunctionMode subclass, when this torch has a working one
         self._mode = None
         self._module_hook = None
@@ -762,6 +818,7 @@ class DynamicShapeDetector(LoopDetector):
         self._plain_tensors = None  # torch._C.DisableTorchFunction, where torch has it
         self._dispatch_files = frozenset()  # torch files between a project line and an intercepted call
         self._module_files = frozenset()
+        self._compiled_module = None  # torch.compile's OptimizedModule class, once torch._dynamo is loaded
         self._full = False
         self.first = 10
         self.every = 10
@@ -773,15 +830,25 @@ class DynamicShapeDetector(LoopDetector):
             import torch
 
             self._torch = torch
+            self._compiling = compiling(torch)
             self._backward = torch.Tensor.backward
             self._dispatch_files = _source_files(
                 [getattr(torch, name, None)
                  for name in ("overrides", "_tensor", "functional", "_jit_internal", "_ops")]
                 + [torch.nn.functional])
-            self._module_files = _source_files([torch.nn.modules.module])
             self._plain_tensors = getattr(torch._C, "DisableTorchFunction", None)
             self._mode_class = self._working_mode_class(torch)
             self._register_module_hook = getattr(torch.nn.modules.module, "register_module_forward_hook", None)
+            if self._register_module_hook is not None:
+                import warnings  # (imported by torch already)
+
+                # torch.compile's wrapper warns on every call that our global hook also sees it: it is ours
+                warnings.filterwarnings("ignore", r"Using `torch\.compile\(module\)` when there are global hooks")
+        # torch.compile's wrappers (torch._dynamo, imported by the first torch.compile) lie between a compiled
+        # module's call and the hooks of the module it wraps, which run outside the compiled code
+        dynamo = [module for name, module in list(sys.modules.items()) if name.startswith("torch._dynamo")]
+        self._module_files = _source_files([self._torch.nn.modules.module] + dynamo)
+        self._compiled_module = getattr(sys.modules.get("torch._dynamo.eval_frame"), "OptimizedModule", None)
         self.first = self.option("iterations", "MSFT_SHAPES_ITERATIONS", 10, natural)
         self.every = self.option("every", "MSFT_SHAPES_EVERY", 10, natural)
         optimizer = sys.modules.get("torch.optim.optimizer")  # loaded when the project uses torch.optim
@@ -885,14 +952,20 @@ class DynamicShapeDetector(LoopDetector):
 
     # -- the handlers ----------------------------------------------------------------
     def _on_function(self, func, args, kwargs):
-        result = func(*args, **kwargs)
+        if self._compiling():  # Dynamo traces this handler into a compiled graph: add nothing to it
+            return func(*args, **kwargs)
         if not self._recording:
             self._intercepted = True
-            return result
+            return func(*args, **kwargs)
+        # frames: 0 this handler, 1 the mode's __torch_function__, 2 the caller (or torch's dispatch code)
+        caller = sys._getframe(2)
+        skipped = self._dispatch_files
+        while caller is not None and caller.f_code.co_filename in skipped:
+            caller = caller.f_back
+        result = self._callers.at(caller)(func, args, kwargs)
         if func is self._backward:
             self.loop.training = True
-        # frames: 0 this handler, 1 the mode's __torch_function__, 2 the caller (or torch's dispatch code)
-        site = self.sites.site(sys._getframe(2), skipped=self._dispatch_files)
+        site = self.sites.site(caller)
         if not site:
             return result  # called by torch itself (inside an nn.Module, an optimizer, a data loader...)
         try:
@@ -910,7 +983,7 @@ class DynamicShapeDetector(LoopDetector):
         return result
 
     def _on_module(self, module, inputs, output):
-        if not self._recording or not self.owns_thread():
+        if self._compiling() or not self._recording or not self.owns_thread():
             return None
         site = self.sites.site(sys._getframe(1), skipped=self._module_files)
         if not site:
@@ -922,6 +995,9 @@ class DynamicShapeDetector(LoopDetector):
         else:
             shapes = tensor_shapes(inputs, tensor), tensor_shapes((output,), tensor)
         cls = type(module)
+        if cls is self._compiled_module:  # torch.compile(model): recorded as the model, at this boundary (the
+            module = module._orig_mod  # model's own hooks run while torch.compiler.is_compiling() says True)
+            cls = type(module)
         try:
             name = self._names[cls]
         except KeyError:

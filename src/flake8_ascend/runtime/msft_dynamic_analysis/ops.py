@@ -156,7 +156,7 @@ class OpsDetector(AtenDetector):
             log("recording the ATen operators of the first %d iterations of the loop at %s"
                 % (self.iterations, self.loop.where))
 
-    def on_operator(self, func, args, kwargs, node, site):
+    def on_operator(self, func, args, kwargs, node, site, call):
         try:
             name, status, kernel = self._ops[func]
         except KeyError:
@@ -167,11 +167,11 @@ class OpsDetector(AtenDetector):
         if status in PROBLEMS or self.all_ops:
             self._count(name, status, args, kwargs, node, site)
         if kernel is None or name in self._parents or not self._dense(args, kwargs):
-            return func(*args, **kwargs)  # (a default kernel calling its own operator, or sparse/nested tensors)
+            return call(func, args, kwargs)  # (a default kernel calling its own operator, or sparse/nested tensors)
         self._parents.append(name)  # run its default kernel as the NPU would, and see the operators it calls
         try:
             with self._mode:
-                return func._op_dk(kernel, *args, **kwargs)
+                return call(func._op_dk, (kernel,) + tuple(args), kwargs)
         finally:
             self._parents.pop()
 

@@ -141,7 +141,7 @@ class OverflowDetector(AtenDetector):
             return False
         return (iteration - first) % self.every == 0
 
-    def on_operator(self, func, args, kwargs, node, site):
+    def on_operator(self, func, args, kwargs, node, site, call):
         index = self._index
         self._index += 1
         dump_step = self.dump_all == self.iteration
@@ -155,7 +155,7 @@ class OverflowDetector(AtenDetector):
         if written and (dump_step or (checking and self._dumped_ops < self.dump)):
             before = {id(t): t.detach().clone() for t in written}
         sums = [self._sum(t) for t in written] if checking and info[2] else ()  # as they were; read on overflow
-        result = func(*args, **kwargs)
+        result = call(func, args, kwargs)
         record = None
         if checking and info[2] and self._in_iteration < self.max_ops:
             record = self._check(func, args, kwargs, result, written, sums, node, site)
