@@ -815,6 +815,11 @@ class DynamicShapeDetector(LoopDetector):
         self._register_module_hook = None
         self._optimizer_hooks = []
         self._stepping = None  # the mode set aside while one of torch's optimizers steps
+        self._inside = None  # the torch module inside which the mode is set aside (see _before_module)
+        self._module_pre_hook = None
+        self._register_module_pre_hook = None
+        self._torch_only = None  # module -> whether it and all its submodules are torch's (weak keys)
+        self._current_mode = None  # torch.overrides._get_current_function_mode
         self._plain_tensors = None  # torch._C.DisableTorchFunction, where torch has it
         self._dispatch_files = frozenset()  # torch files between a project line and an intercepted call
         self._module_files = frozenset()
@@ -839,6 +844,12 @@ class DynamicShapeDetector(LoopDetector):
             self._plain_tensors = getattr(torch._C, "DisableTorchFunction", None)
             self._mode_class = self._working_mode_class(torch)
             self._register_module_hook = getattr(torch.nn.modules.module, "register_module_forward_hook", None)
+            self._register_module_pre_hook = getattr(
+                torch.nn.modules.module, "register_module_forward_pre_hook", None)
+            import weakref  # (imported by torch already)
+
+            self._torch_only = weakref.WeakKeyDictionary()
+            self._current_mode = getattr(torch.overrides, "_get_current_function_mode", None)
             if self._register_module_hook is not None:
                 import warnings  # (imported by torch already)
 
@@ -908,17 +919,20 @@ class DynamicShapeDetector(LoopDetector):
             self._mode = mode
         if self._register_module_hook is not None:
             self._module_hook = self._register_module_hook(self._on_module)
+            if self._mode is not None and None not in (self._register_module_pre_hook, self._current_mode):
+                self._module_pre_hook = self._register_module_pre_hook(self._before_module)
         self._recording = True
 
     def _pause(self):
         self._recording = False
         mode, self._mode = self._mode, None
-        if mode is not None and mode is not self._stepping:  # an optimizer step that raised left it exited
-            mode.__exit__(None, None, None)
-        self._stepping = None
-        if self._module_hook is not None:
-            self._module_hook.remove()
-            self._module_hook = None
+        if mode is not None and mode is not self._stepping and self._inside is None:
+            mode.__exit__(None, None, None)  # (an optimizer step or a torch module that raised left it exited)
+        self._stepping = self._inside = None
+        for hook in (self._module_hook, self._module_pre_hook):
+            if hook is not None:
+                hook.remove()
+        self._module_hook = self._module_pre_hook = None
 
     def _uninstall(self):
         self._pause()
@@ -945,6 +959,25 @@ class DynamicShapeDetector(LoopDetector):
         mode, self._stepping = self._stepping, None
         if mode is not None and mode is self._mode:
             mode.__enter__()
+        return None
+
+    def _before_module(self, module, inputs):
+        """Set the mode aside while a module made of torch's modules only runs: none of its calls is project code,
+        and while a mode is active torch's ``has_torch_function`` is true, which turns off the fast paths of
+        ``nn.TransformerEncoder`` and ``nn.MultiheadAttention`` (their outputs would differ from the original's)."""
+        mode = self._mode
+        if mode is None or self._inside is not None or self._stepping is not None or self._compiling():
+            return None
+        try:
+            torch_only = self._torch_only[module]
+        except KeyError:
+            torch_only = self._torch_only[module] = all(
+                type(m).__module__.startswith("torch.") for m in module.modules())
+        except TypeError:  # a module that cannot be weakly referenced
+            return None
+        if torch_only and self.owns_thread() and self._current_mode() is mode:
+            mode.__exit__(None, None, None)
+            self._inside = module
         return None
 
     def _iteration_done(self):
@@ -983,6 +1016,9 @@ class DynamicShapeDetector(LoopDetector):
         return result
 
     def _on_module(self, module, inputs, output):
+        if module is self._inside:
+            self._inside = None
+            self._mode.__enter__()
         if self._compiling() or not self._recording or not self.owns_thread():
             return None
         site = self.sites.site(sys._getframe(1), skipped=self._module_files)
