@@ -490,6 +490,7 @@ class LoopDetector(object):
         self._unsaved = False
         self._exited = False  # the process exit closed a loop that was still inside an iteration
         self._saved_at = None  # time.time() of the last incremental save
+        self._failure = None  # the last failure to write the report, logged once
         self._script = None
 
     def option(self, key, env, default, convert):
@@ -597,8 +598,12 @@ class LoopDetector(object):
             rows = self.rows()
             write_csv(path, self.header, rows)
         except Exception as error:  # a full disk, a folder made read-only, a bug of this package
-            log("cannot write %s: %s: %s" % (path, type(error).__name__, error))
+            message = "cannot write %s: %s: %s" % (path, type(error).__name__, error)
+            if message != self._failure:  # once, not at every checkpoint
+                log(message)
+            self._failure = message
             return
+        self._failure = None
         self._saved_at = time.time()
         if not quiet:
             self._unsaved = False
@@ -965,8 +970,10 @@ class DynamicShapeDetector(LoopDetector):
         """Set the mode aside while a module made of torch's modules only runs: none of its calls is project code,
         and while a mode is active torch's ``has_torch_function`` is true, which turns off the fast paths of
         ``nn.TransformerEncoder`` and ``nn.MultiheadAttention`` (their outputs would differ from the original's)."""
+        if self._compiling():  # (first: Dynamo traces hooks, and must not see this detector's state)
+            return None
         mode = self._mode
-        if mode is None or self._inside is not None or self._stepping is not None or self._compiling():
+        if mode is None or self._inside is not None or self._stepping is not None:
             return None
         try:
             torch_only = self._torch_only[module]
@@ -1016,10 +1023,12 @@ class DynamicShapeDetector(LoopDetector):
         return result
 
     def _on_module(self, module, inputs, output):
+        if self._compiling():
+            return None
         if module is self._inside:
             self._inside = None
             self._mode.__enter__()
-        if self._compiling() or not self._recording or not self.owns_thread():
+        if not self._recording or not self.owns_thread():
             return None
         site = self.sites.site(sys._getframe(1), skipped=self._module_files)
         if not site:
