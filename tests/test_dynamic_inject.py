@@ -204,7 +204,7 @@ def test_instrument_tree_copies_everything_and_never_touches_the_source(project,
 def test_a_script_in_a_subfolder_finds_the_detector(project, tmp_path):
     instrument_tree(project, tmp_path / "out")
     script = tmp_path / "out" / "tools" / "train_net.py"
-    assert script.read_text(encoding="utf-8").startswith('import sys; __import__("sys").path.append(')
+    assert script.read_text(encoding="utf-8").startswith('import sys; __import__("sys").path.insert(0, ')
     for name in [m for m in sys.modules if m.startswith(PACKAGE)]:
         del sys.modules[name]
     saved = list(sys.path)
@@ -242,7 +242,7 @@ def test_dynamic_shape_mode_writes_hints_copy_and_log(project, tmp_path, capsys)
     assert "no data loop could be wrapped in tools/train_net.py" in log
     assert (project / "pytorch_analysis.txt").read_text(encoding="utf-8") == "an old log\n"
     settings = (folder / PACKAGE / "settings.json").read_text(encoding="utf-8")
-    assert json.loads(settings) == {"dynamic_shape": {"every": 10, "iterations": 10}}
+    assert json.loads(settings) == {"dynamic_shape": {"every": 10, "iterations": 10, "per_script": True}}  # 2 scripts
 
 
 def test_dynamic_shape_mode_with_the_output_inside_the_input(project, capsys):

@@ -15,11 +15,15 @@ scripts of the copy with libcst, changing nothing else in them:
   wrapped loop has its own recording window, and the detectors tell training
   from evaluation at run time.  Loops nested in a wrapped loop and ``async
   for`` are left alone;
-* ``from msft_dynamic_analysis.hook import DETECTOR`` is appended to the first
-  line that may hold it (the docstring, the last ``__future__`` import, or the
-  first statement), so every other line keeps its number and the report's line
-  numbers are the original's; scripts in subfolders first append the analysis
-  folder to ``sys.path`` on that same line.
+* ``from msft_dynamic_analysis.hook import DETECTOR`` (or the import of another
+  detector) is appended to the first line that may hold it (the docstring, the
+  last ``__future__`` import, or the first statement), so every other line keeps
+  its number and the report's line numbers are the original's; scripts in
+  subfolders put the analysis folder first on ``sys.path`` for that import only
+  on that same line, so that a project folder or module named like the package
+  beside the script cannot stand in for it, and the script's imports resolve as
+  in the original.  An import of the detector already in the file (a statement,
+  not a comment) is pointed at the chosen detector on its own line.
 
 A training script is a file with a whole-step loop (``for`` or ``while``); those where no loop could be wrapped (a ``while`` loop)
 still get the import and are listed so the user can wrap the loop by hand.  A
@@ -120,8 +124,10 @@ class _LoopWrapper(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self, assignments: Dict[str, List[cst.BaseExpression]], module: cst.Module,
-                 step_lines: Set[int]) -> None:
+                 step_lines: Set[int], import_line: str = IMPORT_LINE) -> None:
         super().__init__()
+        self.import_line = import_line
+        self.imports = False  # the module imports the detector itself
         self.assignments = assignments
         self.module = module
         self.step_lines = step_lines  # first lines of the whole-step loops (detect.training)
@@ -149,6 +155,15 @@ class _LoopWrapper(cst.CSTTransformer):
 
     def _runs_training_step(self, node: cst.CSTNode) -> bool:
         return self.get_metadata(PositionProvider, node).start.line in self.step_lines
+
+    def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
+        if not _imports_detector(original):
+            return updated
+        self.imports = True
+        if self.import_line == IMPORT_LINE:
+            return updated
+        chosen = cst.parse_statement(self.import_line + "\n").body[0]
+        return chosen.with_changes(semicolon=updated.semicolon)
 
     def visit_While(self, node: cst.While) -> None:
         if self._runs_training_step(node):
@@ -178,12 +193,19 @@ class _LoopWrapper(cst.CSTTransformer):
         return updated.with_changes(iter=cst.Call(func=start, args=[cst.Arg(value=updated.iter)]))
 
 
-def _import_statements(depth: int) -> List[cst.BaseSmallStatement]:
-    text = IMPORT_LINE
+def _import_statements(depth: int, import_line: str) -> List[cst.BaseSmallStatement]:
+    text = import_line
     if depth:
-        text = (f'__import__("sys").path.append(__import__("os").path.abspath(__file__ + "{"/.." * (depth + 1)}")); '
-                + text)
+        root = f'__import__("os").path.abspath(__file__ + "{"/.." * (depth + 1)}")'
+        text = f'__import__("sys").path.insert(0, {root}); {text}; __import__("sys").path.remove({root})'
     return list(cst.parse_statement(text + "\n").body)
+
+
+def _imports_detector(node: cst.ImportFrom) -> bool:
+    """``from msft_dynamic_analysis.hook import DETECTOR``, as a statement of its own."""
+    return (not node.relative and node.module is not None and cst_dotted(node.module) == f"{PACKAGE}.hook"
+            and isinstance(node.names, (list, tuple)) and len(node.names) == 1
+            and cst_dotted(node.names[0].name) == "DETECTOR" and node.names[0].asname is None)
 
 
 def _is_docstring(line: cst.SimpleStatementLine) -> bool:
@@ -196,7 +218,7 @@ def _is_future(line: cst.SimpleStatementLine) -> bool:
                for s in line.body)
 
 
-def _add_import(module: cst.Module, depth: int) -> Tuple[cst.Module, bool]:
+def _add_import(module: cst.Module, depth: int, import_line: str) -> Tuple[cst.Module, bool]:
     """The module with the detector import on an existing line when possible; (module, lines shifted)."""
     body = list(module.body)
     anchor = None
@@ -209,7 +231,7 @@ def _add_import(module: cst.Module, depth: int) -> Tuple[cst.Module, bool]:
             break
     if anchor is None and body and isinstance(body[0], cst.SimpleStatementLine):
         anchor = 0
-    statements = _import_statements(depth)
+    statements = _import_statements(depth, import_line)
     if anchor is None:
         return module.with_changes(body=[cst.SimpleStatementLine(body=statements), *body]), True
     line = body[anchor]
@@ -281,15 +303,16 @@ def whole_step_lines(source: bytes) -> Set[int]:
     return {loop.lineno for loop in Training(tree, decode(source).lines).whole_step_loops()}
 
 
-def instrument_source(source: bytes, depth: int = 0) -> Instrumented:
-    """Wrap the data loops of one file and add the detector import; raises ``libcst.ParserSyntaxError``
-    or ``TooComplex``.
+def instrument_source(source: bytes, depth: int = 0, import_line: str = IMPORT_LINE) -> Instrumented:
+    """Wrap the data loops of one file and add the detector import (``import_line``); raises
+    ``libcst.ParserSyntaxError`` or ``TooComplex``.
 
     ``depth`` is the file's folder depth below the analysis root (0: beside ``msft_dynamic_analysis``).
     """
     loader_words = b"oader" in source or b"dl" in source or b"DETECTOR" in source
-    if not (b".backward(" in source or (b"for " in source and loader_words and may_have_data_loop(source))):
-        return Instrumented(source, [], IMPORT_LINE.encode() in source, False)
+    if not (b".backward(" in source or PACKAGE.encode() in source
+            or (b"for " in source and loader_words and may_have_data_loop(source))):
+        return Instrumented(source, [], False, False)
     decoded = decode(source)
     if not decoded.exact:  # libcst would fail on it, and Python cannot run it
         raise TooComplex(decoded.note)
@@ -297,13 +320,13 @@ def instrument_source(source: bytes, depth: int = 0) -> Instrumented:
     module = cst.parse_module(source)
     assignments = _Assignments()
     module.visit(assignments)
-    wrapper = _LoopWrapper(assignments.values, module, whole_step_lines(source))
+    wrapper = _LoopWrapper(assignments.values, module, whole_step_lines(source), import_line)
     module = MetadataWrapper(module, unsafe_skip_copy=True).visit(wrapper)
     training = wrapper.training
-    already = IMPORT_LINE.encode() in source
+    already = wrapper.imports
     shifted = False
     if (wrapper.loops or training) and not already:
-        module, shifted = _add_import(module, depth)
+        module, shifted = _add_import(module, depth, import_line)
     imports = already or bool(wrapper.loops) or training
     manual = training and not (wrapper.loops or wrapper.already_wrapped)
     return Instrumented(module.bytes, wrapper.loops, imports, manual, shifted)
@@ -350,10 +373,16 @@ def _copy_file(source: Path, target: Path) -> str:
     return ""
 
 
-def instrument_tree(source: Path, dest: Path, exclude: Iterable[Path] = ()) -> Injection:
-    """Copy ``source`` (a project folder or one file) into the folder ``dest``, instrumented; see the module doc
-    and ``copy_tree``.  Files that libcst cannot parse are copied unchanged and listed in ``skipped``."""
-    result = copy_tree(source, dest, _instrument_file, exclude)
+def instrument_tree(source: Path, dest: Path, exclude: Iterable[Path] = (), import_line: str = IMPORT_LINE
+                    ) -> Injection:
+    """Copy ``source`` (a project folder or one file) into the folder ``dest``, instrumented with the detector
+    that ``import_line`` imports as DETECTOR; see the module doc and ``copy_tree``.  Files that libcst cannot
+    parse are copied unchanged and listed in ``skipped``."""
+
+    def instrument(path: Path, target: Path, rel: str, depth: int, result: Injection) -> None:
+        _instrument_file(path, target, rel, depth, result, import_line)
+
+    result = copy_tree(source, dest, instrument, exclude)
     shutil.copytree(PACKAGE_SOURCE, dest / PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return result
 
@@ -446,14 +475,14 @@ def _copy_entry(path: Path, target: Path, rel: str, depth: int, on_python: FileH
             result.copied += 1
 
 
-def _instrument_file(path: Path, target: Path, rel: str, depth: int, result: Injection) -> None:
+def _instrument_file(path: Path, target: Path, rel: str, depth: int, result: Injection, import_line: str) -> None:
     try:
         raw = read_regular(path)
     except SourceError as error:  # a FIFO, device or unreadable file named *.py, or one over the size cap
         result.skipped.append((rel, f"left out: {error}"))
         return
     try:
-        done = deep(instrument_source, raw, depth)  # libcst's visitors recurse once or more per level
+        done = deep(instrument_source, raw, depth, import_line)  # libcst's visitors recurse once or more per level
     except TooComplex as error:
         result.skipped.append((rel, f"copied unchanged: {error}"))
         shutil.copy2(path, target)

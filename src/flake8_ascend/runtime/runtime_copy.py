@@ -2,12 +2,10 @@
 
 The copy is made by the dynamic-shape injector (``inject.instrument_tree``):
 same files, data loops wrapped in ``DETECTOR.start(...)``, the hook package
-beside them.  For the other detectors, in every file that imports the
-detector, the import is then pointed at the chosen detector on the same line,
-so line numbers stay those of the original::
+beside them.  For the other detectors the import it adds (or finds) names the
+chosen detector, on the same line, so line numbers stay those of the original::
 
-    from msft_dynamic_analysis.hook import DETECTOR
-    -> from msft_dynamic_analysis.overflow import OVERFLOW as DETECTOR
+    from msft_dynamic_analysis.overflow import OVERFLOW as DETECTOR
 
 and the mode's settings go to ``msft_dynamic_analysis/settings.json`` (the
 detector reads them at run time; environment variables override them).
@@ -17,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,27 +61,20 @@ def excluded(job: Job) -> List[Path]:
     return report_folders(job.out_dir.parent) if job.input.is_dir() else []
 
 
-def point_imports(dest: Path, files: Iterable[str], detector: Detector) -> None:
-    """Replace the dynamic-shape detector import by ``detector``'s in each copied file (same line)."""
-    old, new = IMPORT_LINE.encode(), detector.import_line.encode()
-    for rel in files:
-        path = dest / rel
-        path.write_bytes(path.read_bytes().replace(old, new, 1))
-
-
 def run_command(copy: Path, shown: Path, rel: str) -> str:
     """How to run the script ``rel`` of ``copy`` (which will lie at ``shown``) so that the copy's own modules are
     imported, not an installed original: ``python -m yolov5.train`` from the folder above the package,
-    ``python tools/train.py`` for a plain script."""
+    ``python tools/train.py`` for a plain script.  Names come from the input, so every word is shell-quoted."""
     parts = rel.split("/")
     folders = len(parts) - 1
     top = folders
     while top > 0 and (copy.joinpath(*parts[:top]) / "__init__.py").is_file():
         top -= 1
     if top == folders:
-        return f"cd {shown} && python {rel}"
+        script = "./" + rel if rel.startswith("-") else rel  # never read as an option of python
+        return f"cd {shlex.quote(str(shown))} && python {shlex.quote(script)}"
     module = ".".join([*parts[top:folders], parts[-1][:-len(".py")]])
-    return f"cd {shown.joinpath(*parts[:top])} && python -m {module}"
+    return f"cd {shlex.quote(str(shown.joinpath(*parts[:top])))} && python -m {shlex.quote(module)}"
 
 
 def _module(rel: str) -> str:
@@ -123,10 +115,11 @@ def _starters(rel: str, entries: Dict[str, List[str]]) -> List[str]:
 
 def make_copy(job: Job, detector: Detector, settings: Dict[str, object], extra: Dict[str, Path] = None) -> Injection:
     """The instrumented copy of ``job.input`` in ``job.out_dir`` for ``detector``; logs what it did."""
-    result = instrument_tree(job.input, job.out_dir, exclude=excluded(job))
+    result = instrument_tree(job.input, job.out_dir, exclude=excluded(job), import_line=detector.import_line)
     package = job.out_dir / PACKAGE
-    if detector != SHAPES:
-        point_imports(job.out_dir, result.importing, detector)
+    scripts = sorted({loop.path for loop in result.wrapped} | set(result.manual))
+    if len(scripts) > 1:  # each script run writes its own report, never over another's
+        settings = {**settings, "per_script": True}
     if settings:
         (package / "settings.json").write_text(
             json.dumps({detector.section: settings}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -149,7 +142,6 @@ def make_copy(job: Job, detector: Detector, settings: Dict[str, object], extra: 
                 f"`{detector.import_line}` and wrap your data loop by hand")
     if result.package:
         job.log(f"{job.input.name} is a package: the copy keeps it as {result.package}/ so that its imports resolve")
-    scripts = sorted({loop.path for loop in result.wrapped} | set(result.manual))
     copied = sorted(path.relative_to(job.out_dir).as_posix() for path in job.out_dir.rglob("*.py")
                     if path.parts[len(job.out_dir.parts)] != PACKAGE)
     entries = entry_scripts(job.out_dir, copied)
@@ -165,6 +157,9 @@ def make_copy(job: Job, detector: Detector, settings: Dict[str, object], extra: 
     if len(runs) > MAX_RUN_LINES:
         job.tell(f"... and {len(runs) - MAX_RUN_LINES} more entry scripts")
     if result.importing:
-        job.tell(f"next: run the training script of the copy for a few iterations; {detector.report} appears in "
-                 "the copy's root (one per rank in multi-process runs)")
+        stem = detector.report[:-len(".csv")]
+        report = f"{stem}_<script>.csv (one per script run: {stem}_train.csv for train.py, " \
+            f"{stem}_yolov5.train.csv for python -m yolov5.train)" if len(scripts) > 1 else detector.report
+        job.tell(f"next: run the training script of the copy for a few iterations; {report} appears in the copy's "
+                 "root (one per rank in multi-process runs); it is rewritten as recording goes on and on SIGTERM")
     return result

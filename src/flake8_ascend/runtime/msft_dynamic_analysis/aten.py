@@ -20,7 +20,7 @@ environment variables, ``settings.json`` beside this module (written by
 """
 import sys
 
-from .hook import LoopDetector, log
+from .hook import CallersLines, LoopDetector, log
 
 IGNORED = ("profiler.",)  # record_function markers (optimizers, DataLoader): instrumentation, not computation
 SITE_KEY = "msft_site"  # the key of a forward call site in an autograd node's metadata
@@ -47,6 +47,7 @@ class AtenDetector(LoopDetector):
         self._pending = None  # (outputs, site) of the last forward operator, to label their autograd nodes
         self._current_node = None
         self._ignored = {}  # func -> whether it is left out (IGNORED namespaces)
+        self._callers = CallersLines(self.sites)
 
     # -- interception ----------------------------------------------------------------
     def _install(self):
@@ -102,12 +103,13 @@ class AtenDetector(LoopDetector):
         if self._pending is not None:
             self._label_pending()
         node = self._current_node() if self._current_node is not None else None
+        caller = sys._getframe(2)  # the Python frame that ran the operator (a C++ warning of its kernel names it)
         if node is None:  # forward, optimizer, or Python code between
-            site = self.sites.site(sys._getframe(2), torch_calls=True)
+            site = self.sites.site(caller, torch_calls=True)
         else:  # AccumulateGrad and friends have no forward site: the backward() call
             self.loop.training = True
-            site = node.metadata.get(SITE_KEY) or self.sites.site(sys._getframe(2), torch_calls=True)
-        result = self.on_operator(func, args, kwargs, node, site)
+            site = node.metadata.get(SITE_KEY) or self.sites.site(caller, torch_calls=True)
+        result = self.on_operator(func, args, kwargs, node, site, self._callers.at(caller))
         if node is None and site:
             self._pending = (result, site)
         return result
@@ -135,17 +137,18 @@ class AtenDetector(LoopDetector):
     def _end_recorded_iteration(self):
         """A recorded iteration ended."""
 
-    def on_operator(self, func, args, kwargs, node, site):  # pragma: no cover - abstract
-        """Run ``func(*args, **kwargs)`` and return its result, recording what the detector needs."""
+    def on_operator(self, func, args, kwargs, node, site, call):  # pragma: no cover - abstract
+        """Run ``call(func, args, kwargs)`` and return its result, recording what the detector needs (``call``
+        runs it from the caller's line: see ``hook.CallersLines``)."""
         raise NotImplementedError
 
-    def save(self):
+    def save(self, quiet=False):
         if self.supported is False:
-            if self._unsaved:
+            if self._unsaved and not quiet:
                 log("no %s written: nothing could be recorded" % self.report_name)
                 self._unsaved = False
             return
-        super(AtenDetector, self).save()
+        super(AtenDetector, self).save(quiet)
 
 
 def phase(node):
@@ -170,7 +173,14 @@ def tensors(values, tensor_type):
 
 
 def shape_text(tensor_list):
-    return ", ".join("[%s]" % ",".join(str(int(s)) for s in t.shape) for t in tensor_list)
+    return ", ".join(_shape_text(t) for t in tensor_list)
+
+
+def _shape_text(tensor):
+    """``[2,16]``; a nested tensor, which has no single shape, as its parts': ``nested[5,8|3,8]``."""
+    if tensor.is_nested:
+        return "nested[%s]" % "|".join(",".join(str(int(s)) for s in part.shape) for part in tensor.unbind())
+    return "[%s]" % ",".join(str(int(s)) for s in tensor.shape)
 
 
 def dtype_name(dtype):

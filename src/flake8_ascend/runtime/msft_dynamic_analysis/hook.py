@@ -35,13 +35,11 @@ subclass supplies its interception (``_install``/``_resume``/``_pause``/
 ``_uninstall``), ``report_name``, ``header`` and ``rows()``.
 """
 import atexit
-import csv
 import json
 import os
 import sys
-import sysconfig
-import tempfile
 import threading
+import time
 
 from .cells import safe_row
 
@@ -52,6 +50,9 @@ MAX_FRAMES = 200  # frames walked when capturing a call stack (nn.Module calls n
 MAX_SITES = 50000  # call sites recorded before the detector stops learning new ones
 MAX_SIGNATURES = 256  # distinct shape signatures remembered per call site
 SETTINGS_FILE = os.path.join(PACKAGE_DIR, "settings.json")  # written by ascend-analyse
+CHECKPOINT_SECONDS = 5.0  # a recording loop rewrites its report at least this often (what SIGKILL can lose)
+_DETECTORS = []  # detectors whose loops started in this process: their reports are saved on SIGTERM
+_WRITING = set()  # temporary report files being written: removed when SIGTERM ends the process
 _START_DIR = os.getcwd()  # relative code file names are relative to where the program started
 
 
@@ -83,21 +84,81 @@ def ranked_name(name, rank):
     return "%s_rank%d%s" % (stem, rank, extension)
 
 
+def csv_line(row):
+    """One CSV record as the ``csv`` module's default dialect writes it (this package does not import ``csv``:
+    a project's own ``csv.py`` beside the script would stand in for it)."""
+    cells = []
+    for value in row:
+        text = "" if value is None else str(value)
+        if any(c in text for c in ',"\r\n') or (text == "" and len(row) == 1):
+            text = '"%s"' % text.replace('"', '""')
+        cells.append(text)
+    return ",".join(cells) + "\r\n"
+
+
 def write_csv(path, header, rows):
     """Write a CSV atomically (a temporary file renamed into place), so readers never see half a report."""
-    folder = os.path.dirname(path)
-    handle, temporary = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    temporary = os.path.join(os.path.dirname(path), ".%s.%d.%s.tmp" % (
+        os.path.basename(path), os.getpid(), "".join("%02x" % b for b in bytearray(os.urandom(4)))))
+    _WRITING.add(temporary)
     try:
+        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         with os.fdopen(handle, "w", newline="", encoding="utf-8") as stream:
-            writer = csv.writer(stream)
-            writer.writerow(header)
-            writer.writerows(safe_row(row) for row in rows)
-        os.chmod(temporary, 0o644)
+            stream.write(csv_line(header))
+            for row in rows:
+                stream.write(csv_line(safe_row(row)))
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):
             os.remove(temporary)
         raise
+    finally:
+        _WRITING.discard(temporary)
+
+
+def script_name():
+    """The program's entry point as a file-name part: ``train`` (``python train.py``), ``tools.eval``
+    (``python tools/eval.py``), ``yolov5.train`` (``python -m yolov5.train``)."""
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if not name:
+        filename = getattr(main, "__file__", None) or (sys.argv[0] if sys.argv else "")
+        full = os.path.realpath(os.path.join(_START_DIR, filename)) if filename else ""
+        root = os.path.realpath(ROOT) + os.sep
+        name = full[len(root):] if full.startswith(root) else os.path.basename(full)
+        name = (name[:-3] if name.endswith(".py") else name).replace(os.sep, ".")
+    safe = "".join(c if c.isalnum() and c.isascii() or c in "._-" else "_" for c in name).strip(".")
+    return safe or "script"
+
+
+def _install_sigterm_handler():
+    """Save every report when SIGTERM arrives (timeout, kill, SLURM), then do what the program would have done:
+    call the handler it installed, or end killed by SIGTERM.  Only from the main thread, and not when SIGTERM is
+    ignored or handled outside Python."""
+    import signal  # (imported by torch already)
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is None or previous is signal.SIG_IGN or getattr(previous, "msft_saves_reports", False):
+        return
+
+    def on_sigterm(signum, frame):
+        for detector in list(_DETECTORS):
+            detector.save()
+        if callable(previous):
+            return previous(signum, frame)
+        for temporary in list(_WRITING):  # a report being written when the signal came: never left behind
+            try:
+                os.remove(temporary)
+            except OSError:
+                pass
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return None
+
+    on_sigterm.msft_saves_reports = True
+    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def load_settings(section):
@@ -196,6 +257,55 @@ def foreign_project_modules():
 PROJECT, LIBRARY, TORCH, STDLIB = "project", "library", "torch", "stdlib"
 
 
+def _direct(func, args, kwargs):
+    return func(*args, **kwargs)
+
+
+def _never():
+    return False
+
+
+def compiling(torch):
+    """torch's "is Dynamo tracing now" test (a constant to Dynamo), or one that always answers False."""
+    compiler = getattr(torch, "compiler", None)
+    return getattr(compiler, "is_compiling", None) or getattr(getattr(torch, "_dynamo", None), "is_compiling", _never)
+
+
+class CallersLines(object):
+    """Call a function as if from the line of a given frame, so that a warning the call raises (torch's C++
+    warnings, ``warnings.warn(stacklevel=2)`` in torch's Python code) names the user's line and module, as it
+    would without a detector, rather than this package's line that made the call.
+
+    Per (code, line): a one-line function compiled with the caller's file name at the caller's line and run
+    in the caller's globals.  Its code objects are registered as torch's with ``sites``, so no report names them.
+    """
+
+    def __init__(self, sites):
+        self.sites = sites
+        self._made = {}  # (code, line) -> function
+
+    def at(self, frame):
+        """A function ``call(func, args, kwargs)`` that runs ``func(*args, **kwargs)`` from ``frame``'s line."""
+        if frame is None:
+            return _direct
+        code, line = frame.f_code, frame.f_lineno
+        try:
+            return self._made[code, line]
+        except KeyError:
+            pass
+        if not isinstance(line, int) or line < 1 or len(self._made) >= MAX_SITES:
+            return _direct
+        source = "\n" * (line - 1) + "def call(func, args, kwargs): return func(*args, **kwargs)\n"
+        try:
+            module = compile(source, code.co_filename, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, MemoryError):
+            return _direct
+        inner = [c for c in module.co_consts if isinstance(c, type(code))][0]
+        self.sites.internal(inner)
+        call = self._made[code, line] = type(_direct)(inner, frame.f_globals)
+        return call
+
+
 class CallSites(object):
     """Which line made a call: project frames (files under ROOT, outside this package), and the library frame
     between them and torch when the call was made inside a library (torchvision.ops.nms, a timm model).
@@ -213,6 +323,11 @@ class CallSites(object):
         self._torch = None  # torch's folder
         self._stdlib = None
         self._roots = None
+
+    def internal(self, code):
+        """Count ``code`` (this package's, though named after a project file) as torch's."""
+        self._paths[code] = None
+        self._kinds[code] = TORCH
 
     def path(self, code):
         """The project-relative file of a code object, or None when it is not project code."""
@@ -238,8 +353,7 @@ class CallSites(object):
         if self._torch is None:
             torch = sys.modules.get("torch")
             self._torch = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep if torch else self.package
-            stdlib = sysconfig.get_paths().get("stdlib")
-            self._stdlib = os.path.realpath(stdlib) + os.sep if stdlib else None
+            self._stdlib = os.path.dirname(os.path.realpath(os.__file__)) + os.sep  # os: loaded at startup
         filename = code.co_filename
         if self.path(code) is not None:
             found = PROJECT
@@ -338,12 +452,13 @@ class CallSites(object):
 class Loop(object):
     """One wrapped loop (its ``for`` line): its own iteration count, and whether it trains."""
 
-    __slots__ = ("where", "iterations", "training")
+    __slots__ = ("where", "iterations", "training", "checkpointed")
 
     def __init__(self, where):
         self.where = where  # "train.py:28"
         self.iterations = 0  # its iterations so far, over every time the loop ran
         self.training = False  # an iteration ran backward (or an optimizer step)
+        self.checkpointed = False  # the report was saved when its first recording window closed
 
     @property
     def phase(self):
@@ -373,6 +488,10 @@ class LoopDetector(object):
         self._rank = None
         self._exit_hook = False
         self._unsaved = False
+        self._exited = False  # the process exit closed a loop that was still inside an iteration
+        self._saved_at = None  # time.time() of the last incremental save
+        self._failure = None  # the last failure to write the report, logged once
+        self._script = None
 
     def option(self, key, env, default, convert):
         return setting(self._options, load_settings(self.settings_section), key, env, default, convert)
@@ -396,6 +515,9 @@ class LoopDetector(object):
         if not self._exit_hook:
             atexit.register(self._at_exit)
             self._exit_hook = True
+            self._script = script_name()
+            _DETECTORS.append(self)
+            _install_sigterm_handler()
             foreign_project_modules()
         try:
             self._install()
@@ -404,18 +526,34 @@ class LoopDetector(object):
                     item = next(iterator)  # fetching data is not part of the iteration's record
                 except StopIteration:
                     break
-                if self.records(self.loop.iterations):
+                recorded = self.records(self.loop.iterations)
+                if recorded:
                     self._resume()
                 self._unsaved = True
                 try:
                     yield item
                 finally:
-                    self._pause()
-                    self._end_iteration()
+                    if not self._exited:
+                        self._pause()
+                        self._end_iteration()
+                if recorded:
+                    self._checkpoint()
         finally:
-            self._uninstall()
-            self._active = False
-            self.save()
+            if not self._exited:  # (after the process exit: the interpreter is being torn down, touch nothing)
+                self._uninstall()
+                self._active = False
+                self.save()
+
+    def _checkpoint(self):
+        """Rewrite the report after a recorded iteration when the loop's first recording window just closed,
+        or at least every CHECKPOINT_SECONDS, so that a process killed outright loses little."""
+        now = time.time()
+        window_closed = not self.records(self.loop.iterations) and self.loop.iterations > 0
+        if window_closed and not self.loop.checkpointed or now - (self._saved_at or now) >= CHECKPOINT_SECONDS:
+            self.loop.checkpointed = window_closed or self.loop.checkpointed
+            self.save(quiet=True)
+        if self._saved_at is None:
+            self._saved_at = now
 
     def _loop_at(self, frame):
         """The Loop of the for statement iterating from ``frame`` (or the first project frame outwards, when a
@@ -440,24 +578,46 @@ class LoopDetector(object):
 
     # -- the report ------------------------------------------------------------------
     def report_path(self):
+        """ROOT/report.csv; ``report_<script>.csv`` when settings say each script of the copy gets its own
+        (``per_script``: ascend-analyse sets it when the copy has several scripts to run)."""
         rank = self._rank if self._rank is not None else process_rank()
-        return os.path.join(ROOT, ranked_name(self.report_name, rank))
+        name = self.report_name
+        if self.option("per_script", "MSFT_REPORT_PER_SCRIPT", False, flag):
+            stem, extension = os.path.splitext(name)
+            name = "%s_%s%s" % (stem, self._script or script_name(), extension)
+        return os.path.join(ROOT, ranked_name(name, rank))
 
-    def save(self):
-        """Write the report now (the loop's end and process exit call this)."""
+    def save(self, quiet=False):
+        """Write the report now (the loop's end, process exit and SIGTERM call this; ``quiet``: a checkpoint
+        while recording goes on).  Never raises: a report must not stop the training run."""
         if self._owner is None or self._owner[0] != os.getpid():
             return  # a forked worker: the report belongs to the process that ran the loop
-        path = self.report_path()
-        rows = self.rows()
+        path = self.report_name
         try:
+            path = self.report_path()
+            rows = self.rows()
             write_csv(path, self.header, rows)
-        except OSError as error:
-            log("cannot write %s: %s" % (path, error))
+        except Exception as error:  # a full disk, a folder made read-only, a bug of this package
+            message = "cannot write %s: %s: %s" % (path, type(error).__name__, error)
+            if message != self._failure:  # once, not at every checkpoint
+                log(message)
+            self._failure = message
             return
-        self._unsaved = False
-        self._saved(path, rows)
+        self._failure = None
+        self._saved_at = time.time()
+        if not quiet:
+            self._unsaved = False
+            self._saved(path, rows)
 
     def _at_exit(self):
+        if self._active and not self._exited:
+            # a loop still inside an iteration (a generator never resumed): end it now, while the interpreter
+            # still works, and count that iteration; the generator's late clean-up then touches nothing
+            self._exited = True
+            self._pause()
+            self._end_iteration()
+            self._uninstall()
+            self._unsaved = True
         if self._unsaved:
             self.save()
 
@@ -652,15 +812,23 @@ class DynamicShapeDetector(LoopDetector):
         self._intercepted = False
         self._torch = None
         self._backward = None  # torch.Tensor.backward: a loop whose iteration calls it trains
+        self._compiling = _never  # torch.compiler.is_compiling
+        self._callers = CallersLines(self.sites)
         self._mode_class = None  # a TorchFunctionMode subclass, when this torch has a working one
         self._mode = None
         self._module_hook = None
         self._register_module_hook = None
         self._optimizer_hooks = []
         self._stepping = None  # the mode set aside while one of torch's optimizers steps
+        self._inside = None  # the torch module inside which the mode is set aside (see _before_module)
+        self._module_pre_hook = None
+        self._register_module_pre_hook = None
+        self._torch_only = None  # module -> whether it and all its submodules are torch's (weak keys)
+        self._current_mode = None  # torch.overrides._get_current_function_mode
         self._plain_tensors = None  # torch._C.DisableTorchFunction, where torch has it
         self._dispatch_files = frozenset()  # torch files between a project line and an intercepted call
         self._module_files = frozenset()
+        self._compiled_module = None  # torch.compile's OptimizedModule class, once torch._dynamo is loaded
         self._full = False
         self.first = 10
         self.every = 10
@@ -672,15 +840,31 @@ class DynamicShapeDetector(LoopDetector):
             import torch
 
             self._torch = torch
+            self._compiling = compiling(torch)
             self._backward = torch.Tensor.backward
             self._dispatch_files = _source_files(
                 [getattr(torch, name, None)
                  for name in ("overrides", "_tensor", "functional", "_jit_internal", "_ops")]
                 + [torch.nn.functional])
-            self._module_files = _source_files([torch.nn.modules.module])
             self._plain_tensors = getattr(torch._C, "DisableTorchFunction", None)
             self._mode_class = self._working_mode_class(torch)
             self._register_module_hook = getattr(torch.nn.modules.module, "register_module_forward_hook", None)
+            self._register_module_pre_hook = getattr(
+                torch.nn.modules.module, "register_module_forward_pre_hook", None)
+            import weakref  # (imported by torch already)
+
+            self._torch_only = weakref.WeakKeyDictionary()
+            self._current_mode = getattr(torch.overrides, "_get_current_function_mode", None)
+            if self._register_module_hook is not None:
+                import warnings  # (imported by torch already)
+
+                # torch.compile's wrapper warns on every call that our global hook also sees it: it is ours
+                warnings.filterwarnings("ignore", r"Using `torch\.compile\(module\)` when there are global hooks")
+        # torch.compile's wrappers (torch._dynamo, imported by the first torch.compile) lie between a compiled
+        # module's call and the hooks of the module it wraps, which run outside the compiled code
+        dynamo = [module for name, module in list(sys.modules.items()) if name.startswith("torch._dynamo")]
+        self._module_files = _source_files([self._torch.nn.modules.module] + dynamo)
+        self._compiled_module = getattr(sys.modules.get("torch._dynamo.eval_frame"), "OptimizedModule", None)
         self.first = self.option("iterations", "MSFT_SHAPES_ITERATIONS", 10, natural)
         self.every = self.option("every", "MSFT_SHAPES_EVERY", 10, natural)
         optimizer = sys.modules.get("torch.optim.optimizer")  # loaded when the project uses torch.optim
@@ -740,17 +924,20 @@ class DynamicShapeDetector(LoopDetector):
             self._mode = mode
         if self._register_module_hook is not None:
             self._module_hook = self._register_module_hook(self._on_module)
+            if self._mode is not None and None not in (self._register_module_pre_hook, self._current_mode):
+                self._module_pre_hook = self._register_module_pre_hook(self._before_module)
         self._recording = True
 
     def _pause(self):
         self._recording = False
         mode, self._mode = self._mode, None
-        if mode is not None and mode is not self._stepping:  # an optimizer step that raised left it exited
-            mode.__exit__(None, None, None)
-        self._stepping = None
-        if self._module_hook is not None:
-            self._module_hook.remove()
-            self._module_hook = None
+        if mode is not None and mode is not self._stepping and self._inside is None:
+            mode.__exit__(None, None, None)  # (an optimizer step or a torch module that raised left it exited)
+        self._stepping = self._inside = None
+        for hook in (self._module_hook, self._module_pre_hook):
+            if hook is not None:
+                hook.remove()
+        self._module_hook = self._module_pre_hook = None
 
     def _uninstall(self):
         self._pause()
@@ -779,19 +966,46 @@ class DynamicShapeDetector(LoopDetector):
             mode.__enter__()
         return None
 
+    def _before_module(self, module, inputs):
+        """Set the mode aside while a module made of torch's modules only runs: none of its calls is project code,
+        and while a mode is active torch's ``has_torch_function`` is true, which turns off the fast paths of
+        ``nn.TransformerEncoder`` and ``nn.MultiheadAttention`` (their outputs would differ from the original's)."""
+        if self._compiling():  # (first: Dynamo traces hooks, and must not see this detector's state)
+            return None
+        mode = self._mode
+        if mode is None or self._inside is not None or self._stepping is not None:
+            return None
+        try:
+            torch_only = self._torch_only[module]
+        except KeyError:
+            torch_only = self._torch_only[module] = all(
+                type(m).__module__.startswith("torch.") for m in module.modules())
+        except TypeError:  # a module that cannot be weakly referenced
+            return None
+        if torch_only and self.owns_thread() and self._current_mode() is mode:
+            mode.__exit__(None, None, None)
+            self._inside = module
+        return None
+
     def _iteration_done(self):
         self._counts.clear()
 
     # -- the handlers ----------------------------------------------------------------
     def _on_function(self, func, args, kwargs):
-        result = func(*args, **kwargs)
+        if self._compiling():  # Dynamo traces this handler into a compiled graph: add nothing to it
+            return func(*args, **kwargs)
         if not self._recording:
             self._intercepted = True
-            return result
+            return func(*args, **kwargs)
+        # frames: 0 this handler, 1 the mode's __torch_function__, 2 the caller (or torch's dispatch code)
+        caller = sys._getframe(2)
+        skipped = self._dispatch_files
+        while caller is not None and caller.f_code.co_filename in skipped:
+            caller = caller.f_back
+        result = self._callers.at(caller)(func, args, kwargs)
         if func is self._backward:
             self.loop.training = True
-        # frames: 0 this handler, 1 the mode's __torch_function__, 2 the caller (or torch's dispatch code)
-        site = self.sites.site(sys._getframe(2), skipped=self._dispatch_files)
+        site = self.sites.site(caller)
         if not site:
             return result  # called by torch itself (inside an nn.Module, an optimizer, a data loader...)
         try:
@@ -809,6 +1023,11 @@ class DynamicShapeDetector(LoopDetector):
         return result
 
     def _on_module(self, module, inputs, output):
+        if self._compiling():
+            return None
+        if module is self._inside:
+            self._inside = None
+            self._mode.__enter__()
         if not self._recording or not self.owns_thread():
             return None
         site = self.sites.site(sys._getframe(1), skipped=self._module_files)
@@ -821,6 +1040,9 @@ class DynamicShapeDetector(LoopDetector):
         else:
             shapes = tensor_shapes(inputs, tensor), tensor_shapes((output,), tensor)
         cls = type(module)
+        if cls is self._compiled_module:  # torch.compile(model): recorded as the model, at this boundary (the
+            module = module._orig_mod  # model's own hooks run while torch.compiler.is_compiling() says True)
+            cls = type(module)
         try:
             name = self._names[cls]
         except KeyError:

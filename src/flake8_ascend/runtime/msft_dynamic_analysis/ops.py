@@ -16,7 +16,8 @@ phase and call site whose NPU status for the chosen torch_npu version is
 ``fallback`` (no NPU kernel: torch_npu runs it on the CPU), ``unsupported``
 (kernels only for CUDA or for sparse/quantized tensors) or ``unknown`` (not in
 the table: another namespace such as ``torchvision::``, or newer than torch
-2.13; ``profiler::`` markers are left out).  A report with only
+2.13; ``profiler::`` markers are left out; ``c10d::`` collectives count as
+kernels: HCCL runs them on the NPU).  A report with only
 its header means every operator has an NPU kernel or decomposes into others.
 With ``all_ops`` every operator is listed, ``kernel`` and ``composite`` too.
 ``Dtypes`` lists the dtypes of the operator's tensor inputs (``-``: none).
@@ -47,6 +48,7 @@ from .hook import PACKAGE_DIR, flag, log, positive
 
 STATUSES = ("kernel", "composite", "fallback", "unsupported")
 PROBLEMS = ("fallback", "unsupported", "unknown")
+COLLECTIVES = ("c10d::", "_c10d_functional::", "c10d_functional::")  # run by HCCL on the NPU, not ATen kernels
 TABLE_FOLDERS = (PACKAGE_DIR, os.path.join(os.path.dirname(PACKAGE_DIR), "aten_ops"))  # the copy; the source tree
 
 
@@ -154,24 +156,31 @@ class OpsDetector(AtenDetector):
             log("recording the ATen operators of the first %d iterations of the loop at %s"
                 % (self.iterations, self.loop.where))
 
-    def on_operator(self, func, args, kwargs, node, site):
+    def on_operator(self, func, args, kwargs, node, site, call):
         try:
             name, status, kernel = self._ops[func]
         except KeyError:
             name = func.name()
-            status = self.status.get(op_key(name), "unknown")
+            status = self._status(name)
             kernel = composite_kernel(self.torch, func) if status == "composite" else None
             self._ops[func] = name, status, kernel
         if status in PROBLEMS or self.all_ops:
             self._count(name, status, args, kwargs, node, site)
-        if kernel is None or name in self._parents:  # (a default kernel calling its own operator: run it)
-            return func(*args, **kwargs)
+        if kernel is None or name in self._parents or not self._dense(args, kwargs):
+            return call(func, args, kwargs)  # (a default kernel calling its own operator, or sparse/nested tensors)
         self._parents.append(name)  # run its default kernel as the NPU would, and see the operators it calls
         try:
             with self._mode:
-                return func._op_dk(kernel, *args, **kwargs)
+                return call(func._op_dk, (kernel,) + tuple(args), kwargs)
         finally:
             self._parents.pop()
+
+    def _dense(self, args, kwargs):
+        """Whether every tensor argument is a plain strided one: default kernels are written for those, and
+        sparse or nested tensors have kernels of their own (SparseAdam's ``is_coalesced`` fails in the default)."""
+        strided = self.torch.strided
+        return all(t.layout == strided and not t.is_nested
+                   for t in tensors(list(args) + list(kwargs.values()), self.torch.Tensor))
 
     def _count(self, name, status, args, kwargs, node, site):
         parent = self._parents[-1] if self._parents else ""
@@ -202,6 +211,8 @@ class OpsDetector(AtenDetector):
             return "not an ATen operator of torch 2.13: NPU support unknown"
         if status == "composite":
             return "decomposes into other operators, which run on NPU if they have kernels"
+        if name.startswith(COLLECTIVES):
+            return "a collective: torch_npu runs it through HCCL (init_process_group(backend=\"hccl\"))"
         return "NPU kernel in torch_npu %s" % self.version
 
     def rows(self):
@@ -216,7 +227,10 @@ class OpsDetector(AtenDetector):
         return rows
 
     def _status(self, name):
-        return self.status.get(op_key(name), "unknown")
+        status = self.status.get(op_key(name))
+        if status is None:
+            return "kernel" if name.startswith(COLLECTIVES) else "unknown"
+        return status
 
     def _saved(self, path, rows):
         shown = "operators" if self.all_ops else "operators without an NPU kernel"

@@ -141,7 +141,7 @@ class OverflowDetector(AtenDetector):
             return False
         return (iteration - first) % self.every == 0
 
-    def on_operator(self, func, args, kwargs, node, site):
+    def on_operator(self, func, args, kwargs, node, site, call):
         index = self._index
         self._index += 1
         dump_step = self.dump_all == self.iteration
@@ -155,7 +155,7 @@ class OverflowDetector(AtenDetector):
         if written and (dump_step or (checking and self._dumped_ops < self.dump)):
             before = {id(t): t.detach().clone() for t in written}
         sums = [self._sum(t) for t in written] if checking and info[2] else ()  # as they were; read on overflow
-        result = func(*args, **kwargs)
+        result = call(func, args, kwargs)
         record = None
         if checking and info[2] and self._in_iteration < self.max_ops:
             record = self._check(func, args, kwargs, result, written, sums, node, site)
@@ -198,6 +198,10 @@ class OverflowDetector(AtenDetector):
         torch = self.torch
         if not (tensor.is_floating_point() or tensor.is_complex()) or tensor.layout != torch.strided:
             return None
+        if tensor.is_nested:  # the fast path of nn.TransformerEncoder: no sum kernel, so sum its parts
+            parts = [self._sum(part) for part in tensor.unbind()]
+            parts = [part for part in parts if part is not None]
+            return torch.stack(parts).sum() if parts else None
         if tensor.numel() == 0 or getattr(tensor, "is_meta", False):
             return None
         if tensor.is_complex():
@@ -209,6 +213,8 @@ class OverflowDetector(AtenDetector):
         total = self._sum(tensor)
         if total is None or math.isfinite(total.item()):
             return False
+        if tensor.is_nested:
+            return any(self._nonfinite(part) for part in tensor.unbind())
         values = self.torch.view_as_real(tensor) if tensor.is_complex() else tensor
         return not bool(self.torch.isfinite(values).all())  # the sum itself may have overflowed
 
@@ -298,6 +304,8 @@ def _describe_nonfinite(torch, outputs):
     for k, tensor in enumerate(outputs):
         if not (tensor.is_floating_point() or tensor.is_complex()) or tensor.numel() == 0:
             continue
+        if tensor.is_nested:
+            tensor = torch.cat([part.reshape(-1) for part in tensor.unbind()])
         values = torch.view_as_real(tensor) if tensor.is_complex() else tensor
         inf = int(torch.isinf(values).sum())
         nan = int(torch.isnan(values).sum())
