@@ -106,3 +106,33 @@ def test_names_torch_2_13_lacks_get_no_unknown_row_in_2_13_only():
 
 def test_reexported_api_takes_the_table_row_of_its_definition():
     assert apis("2.13.0")["torch.distributions.Beta"] == apis("2.13.0")["torch.distributions.beta.Beta"]
+
+
+def restrictions(version: str) -> dict:
+    return json.loads((DATA / f"torch_npu-{version}.json").read_text(encoding="utf-8"))["restrictions"]
+
+
+def test_restriction_notes_become_facts():
+    """Real notes of the 2.13 docs table and the 2.6 official list, parsed by the build (ASC103)."""
+    facts = restrictions("2.13.0")
+    assert facts["torch.topk"]["args"] == [{"arg": "sorted", "rule": "not", "value": False}]
+    assert facts["torch.Tensor.to"]["args"] == [
+        {"arg": "memory_format", "rule": "in", "values": ["torch.contiguous_format", "torch.preserve_format"]}]
+    pad = facts["torch.nn.functional.pad"]["dtypes"]  # "属性mode为constant时 ... 属性mode非constant时 ..."
+    assert [f["when"] for f in pad] == [["mode", "constant", "eq"], ["mode", "constant", "ne"]]
+    assert "bf16" in pad[0]["dtypes"] and "bf16" not in pad[1]["dtypes"]
+    assert "bf16" in facts["torch.nn.Linear"]["dtypes"][0]["dtypes"]  # "fp16，fp32" + the autocast policy's addmm
+    assert facts["torch.autograd.profiler.profile"]["args"] == [{"arg": "use_device", "rule": "set_to", "value": "npu"}]
+    assert "args" not in facts.get("torch.utils.data.DataLoader", {})  # "num_workers仅支持0" is about NPU data only
+    assert restrictions("2.6.0")["torch.nn.functional.interpolate"]["args"] == [
+        {"arg": "scale_factor", "rule": "absent"}]  # the table's "scale_factors", spelled as the docs spell it
+
+
+def test_hardware_and_switch_notes_give_no_fact():
+    builder = load_builder()
+    facts, other = builder.restriction_facts("Atlas 推理系列产品不支持跨NPU拷贝", bf16_runs=False)
+    assert facts == {} and other == ["Atlas 推理系列产品不支持跨NPU拷贝"]
+    # the 2.6 list glues two clauses together: the last dtype and the argument fact are both kept
+    facts, _ = builder.restriction_facts("支持bf16，fp16，fp32，fp64，uint8，int8，int16，int32，int64不支持sorted=False场景",
+                                         bf16_runs=False)
+    assert "int64" in facts["dtypes"][0]["dtypes"] and facts["args"] == [{"arg": "sorted", "rule": "not", "value": False}]

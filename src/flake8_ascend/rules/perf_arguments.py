@@ -74,7 +74,9 @@ def _iterates(expr: ast.AST, loader: str) -> bool:
     """``loader``, ``self.loader``, or a call wrapping it (``enumerate(loader)``, ``tqdm(loader)``)."""
     if isinstance(expr, ast.Call):
         return any(_iterates(a, loader) for a in expr.args)
-    return (isinstance(expr, ast.Name) and expr.id == loader) or (isinstance(expr, ast.Attribute) and expr.attr == loader)
+    if isinstance(expr, ast.Name):
+        return expr.id == loader
+    return isinstance(expr, ast.Attribute) and expr.attr == loader
 
 
 def _float_tensor_dataset(call: ast.Call, ctx) -> bool:
@@ -83,7 +85,8 @@ def _float_tensor_dataset(call: ast.Call, ctx) -> bool:
     dataset = argument(call, "dataset", 0)
     if isinstance(dataset, ast.Name):
         dataset = _bound_value(dataset.id, call, ctx)
-    if not (isinstance(dataset, ast.Call) and dataset.args and ctx.chain(dataset.func) == "torch.utils.data.TensorDataset"):
+    if not (isinstance(dataset, ast.Call) and dataset.args
+            and ctx.chain(dataset.func) == "torch.utils.data.TensorDataset"):
         return False
     first = dataset.args[0]
     first = _bound_value(first.id, call, ctx) if isinstance(first, ast.Name) else first

@@ -160,8 +160,9 @@ def _bulk_freezes(tree: ast.AST) -> list:
             target = node.target.elts[-1] if isinstance(node.target, ast.Tuple) and node.target.elts else node.target
             if isinstance(target, ast.Name) and any(_sets_not_trainable(s, target.id) for s in node.body):
                 found.append((node.iter.func.value, node))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_" \
-                and isinstance(node.func.value, ast.Name) and is_constant(argument(node, "requires_grad", 0), False):
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "requires_grad_" and isinstance(node.func.value, ast.Name) \
+                and is_constant(argument(node, "requires_grad", 0), False):
             found.append((node.func.value, node))
     return found
 
