@@ -588,14 +588,14 @@ def killed_originals(tmp_path_factory):
 
 
 @pytest.mark.parametrize("mode", list(KILLED_REPORTS))
-def test_reports_survive_sigterm_and_sigkill_and_the_exit_status_is_the_originals(tmp_path, capsys, mode,
-                                                                                 killed_originals):
+def test_reports_survive_sigterm_and_sigkill_and_the_exit_status_is_the_originals(
+        tmp_path, capsys, mode, killed_originals):
     write(tmp_path / "proj", {"train.py": KILLED})
     analyse(mode, tmp_path / "proj", tmp_path / "out", capsys, *(["-v", "2.13"] * (mode == "runtime_ops")))
     copy = tmp_path / "out" / "proj_analysis"
     report, (column, value, line), window = KILLED_REPORTS[mode]
-    cases = {"SIGTERM": {}, **({"own handler": {"OWN_HANDLER": "1"}} if mode == "dynamic_shape" else
-                                {"SIGKILL": window})}
+    last = {"own handler": {"OWN_HANDLER": "1"}} if mode == "dynamic_shape" else {"SIGKILL": window}
+    cases = {"SIGTERM": {}, **last}
     for case, env in cases.items():
         (copy / report).unlink(missing_ok=True)
         done = run_python(copy / "train.py", env={"SIGNAL": case.replace("own handler", "SIGTERM"), **env})
