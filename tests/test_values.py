@@ -98,7 +98,7 @@ def test_device_and_constant_tables(source, device, const):
     ("import torch\ndef f(x: torch.Tensor):\n    g(x.isnan())\n    g()\ndef g(m=None):\n    m\n", model.UNKNOWN),
     ("import torch\ndef f(x: torch.Tensor):\n    g(x > 0)\n    g([1, 2])\ndef g(m):\n    m\n", model.UNKNOWN),
     ("import torch\ndef f(args):\n    g(*args)\ndef g(m):\n    m\n", model.UNKNOWN),
-    ("import numpy as np\ndef f(a):\n    g(np.asarray(a) > 0)\ndef g(m):\n    m\n", model.ARRAY),
+    ("import numpy as np\ndef f(a):\n    g(np.asarray(a) > 0)\ndef g(m):\n    m\n", model.UNKNOWN),  # tensors only
     ("import torch\ndef f(xs):\n    masks = []\n    for x in xs:\n        masks.append(torch.isnan(x))\n"
      "    torch.cat(masks)\n", model.MASK),
     ("import torch\ndef f(xs):\n    inds = []\n    for x in xs:\n        inds.append(torch.nonzero(x))\n"

@@ -506,7 +506,7 @@ class Values:
         value = self._refine(UNKNOWN_VALUE, name, owner, scope)
         if value.kind == UNKNOWN and isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
             passed = self.summaries.parameter(owner, name, depth)  # what the file's call sites pass
-            if passed.kind != UNKNOWN:
+            if passed.tensor:  # only tensors: the flow is not branch-aware, so "not a tensor" would be a guess
                 return passed
         if value.kind == UNKNOWN and _numeric_default(args, name):
             return Value(NUMBER)  # ``ignore_index=255``: a number unless its uses say otherwise
