@@ -93,8 +93,7 @@ class CudaOnlyPackage(Rule):
         "These packages ship CUDA kernels; they do not install or do not run on an Ascend NPU. An import the code "
         "does without where the package is missing is not reported: in a `try` whose `except ImportError` falls "
         "back, or under an availability guard (`if is_xformers_available():`, `if HAS_APEX:`, "
-        "`if torch.cuda.is_available():`, alone or and-ed). A package is reported once per file, at its first "
-        "import: importing it again in another method is the same migration task."
+        "`if torch.cuda.is_available():`, alone or and-ed)."
     )
     example = "from flash_attn import flash_attn_func"
     use_instead = "Replace the package with its NPU counterpart named in the message."
@@ -113,10 +112,6 @@ class CudaOnlyPackage(Rule):
         ("if not is_bitsandbytes_available():\n    raise ImportError('pip install bitsandbytes')\n"
          "import bitsandbytes as bnb\n", 3),
         ("if is_apex_available():\n    pass\nelse:\n    import apex\n", 4),
-        # diffusers quantizers/bitsandbytes/bnb_quantizer.py: the same package imported again in another method is
-        # the same migration task, reported at its first import
-        ("class Q:\n    def a(self):\n        import bitsandbytes as bnb\n    def b(self):\n"
-         "        import bitsandbytes as bnb\n", 3),
     ]
     passes = ["import mmcv\n", "from mmcv.cnn import ConvModule\n", "import apexlib\n", "from . import triton\n",
               # mmdet 3.1.0 models/utils/point_sample.py:3 (pure Python) and mmseg 1.2.2
@@ -143,7 +138,6 @@ class CudaOnlyPackage(Rule):
     def check(self, node, ctx) -> None:
         if _optional(node, ctx):
             return
-        reported = ctx.memo("ASC206.reported", lambda ctx: set())  # one finding per package per file
         if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith(MMCV_OPS + "."):
             node_module = node.module[len(MMCV_OPS) + 1:]
             self._mmcv_names(node, [f"{node_module}.{alias.name}" for alias in node.names], ctx)
@@ -161,9 +155,6 @@ class CudaOnlyPackage(Rule):
             found = _cuda_only(module)
             if found:
                 package, instead = found
-                if package in reported:
-                    return
-                reported.add(package)
                 ctx.report(node, self.code, f"{package} is a CUDA-only package (on NPU use {instead})",
                            api=package, tips=instead)
                 return
