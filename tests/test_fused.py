@@ -88,3 +88,33 @@ def test_the_branch_beside_sdpa_is_the_fallback():
     assert answers == [True]
     assert ask(ATTENTION.replace("scaled_dot_product_attention", "other"), ast.Assign, sdpa_in_other_branch) \
         == [False]
+
+
+# diffusers BasicTransformerBlock.forward: one add, then a layer norm in each of three branches; the engine
+# reports the add once, not once per norm that closes the pattern.
+ADD_THEN_NORMS = """
+    import torch.nn as nn
+    class Block(nn.Module):
+        def __init__(self):
+            self.norm2 = nn.LayerNorm(8)
+            self.norm3 = nn.LayerNorm(8)
+        def forward(self, hidden_states, attn_output, kind):
+            hidden_states = attn_output + hidden_states
+            if kind == "a":
+                norm_hidden_states = self.norm3(hidden_states)
+            elif kind == "b":
+                norm_hidden_states = self.norm2(hidden_states)
+            else:
+                norm_hidden_states = self.norm3(hidden_states)
+            return norm_hidden_states
+"""
+
+
+def test_one_finding_per_site_when_several_patterns_start_there(lint):
+    from flake8_ascend.engine import Finding, one_per_site
+    same = [Finding(3, 4, "ASC304", "m", end_line=end) for end in (9, 5, 7)]
+    assert one_per_site(same) == [Finding(3, 4, "ASC304", "m", end_line=5)]
+    other = Finding(3, 4, "ASC305", "m")
+    assert len(one_per_site([*same, other, Finding(3, 5, "ASC304", "m")])) == 3
+    found = [(f.line, f.col) for f in lint(ADD_THEN_NORMS, codes=["ASC304"])]
+    assert len(found) == len(set(found))

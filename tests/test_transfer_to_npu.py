@@ -71,7 +71,7 @@ def test_every_import_form_counts(lint, form):
     ("import torch.distributed as dist\nfrom torch_npu.contrib import transfer_to_npu\n"
      "g = dist.new_group(ranks, backend='nccl')\n", "ASC204"),
     ("import torch\nfrom torch_npu.contrib import transfer_to_npu\nuse = x.device.type == 'cuda'\n", "ASC202"),
-    ("import torch\nfrom torch_npu.contrib import transfer_to_npu\ntorch.backends.cudnn.benchmark = True\n",
+    ("import torch\nfrom torch_npu.contrib import transfer_to_npu\ntorch.backends.cudnn.deterministic = True\n",
      "ASC203"),
     ("from torch_npu.contrib import transfer_to_npu\nfrom flash_attn import flash_attn_func\n", "ASC206"),
 ])

@@ -4,7 +4,7 @@
 (``semantic.model.SemanticModel``), then walks the tree once, handing each
 node to the rules registered for its type.  A
 rule reports through ``Context.report``; the result is a sorted list of
-``Finding``.
+``Finding``, one per (line, column, code).
 """
 from __future__ import annotations
 
@@ -186,7 +186,20 @@ def lint(
         stack.pop()
 
     visit(tree)
-    return sorted(set(ctx.findings))
+    return one_per_site(ctx.findings)
+
+
+def one_per_site(findings: Iterable[Finding]) -> List[Finding]:
+    """The findings sorted, one per (line, column, code): the first in sort order stands for the rest.
+
+    Several nodes can start at the same place (a fused pattern found from each of the statements that close it,
+    a chain seen from each of its links); a user reads one finding there, not three that differ only in the
+    end line or the API column.
+    """
+    kept: Dict[Tuple[int, int, str], Finding] = {}
+    for finding in sorted(set(findings)):
+        kept.setdefault((finding.line, finding.col, finding.code), finding)
+    return list(kept.values())
 
 
 def _statement_lines(lines: Sequence[str]) -> Dict[int, str]:

@@ -3,33 +3,93 @@ from __future__ import annotations
 
 import ast
 
+from ..detect.training import source_text
 from ..registry import Rule
 
 
 _STATUS_WORDS = {"partial": "supported with restrictions", "unknown": "of unknown support"}
 
+# Plain boolean flags that only configure cuDNN / cuBLAS.  On an NPU they stay ordinary Python attributes: reading
+# one returns what the script set, and setting one changes nothing.  What the NPU does anyway decides whether a
+# setting loses anything (torch_npu docs torch-backends.md; HF32 defaults in rules_data/sources/advice/hf32_switches.tsv):
+# - ``benchmark``: the NPU runs no per-shape algorithm search that the flag could turn on or off;
+# - ``enabled``: there is no cuDNN to turn off, the NPU kernels run either way;
+# - ``allow_tf32``: ASC608 owns it, firing only where the HF32 counterpart's NPU default differs from the value set;
+# - ``deterministic = True``: the one intent that is lost; torch_npu's kernels become deterministic through
+#   ``torch.use_deterministic_algorithms(True)``, so it fires unless the file calls that too.
+_FLAGS = frozenset({
+    "torch.backends.cudnn.benchmark",
+    "torch.backends.cudnn.enabled",
+    "torch.backends.cudnn.deterministic",
+    "torch.backends.cudnn.allow_tf32",
+    "torch.backends.cuda.matmul.allow_tf32",
+})
+_DETERMINISTIC = "torch.backends.cudnn.deterministic"
+
+
+def _assigned(node: ast.AST, ctx) -> "ast.expr | None":
+    """The value assigned to ``node`` when it is the target of an assignment, else None."""
+    parent = ctx.parent
+    if isinstance(parent, ast.Assign) and any(target is node for target in parent.targets):
+        return parent.value
+    if isinstance(parent, (ast.AnnAssign, ast.AugAssign)) and parent.target is node:
+        return parent.value
+    return None
+
 
 class CudaBackendSwitch(Rule):
     code = "ASC203"
-    summary = "cuDNN / CUDA backend switch (torch.backends.cudnn.*, torch.backends.cuda.*)"
+    summary = "cuDNN / CUDA backend switch (torch.backends.cudnn.*, torch.backends.cuda.*) whose intent the NPU loses"
     node_types = (ast.Name, ast.Attribute)
     trigger_words = ("cud",)
     why = (
-        "These switches tune NVIDIA libraries. On NPU most are accepted but change nothing, some are "
-        "unsupported, and TF32 has an NPU counterpart (HF32) that must be set separately."
+        "These switches tune NVIDIA libraries. On NPU most are accepted but change nothing. A flag whose setting "
+        "matches what the NPU does anyway is not reported: `cudnn.benchmark` (no per-shape algorithm search on the "
+        "NPU), `cudnn.enabled`, reading any of the flags, and `allow_tf32` (ASC608 reports it where the HF32 "
+        "counterpart's NPU default differs). `cudnn.deterministic = True` is reported unless the file also calls "
+        "`torch.use_deterministic_algorithms`, the switch that makes torch_npu's kernels deterministic. Every "
+        "other use (`cudnn.is_available()`, `cudnn.version()`, `cudnn.flags(...)`, `cuda.sdp_kernel(...)`, "
+        "`cuda.matmul.allow_fp16_reduced_precision_reduction`, ...) is reported: it answers or selects something "
+        "CUDA-only."
     )
-    example = "torch.backends.cudnn.benchmark = True"
-    use_instead = "Drop the switch, or set the NPU counterpart (e.g. `torch.npu.matmul.allow_hf32`, `torch.npu.conv.allow_hf32`)."
+    example = "torch.backends.cudnn.deterministic = True"
+    use_instead = ("Drop the switch, or set the NPU counterpart (`torch.use_deterministic_algorithms(True)`, "
+                   "`torch.npu.matmul.allow_hf32`, `torch.npu.conv.allow_hf32`).")
     source = "Ascend/pytorch docs torch-backends.md (rules_data/sources/cuda/cuda_api_catalog.tsv)"
     fires = [
-        ("import torch\ntorch.backends.cudnn.benchmark = True\n", 2),
-        ("from torch.backends import cuda\ncuda.matmul.allow_tf32 = True\n", 2),
+        # yolov5 utils/general.py init_seeds, without its use_deterministic_algorithms line
+        ("import torch\ntorch.backends.cudnn.deterministic = True\n", 2),
+        ("import torch\nif torch.backends.cudnn.is_available():\n    pass\n", 2),
+        ("from torch.backends import cuda\nwith cuda.sdp_kernel(enable_math=False):\n    pass\n", 2),
+        ("import torch\ntorch.backends.cudnn.deterministic = args.deterministic\n", 2),
     ]
-    passes = ["import torch\ntorch.backends.mkldnn.enabled = True\n", "cudnn = {}\ncudnn.benchmark = 1\n"]
+    passes = [
+        "import torch\ntorch.backends.mkldnn.enabled = True\n",
+        "cudnn = {}\ncudnn.benchmark = 1\n",
+        # diffusers utils/torch_utils.py enable_full_determinism
+        "import torch\ntorch.use_deterministic_algorithms(True)\ntorch.backends.cudnn.deterministic = True\n"
+        "torch.backends.cudnn.benchmark = False\ntorch.backends.cuda.matmul.allow_tf32 = False\n",
+        # yolov5 utils/dataloaders.py LoadStreams
+        "import torch\ntorch.backends.cudnn.benchmark = True  # faster for fixed-size inference\n",
+        # yolov5 utils/autobatch.py check_train_batch_size
+        "import torch\nif torch.backends.cudnn.benchmark:\n    pass\n",
+        "import torch\ntorch.backends.cudnn.deterministic = False\n",
+        "from torch.backends import cuda\ncuda.matmul.allow_tf32 = True\n",
+    ]
 
     def check(self, node, ctx) -> None:
         qualname = ctx.chain(node)
         if not qualname or not qualname.startswith(("torch.backends.cudnn.", "torch.backends.cuda.")):
+            return
+        if qualname in _FLAGS:
+            value = _assigned(node, ctx)
+            if (qualname != _DETERMINISTIC or value is None
+                    or (isinstance(value, ast.Constant) and not value.value)
+                    or "use_deterministic_algorithms" in source_text(ctx)):
+                return
+            ctx.report(node, self.code, f"{qualname} = {ast.unparse(value)} does not make the NPU deterministic "
+                       "(call torch.use_deterministic_algorithms(True) as well)", api=qualname,
+                       tips="torch.use_deterministic_algorithms(True)")
             return
         row = ctx.data.api_status(qualname)
         listed = (f"torch_npu {ctx.data.version} lists it as {_STATUS_WORDS.get(row[0], row[0])}" if row

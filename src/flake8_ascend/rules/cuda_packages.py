@@ -44,10 +44,34 @@ def _cuda_only(module: str):
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 
+_GUARD_PREFIXES = ("has_", "_has_", "can_use", "_can_use")
+
+
+def _availability_name(name: str) -> bool:
+    """``is_xformers_available``, ``_CAN_USE_FLASH_ATTN_3``, ``HAS_APEX``, ``triton_available``: a name that says
+    whether an optional package (or CUDA) is there."""
+    name = name.lower()
+    return "available" in name or name.startswith(_GUARD_PREFIXES)
+
+
+def _availability_test(test: ast.expr) -> bool:
+    """Does an ``if`` test ask whether something is available (a call or a flag named so, alone or and-ed)?"""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_availability_test(value) for value in test.values)
+    if isinstance(test, ast.Call):
+        test = test.func
+    if isinstance(test, ast.Attribute):
+        return _availability_name(test.attr)
+    return isinstance(test, ast.Name) and _availability_name(test.id)
+
+
 def _optional(node: ast.AST, ctx) -> bool:
-    """An import in a ``try`` whose ``except ImportError`` carries on without it (a fallback, not a raise):
-    where the package is missing, as on an NPU machine, the code takes the other path."""
+    """An import the code does without where the package is missing, as on an NPU machine: in a ``try`` whose
+    ``except ImportError`` carries on (a fallback, not a raise), or in the body of an ``if`` that first asks
+    whether the package is available (``if is_xformers_available(): import xformers``)."""
     for parent, child in ctx.lineage(node):
+        if isinstance(parent, ast.If) and any(s is child for s in parent.body) and _availability_test(parent.test):
+            return True
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return False
         if isinstance(parent, ast.Try) and any(s is child for s in parent.body):
@@ -65,7 +89,12 @@ class CudaOnlyPackage(Rule):
     summary = "import of a CUDA-only third-party package (apex, flash_attn, xformers, bitsandbytes, triton, mmcv.ops...)"
     node_types = (ast.Import, ast.ImportFrom)
     trigger_words = tuple(sorted({p.split(".")[0] for p in CUDA_ONLY_PACKAGES}))
-    why = "These packages ship CUDA kernels; they do not install or do not run on an Ascend NPU."
+    why = (
+        "These packages ship CUDA kernels; they do not install or do not run on an Ascend NPU. An import the code "
+        "does without where the package is missing is not reported: in a `try` whose `except ImportError` falls "
+        "back, or under an availability guard (`if is_xformers_available():`, `if HAS_APEX:`, "
+        "`if torch.cuda.is_available():`, alone or and-ed)."
+    )
     example = "from flash_attn import flash_attn_func"
     use_instead = "Replace the package with its NPU counterpart named in the message."
     source = "rules_data/sources/cuda/cuda_api_catalog.tsv; torch_npu transfer_to_npu.py (triton disabled)"
@@ -79,6 +108,10 @@ class CudaOnlyPackage(Rule):
         ("import triton.language as tl\n", 1),
         # a required import: the handler gives up instead of falling back
         ("try:\n    from apex import amp\nexcept ImportError:\n    raise ImportError('install apex')\n", 2),
+        # the guard raises, the import is required; and an import in the else branch of the guard
+        ("if not is_bitsandbytes_available():\n    raise ImportError('pip install bitsandbytes')\n"
+         "import bitsandbytes as bnb\n", 3),
+        ("if is_apex_available():\n    pass\nelse:\n    import apex\n", 4),
     ]
     passes = ["import mmcv\n", "from mmcv.cnn import ConvModule\n", "import apexlib\n", "from . import triton\n",
               # mmdet 3.1.0 models/utils/point_sample.py:3 (pure Python) and mmseg 1.2.2
@@ -95,7 +128,12 @@ class CudaOnlyPackage(Rule):
               # an optional accelerator with a fallback (timm 1.0.31 layers/fast_norm.py:14-18, utils/cuda.py:7-12)
               "try:\n    from apex.normalization.fused_layer_norm import fused_layer_norm_affine\n"
               "    has_apex = True\nexcept ImportError:\n    has_apex = False\n",
-              "try:\n    from apex import amp\n    has_apex = True\nexcept (ImportError, OSError):\n    amp = None\n"]
+              "try:\n    from apex import amp\n    has_apex = True\nexcept (ImportError, OSError):\n    amp = None\n",
+              # an availability guard: skipped where the package is not installed (diffusers 0.36 commands/env.py:110,
+              # quantizers/bitsandbytes/utils.py:30)
+              "def env():\n    if is_xformers_available():\n        import xformers\n        return xformers.__version__\n",
+              "if is_bitsandbytes_available():\n    import bitsandbytes as bnb\n",
+              "if _CAN_USE_FLASH_ATTN and torch.cuda.is_available():\n    from flash_attn import flash_attn_func\n"]
 
     def check(self, node, ctx) -> None:
         if _optional(node, ctx):

@@ -54,6 +54,40 @@ def _is_loader(expr: ast.AST, ctx, depth: int = 0) -> bool:
         binding.value, ctx, depth + 1)
 
 
+_PADDING_WORDS = ("pad", "sft")  # DataCollatorWithPadding, pad_collate, get_sft_collate_fn (SFT batches pad to the longest)
+
+
+def _defined_function(expr: ast.AST, ctx) -> Optional[ast.AST]:
+    """The module-level function of this file that ``expr`` names or calls (a collate, or a factory of one)."""
+    if isinstance(expr, ast.Call):
+        expr = expr.func
+    if not isinstance(expr, ast.Name):
+        return None
+    functions = ctx.memo("dataloader.functions", lambda c: {
+        node.name: node for node in c.tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))})
+    return functions.get(expr.id)
+
+
+def _says_padding(node: ast.AST) -> bool:
+    """Does a name or attribute in ``node`` say padding (``pad_sequence``, ``F.pad``, ``DataCollatorWithPadding``)?"""
+    for sub in ast.walk(node):
+        name = sub.id if isinstance(sub, ast.Name) else sub.attr if isinstance(sub, ast.Attribute) else ""
+        if any(word in name.lower() for word in _PADDING_WORDS):
+            return True
+    return False
+
+
+def _pads_each_batch(collate: Optional[ast.AST], ctx) -> bool:
+    """Is there evidence that the collate pads every batch to its own longest sample?  Its names say so, or it is
+    a function of this file (or a factory of one) whose body pads; then every batch has its own length anyway."""
+    if collate is None:
+        return False
+    if _says_padding(collate):
+        return True
+    function = _defined_function(collate, ctx)
+    return function is not None and _says_padding(function)
+
+
 def _is_off(node: Optional[ast.AST]) -> bool:
     """Absent, or a literal ``False``/``None``/``0``."""
     return node is None or (isinstance(node, ast.Constant) and not node.value)
@@ -66,7 +100,10 @@ class DataLoaderLastBatch(Rule):
     trigger_words = ("DataLoader",)
     why = (
         "Unless the dataset size is a multiple of the batch size, the last batch of every epoch is smaller: "
-        "every op of the forward and backward pass sees a new shape and the NPU compiles it again."
+        "every op of the forward and backward pass sees a new shape and the NPU compiles it again. Not reported "
+        "where the collate pads each batch to its own longest sample (its names say pad or SFT, or it is a function "
+        "of the file, or a factory of one, that pads): the shapes change every step anyway and dropping the last "
+        "batch gains nothing."
     )
     example = "train_loader = DataLoader(train_set, batch_size=32, shuffle=True)"
     use_instead = ("Pass `drop_last=True` to training loaders (or pad the last batch to the full batch size); "
@@ -89,6 +126,9 @@ class DataLoaderLastBatch(Rule):
          "    return loader(dataset, batch_size=batch_size, shuffle=shuffle and sampler is None, sampler=sampler)\n",
          8),
         ("from torch.utils.data import DataLoader\nloaders = {'train': DataLoader(ds, batch_size=4)}\n", 2),
+        # yolov5 7.0.14 utils/dataloaders.py:152: a collate that stacks fixed-size images pads nothing
+        ("from torch.utils.data import DataLoader\ndef collate_fn(batch):\n    return torch.stack(batch)\n"
+         "train_loader = DataLoader(ds, batch_size=8, shuffle=True, collate_fn=collate_fn)\n", 4),
     ]
     passes = [
         "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=32, shuffle=True,\n"
@@ -104,6 +144,15 @@ class DataLoaderLastBatch(Rule):
         "import torch\ndef create_naflex_loader(dataset, batch_size, sampler):\n"
         "    loader = torch.utils.data.DataLoader(\n        dataset,\n        batch_size=batch_size,\n"
         "        shuffle=False,\n        sampler=sampler,\n        drop_last=False,\n    )\n",
+        # litgpt 0.5 data/alpaca.py:94: the SFT collate pads to the longest sample of each batch
+        "from torch.utils.data import DataLoader\ndef train_dataloader(self):\n    return DataLoader(\n"
+        "        self.train_dataset, batch_size=self.batch_size, shuffle=True,\n"
+        "        collate_fn=get_sft_collate_fn(max_seq_length=self.max_seq_length),\n    )\n",
+        "from torch.utils.data import DataLoader\nfrom torch.nn.utils.rnn import pad_sequence\n"
+        "def collate(batch):\n    return pad_sequence(batch, batch_first=True)\n"
+        "train_loader = DataLoader(ds, batch_size=8, shuffle=True, collate_fn=collate)\n",
+        "from torch.utils.data import DataLoader\nfrom transformers import DataCollatorWithPadding\n"
+        "train_loader = DataLoader(ds, batch_size=8, shuffle=True, collate_fn=DataCollatorWithPadding(tok))\n",
         "import torch\nclass Loader(list):\n    pass\ndef make(ds):\n    loader = Loader if ds else list\n"
         "    return loader(ds, batch_size=8, shuffle=True)\n",
     ]
@@ -121,6 +170,8 @@ class DataLoaderLastBatch(Rule):
         batch_size = _argument(node, "batch_size")
         if batch_size is None or (isinstance(batch_size, ast.Constant) and batch_size.value in (None, 1)):
             return  # unbatched, or batches of one: no smaller last batch
+        if _pads_each_batch(passed(node, "collate_fn", 6), ctx):
+            return  # every batch is padded to its own longest sample: its shape changes every step anyway
         reason = self._training_reason(node, ctx)
         if reason:
             ctx.report(node, self.code, f"training DataLoader without drop_last=True ({reason}): the smaller last "
