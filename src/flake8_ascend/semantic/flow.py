@@ -39,7 +39,7 @@ class Flow:
         """Every ``a * b`` and ``a / b`` of the body (found on first use)."""
         if self._products is None:
             self._products = []
-            stack = list(self.owner.body)
+            stack = [stmt for stmt in self.owner.body if not isinstance(stmt, _SCOPES)]  # not nested defs
             while stack:
                 node = stack.pop()
                 if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
