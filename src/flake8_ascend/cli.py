@@ -170,8 +170,7 @@ def explain(code: str) -> str:
     except KeyError:
         raise UsageError(f"unknown code {code!r} (see {PROG} --list-codes)") from None
     state = f"off by default (enable with --extend-select {rule.code})" if rule.default_off else "on by default"
-    sections = [("Why it matters on NPU", rule.why), ("Example", rule.example), ("Fix", rule.use_instead),
-                ("Source", rule.source)]
+    sections = rule.explanation()
     if rule.fixable:
         sections.insert(3, ("Automatic fix", fix_story(rule.code)))
     body = "\n\n".join(f"{title}:\n  " + text.replace("\n", "\n  ") for title, text in sections)

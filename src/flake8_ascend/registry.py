@@ -56,6 +56,12 @@ class Rule:
             Rule._registry[cls.code] = cls
 
     @classmethod
+    def explanation(cls) -> List[Tuple[str, str]]:
+        """(title, text) of the rule's documentation, in the order ``--explain`` and the report page show it."""
+        return [("Why it matters on NPU", cls.why), ("Example", cls.example), ("Fix", cls.use_instead),
+                ("Source", cls.source)]
+
+    @classmethod
     def example_settings_dict(cls) -> dict:
         return dict(cls.example_settings or {})
 

@@ -67,9 +67,7 @@ class PageInput:
 
 def explanation(rule: Type[Rule]) -> str:
     """The ``--explain`` sections of a rule, as plain text."""
-    sections = (("Why it matters on NPU", rule.why), ("Example", rule.example), ("Fix", rule.use_instead),
-                ("Source", rule.source))
-    return "\n\n".join(f"{title}:\n{text}" for title, text in sections)
+    return "\n\n".join(f"{title}:\n{text}" for title, text in rule.explanation())
 
 
 def _source_lines(root: Path, rel: str, cache: Dict[str, List[str]]) -> List[str]:
