@@ -106,6 +106,10 @@ class LintMode(Mode):
         """The rules feeding this mode's tables that the flake8 selection leaves on (in some file at least)."""
         return [rule for rule in all_rules() if rule.report in self.tables and job.selection.selects(rule.code)]
 
+    def selected_fix_codes(self, job: Job) -> List[str]:
+        """The fixable codes of ``rules(job)``: what --fix rewrites and the report page shows rewrites of."""
+        return [rule.code for rule in self.rules(job) if rule.fixable]
+
     def run(self, job: Job) -> Dict[str, int]:
         rules = self.rules(job)
         fixed: Optional[int] = None
@@ -144,7 +148,7 @@ class LintMode(Mode):
         """Apply (--fix) or only show (--diff) the safe rewrites; the diff also goes to ``diff_name``."""
         write = job.args.fix and not job.args.diff
         # rules() keeps this mode's tables, and only a mode that ``fixes`` gets here: these are fix_codes()
-        codes = [rule.code for rule in self.rules(job) if rule.fixable]
+        codes = self.selected_fix_codes(job)
         try:
             results, problems = fix.fix_paths(job.files, job.root, job.config, write, codes)
         except fix.UnwritableInput as error:
@@ -197,7 +201,7 @@ class LintMode(Mode):
         diffs: Dict[str, str] = {}
         command = ""
         if self.fixes:
-            codes = [rule.code for rule in self.rules(job) if rule.fixable]
+            codes = self.selected_fix_codes(job)
             fixable = {f.path for f in findings if f.rewrite and f.code in codes}
             results, _ = fix.fix_paths([job.root / rel for rel in sorted(fixable)], job.root, job.config, False, codes)
             diffs = {result.rel: result.diff() for result in results}

@@ -37,7 +37,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Set, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Sequence, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -294,13 +294,14 @@ def may_have_data_loop(source: bytes) -> bool:
     return any(mentions_loader(iterable) for iterable in loops)
 
 
-def whole_step_lines(source: bytes) -> Set[int]:
-    """First lines of the loops that run a whole training step (``detect.training``, on the stdlib tree)."""
+def whole_step_lines(source: bytes, lines: Sequence[str]) -> Set[int]:
+    """First lines of the loops that run a whole training step (``detect.training``, on the stdlib tree);
+    ``lines`` are the decoded source's."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return set()  # libcst reports what it makes of the file; no loop counts as a training loop
-    return {loop.lineno for loop in Training(tree, decode(source).lines).whole_step_loops()}
+    return {loop.lineno for loop in Training(tree, lines).whole_step_loops()}
 
 
 def instrument_source(source: bytes, depth: int = 0, import_line: str = IMPORT_LINE) -> Instrumented:
@@ -320,7 +321,7 @@ def instrument_source(source: bytes, depth: int = 0, import_line: str = IMPORT_L
     module = cst.parse_module(source)
     assignments = _Assignments()
     module.visit(assignments)
-    wrapper = _LoopWrapper(assignments.values, module, whole_step_lines(source), import_line)
+    wrapper = _LoopWrapper(assignments.values, module, whole_step_lines(source, decoded.lines), import_line)
     module = MetadataWrapper(module, unsafe_skip_copy=True).visit(wrapper)
     training = wrapper.training
     already = wrapper.imports
