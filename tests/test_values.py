@@ -146,3 +146,52 @@ def test_real_snippets(path):
     text, codes, expected = _expected(path)
     found = {(f.line, f.code) for f in run_rules(text, codes=codes)}
     assert found == expected
+
+
+@pytest.mark.parametrize("source,device", [
+    # built with no device inside a function: on the host where it is read, until the flow moves it
+    ("import torch\ndef f(n):\n    t = torch.linspace(0, 1, n, dtype=torch.float64)\n    t\n", model.BUILT_ON_HOST),
+    ("import torch\ndef f(n):\n    t = torch.arange(n)\n    t * 2\n", model.BUILT_ON_HOST),
+    ("import torch\ndef f(a):\n    torch.from_numpy(a)\n", model.HOST),
+    ("import torch\ndef f(n):\n    a = torch.arange(n, device='cpu')\n    torch.arange(n, device=a.device)\n",
+     model.HOST),
+    # a tokenizer's batch of CPU tensors (diffusers kandinsky5 pipeline_kandinsky_i2i.py:215)
+    ("import torch\ndef f(self, p):\n    ids = self.tokenizer(p, return_tensors='pt')['input_ids']\n    ids[0]\n",
+     model.BUILT_ON_HOST),
+    ("import torch\ndef f(self, p):\n    self.tokenizer(p, return_tensors='pt').attention_mask\n", model.BUILT_ON_HOST),
+    # near misses: moved, combined with a tensor of unknown place, module level, __init__, a default-device
+    # context, a tensor given to torch.tensor, a self attribute (a buffer or parameter the module moves)
+    ("import torch\ndef f(n, x):\n    t = torch.linspace(0, 1, n)\n    t = t.to(x.device)\n    t\n", None),
+    ("import torch\ndef f(self, p, d):\n    self.tokenizer(p, return_tensors='pt').to(d).attention_mask\n", None),
+    ("import torch\ndef f(self, p, d):\n    self.tokenizer(p, return_tensors='pt').input_ids.to(d)\n", None),
+    ("import torch\ndef f(n, x):\n    t = torch.arange(n)\n    t * x\n", None),
+    ("import torch\ndef f(n, x):\n    torch.tensor(2.0) * x\n", None),
+    ("import torch\ndef f(n, x):\n    torch.cat([torch.zeros(n), x])\n", None),
+    ("import torch\nt = torch.arange(3)\nt\n", None),
+    ("import torch\nclass A:\n    def __init__(self):\n        t = torch.arange(3)\n        t\n", None),
+    ("import torch\ndef f(n):\n    with torch.device('cuda'):\n        t = torch.arange(n)\n    t\n", None),
+    ("import torch\ndef f(x):\n    torch.tensor(x)\n", None),
+    ("import torch\nclass A:\n    def reset(self):\n        self.t = torch.zeros(3)\n    def f(self):\n"
+     "        self.t\n", None),
+])
+def test_host_built_values(source, device):
+    assert value_of_last(source).device == device
+
+
+def test_list_of_numbers_annotation_is_not_a_tensor():
+    source = ("import torch\nfrom typing import List, Optional\n"
+              "def f(sigmas: Optional[List[float]] = None, ts: list[int] | None = None):\n"
+              "    torch.tensor(sigmas)\n    torch.tensor(ts)\n")
+    assert value_of_last(source).device == model.BUILT_ON_HOST
+    assert value_of_last(source.replace("torch.tensor(ts)", "ts")).kind == model.CONTAINER
+
+
+def test_data_placements_and_their_dtypes():
+    source = ("import torch\ndef f(a, b, c, device, out_dtype):\n    torch.zeros(3, device=device)\n"
+              "    a.to(dtype=torch.float32, device=device)\n    b.to(device, out_dtype)\n    c.to(device).float()\n"
+              "    torch.tensor(a, device=device)\n    a.to(torch.float64)\n    b.cpu()\n")
+    tree = ast.parse(source)
+    semantic = SemanticModel(tree, source.splitlines(keepends=True))
+    found = [(call.lineno, ast.unparse(dtype) if isinstance(dtype, ast.AST) else dtype)
+             for call, dtype in semantic.values.data_placements(tree.body[1])]
+    assert sorted(found) == [(4, "torch.float32"), (5, "out_dtype"), (6, "torch.float32"), (7, None)]

@@ -135,3 +135,31 @@ def turns_off(branch: ast.If) -> str:
     first = branch.body[0].lineno
     lines = f"lines {first}-{end}" if end > first else f"line {first}"
     return f"False on an NPU: the CUDA branch ({lines}) turns off there"
+
+
+def _npu_test(test: ast.AST) -> bool:
+    """``x.type == 'npu'`` or ``x.type in {'mps', 'npu'}``, possibly ``or``-ed with more: True on an NPU."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return any(_npu_test(v) for v in test.values)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    if isinstance(test.ops[0], (ast.Eq, ast.Is)):
+        return _compares_with(test, _NPU)
+    if isinstance(test.ops[0], ast.In) and isinstance(test.comparators[0], (ast.Set, ast.Tuple, ast.List)):
+        return any(isinstance(e, ast.Constant) and isinstance(e.value, str) and _NPU.fullmatch(e.value)
+                   for e in test.comparators[0].elts)
+    return False
+
+
+def npu_skips(node: ast.AST, ctx) -> bool:
+    """``node`` is in the ``else`` of a test that is True on an NPU (diffusers adaptive_projected_guidance.py:240:
+    ``if diff.device.type in {"mps", "npu"}: ... .cpu().double() else: diff.double()``): an NPU run never gets
+    there, the NPU has its own branch."""
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, _FUNCTIONS + (ast.ClassDef,)):
+            return False
+        if isinstance(parent, ast.If) and any(s is child for s in parent.orelse) or (
+                isinstance(parent, ast.IfExp) and child is parent.orelse):
+            if _npu_test(parent.test):
+                return True
+    return False

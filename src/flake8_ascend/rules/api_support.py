@@ -140,6 +140,14 @@ def where(node: ast.AST):
     return node
 
 
+_IDEOGRAM = (
+    "import torch\n\ndef _logit_normal_sigmas(num_inference_steps, mu, std, device=None):\n"
+    "    intervals = torch.linspace(0.0, 1.0, num_inference_steps + 1, dtype=torch.float64{device})\n"
+    "    z = torch.special.ndtri(intervals)\n    sigmas = (1.0 - torch.special.expit(mu + std * z)).flip(0)\n"
+    "    return sigmas[:-1].to(dtype=torch.float32, device=device)\n"
+)
+
+
 class UnsupportedApi(_ApiStatusRule):
     code = "ASC101"
     summary = "torch API not supported on NPU for the selected torch_npu version"
@@ -153,6 +161,15 @@ class UnsupportedApi(_ApiStatusRule):
     example = "eigenvalues = torch.linalg.eig(a)"
     use_instead = "Use a supported equivalent, move that computation to the CPU explicitly, or pick a newer torch_npu."
 
+    def check(self, node, ctx) -> None:
+        if not isinstance(node.ctx, ast.Load):
+            return
+        found = status_of(node, ctx)
+        if found and found[1] == self.wanted and not _operand_on_host(node, ctx):
+            # not when the op runs on the CPU already (diffusers pipeline_ideogram4.py:90: ndtri of a CPU linspace)
+            api, _, note, how = found
+            self.emit(where(node), ctx, api, note, how)
+
     fires = [
         ("import torch\nx = torch.randn(4, 4)\nm = x.mode()\n", 3),
         ("import torch\ny = torch.randn(3, 3)\nz = torch.linalg.inv(y)\n", 3),
@@ -161,6 +178,9 @@ class UnsupportedApi(_ApiStatusRule):
         ("import functools\nimport torch.nn as nn\nm = functools.partial(nn.MultiLabelMarginLoss, reduction='sum')\n",
          3),
         ("import torch.nn as nn\nLoss = nn.MultiLabelMarginLoss\nloss = Loss()\n", 3),
+        # near miss of diffusers pipeline_ideogram4.py:90 below: the schedule is built on the device
+        (_IDEOGRAM.format(device=", device=device"), 5),
+        (_IDEOGRAM.format(device=").to(device"), 5),
     ]
     passes = [
         "import pandas as pd\nm = pd.DataFrame({'a': [1]}).mode()\n",
@@ -175,6 +195,8 @@ class UnsupportedApi(_ApiStatusRule):
         "import torch.nn as nn\nLoss = nn.MultiLabelMarginLoss\n",
         # listed unsupported, but a decorator that only keeps torch.compile out (kernel-free; diffusers hooks/)
         "import torch\n@torch.compiler.disable\ndef step(x):\n    return x\n",
+        # diffusers pipeline_ideogram4.py:90: ndtri of a linspace built without a device runs on the CPU
+        _IDEOGRAM.format(device=""),
     ]
 
     def emit(self, node, ctx, api, note, how) -> None:
@@ -287,6 +309,21 @@ class RestrictedApi(_ApiStatusRule):
         if broken or ctx.config.official_lists:  # the official lists' audit reports every restricted call
             ctx.report(node, self.code, f"{api} is supported on NPU with restrictions (torch_npu {ctx.data.version}: "
                        f"{broken or in_english(note)})", api=api, tips=f"supported with restrictions: {note}")
+
+
+def _operand_on_host(node: ast.AST, ctx) -> bool:
+    """The API is called on a tensor that lives on the host: the receiver of a method, or the first argument of
+    a function (``torch.special.ndtri(torch.linspace(0, 1, n))`` in a function: nothing NPU runs it)."""
+    call = ctx.parent
+    if not (isinstance(call, ast.Call) and call.func is node):
+        return False
+    if isinstance(node, ast.Attribute) and ctx.chain(node) is None:
+        operand = node.value
+    elif call.args:
+        operand = call.args[0]
+    else:
+        return False
+    return ctx.values.on_host(operand)
 
 
 def _data_pipeline(ctx) -> bool:

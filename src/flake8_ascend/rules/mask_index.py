@@ -15,6 +15,15 @@ def same_expression(a: ast.AST, b: ast.AST) -> bool:
     return type(a) is type(b) and ast.dump(a, annotate_fields=False) == ast.dump(b, annotate_fields=False)
 
 
+_TOKENS = (
+    "import torch\n\nclass Pipeline:\n    def encode_prompt(self, full_texts, image, device):\n"
+    "        untruncated_ids = self.tokenizer(\n            text=full_texts, images=image, return_tensors=\"pt\", "
+    "padding=\"longest\"\n        )[\"input_ids\"]{move}\n"
+    "        for i, text in enumerate(full_texts):\n            tokens = untruncated_ids[i]\n"
+    "            tokens = tokens[tokens != self.tokenizer.image_token_id]\n"
+)
+
+
 class BooleanMaskRead(Rule):
     code = "ASC402"
     summary = "boolean-mask indexing read (x[x > 0], boxes[keep] with a mask)"
@@ -46,6 +55,12 @@ class BooleanMaskRead(Rule):
          "def post(boxes: torch.Tensor, scores: torch.Tensor):\n    return _pick(boxes, scores > 0.3)\n", 3),
         ("import torch\ndef f(x: torch.Tensor, ys, thrs):\n    masks = []\n    for t in thrs:\n"
          "        masks.append(x > t)\n    keep = torch.cat(masks)\n    return ys[keep]\n", 7),
+        # near misses of the host reads below: the ids moved to the device; the table moved, or combined with
+        # a tensor of unknown device (it is wherever that one is)
+        (_TOKENS.format(move=".to(device)"), 10),
+        ("import torch\ndef kept(n, drop, device):\n    idx = torch.arange(n)\n    idx = idx.to(device)\n"
+         "    return idx[idx != drop]\n", 5),
+        ("import torch\ndef kept(n, x):\n    idx = torch.arange(n) + x\n    return idx[idx > 0]\n", 4),
     ]
     passes = [
         "import numpy as np\na = np.arange(5)\nb = a[a > 2]\n",
@@ -70,6 +85,10 @@ class BooleanMaskRead(Rule):
         "import torch\nclass Post:\n    def _host(self, x: torch.Tensor):\n        if x.dim() == 1:\n"
         "            return x.cpu()\n        return x.detach().cpu()\n    def run(self, x: torch.Tensor):\n"
         "        y = self._host(x)\n        return y[y > 0]\n",
+        # diffusers kandinsky5/pipeline_kandinsky_i2i.py:228: tokenizer ids (CPU tensors, never moved)
+        _TOKENS.format(move=""),
+        # a mask of a table built without a device in a function, read there (on the CPU)
+        "import torch\ndef kept(n, drop):\n    idx = torch.arange(n)\n    return idx[idx != drop]\n",
     ]
 
     def check(self, node, ctx) -> None:

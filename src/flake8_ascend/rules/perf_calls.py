@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 
 from ..calls import argument, callee, env_settings, is_constant, last_names
+from ..detect.device_dispatch import npu_skips
 from ..registry import Rule
 from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
 
@@ -52,6 +53,27 @@ class AnomalyDetectionOn(Rule):
                        "[debug mode left on]", api=qualname, tips="remove anomaly detection for training runs")
 
 
+_IDEOGRAM = (
+    "import torch\n\ndef _logit_normal_sigmas(num_inference_steps, mu, std, device=None):\n"
+    "    intervals = torch.linspace(0.0, 1.0, num_inference_steps + 1, dtype=torch.float64)\n"
+    "    z = torch.special.ndtri(intervals)\n    t = 1.0 - torch.special.expit(mu + std * z)\n"
+    "    sigmas = (1.0 - t).flip(0)\n    return {move}\n"
+)
+_APG = (
+    "import torch\n\ndef normalized_guidance(pred_cond, diff, dim):\n    if {test}:\n"
+    "        v0, v1 = diff.cpu().double(), pred_cond.cpu().double()\n    else:\n"
+    "        v0, v1 = {other}\n    return torch.nn.functional.normalize(v1, dim=dim)\n"
+)
+_FLOW_MAP = (
+    "import torch\n\ndef set_timesteps(num_inference_steps, device=None):\n"
+    "    is_mps, is_npu = device.type == 'mps', device.type == 'npu'\n"
+    "    working_sigmas = torch.linspace(1.0, 0.0, num_inference_steps + 1, dtype=torch.float64)[:-1]\n"
+    "    out_dtype = torch.float32 if {test} else torch.float64\n"
+    "    full_sigmas = torch.cat([working_sigmas, working_sigmas.new_zeros(1)])\n"
+    "    return full_sigmas.to(device=device, dtype=out_dtype)\n"
+)
+
+
 class DoublePrecisionTensor(Rule):
     code = "ASC508"
     summary = "float64 / complex128 tensors (.double(), dtype=torch.float64), which NPUs run on the AI CPU"
@@ -77,6 +99,13 @@ class DoublePrecisionTensor(Rule):
         ("import torch\ntorch.set_default_dtype(torch.float64)\n", 2),
         ("import torch\nt = torch.DoubleTensor([1.0])\n", 2),
         ("import torch\ndef f(x):\n    w = torch.ones(3, dtype=torch.float64)\n    return (x * w).to(x.device)\n", 3),
+        # near misses of the host schedules below: moved in float64; a dtype test that names only MPS; a helper
+        # given the dtype and a device whose result is a tensor, not a dtype
+        (_IDEOGRAM.format(move="sigmas[:-1].to(device=device)"), 4),
+        (_FLOW_MAP.format(test="is_mps"), 5),
+        (_APG.format(test='diff.device.type == "mps"', other="diff.double(), pred_cond"), 7),
+        ("import torch\nfrom .grids import make_grid\n\ndef f(pos):\n"
+         "    grid = make_grid(torch.float64, pos.device)\n    return grid\n", 5),
     ]
     passes = [
         "import torch\nok = x.dtype == torch.float64\n",
@@ -95,6 +124,17 @@ class DoublePrecisionTensor(Rule):
         "    def merge(self, pred):\n        self.preds = pred.detach().cpu().clone()\n    def value(self):\n"
         "        return self.preds.double().mean()\n",
         "import torch\ndef f(x):\n    t = torch.zeros(3, dtype=torch.float64, device='cpu')\n    return x.to('cuda') + 1\n",
+        # diffusers adaptive_projected_guidance.py:242: the else of the NPU/MPS branch, which computes on the CPU
+        _APG.format(test='diff.device.type in {"mps", "npu"}', other="diff.double(), pred_cond.double()"),
+        # diffusers pipeline_ideogram4.py:88: a float64 schedule built on the CPU, converted where it is moved
+        _IDEOGRAM.format(move="sigmas[:-1].to(dtype=torch.float32, device=device)"),
+        # diffusers scheduling_flow_map_euler_discrete.py:177: moved with a dtype that is float32 on an NPU
+        _FLOW_MAP.format(test="(is_mps or is_npu)"),
+        # diffusers transformer_hidream_image.py:98: a helper picks the dtype for the device (float32 on npu)
+        "import torch\nfrom ...utils.torch_utils import maybe_adjust_dtype_for_device\n\n"
+        "def rope(pos: torch.Tensor, dim: int, theta: int) -> torch.Tensor:\n"
+        "    dtype = maybe_adjust_dtype_for_device(torch.float64, pos.device)\n"
+        "    scale = torch.arange(0, dim, 2, dtype=dtype, device=pos.device) / dim\n    return 1.0 / (theta**scale)\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -102,6 +142,7 @@ class DoublePrecisionTensor(Rule):
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr == "double" and not node.args and not node.keywords \
                     and ctx.chain(func) is None and not ctx.values.host_side(func.value) \
+                    and not (ctx.values.on_host(func.value) and _converted_when_placed(node, ctx)) \
                     and (ctx.values.imports_torch() or ctx.values.is_tensor(func.value)):
                 self._report(node, ctx, "torch.Tensor.double", ".double()")
             return
@@ -120,11 +161,92 @@ class DoublePrecisionTensor(Rule):
                     isinstance(call.func, ast.Attribute) and call.func.attr in ("to", "type")
                     and ctx.values.host_side(call.func.value))):
                 return  # a CPU table (timm scheduled_sampler.py:143, 148): the NPU never sees it
+            if isinstance(call, ast.Call) and (_chosen_per_device(call, ctx) and _gives_dtype(call, ctx) or (
+                    ctx.values.on_host(call) and _converted_when_placed(call, ctx))):
+                return
             self._report(node, ctx, dtype, qualname)
 
     def _report(self, node, ctx, api, spelling) -> None:
+        if npu_skips(node, ctx):
+            return  # the else of a test that is True on an NPU, whose own branch avoids float64
         ctx.report(node, self.code, f"{spelling} makes double-precision tensors, which NPU operators run on the "
                    "slow AI CPU (use float32) [float64/complex128 on NPU]", api=api, tips="use float32")
+
+
+_NPU_NAMES = ("npu",)
+
+
+def _names_npu(test: ast.AST) -> bool:
+    """A test that asks whether the device is an NPU: ``is_npu``, ``device.type == "npu"``,
+    ``device.type in ("mps", "npu")``, ``is_mps or is_npu``; not a negated one (``is_mps`` alone is not)."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) or isinstance(node, ast.Compare) and any(
+                isinstance(op, (ast.NotEq, ast.NotIn, ast.IsNot)) for op in node.ops):
+            return False
+    for node in ast.walk(test):
+        text = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else \
+            node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
+        if any(word in text.lower().split("_") or text.lower() == word for word in _NPU_NAMES):
+            return True
+    return False
+
+
+def _device_argument(arg: ast.AST) -> bool:
+    """``device``, ``x.device``, ``torch.device(...)``: an argument that names a device."""
+    if isinstance(arg, ast.Name):
+        return arg.id == "device" or arg.id.endswith("_device")
+    if isinstance(arg, ast.Attribute):
+        return arg.attr == "device"
+    return isinstance(arg, ast.Call) and getattr(arg.func, "attr", getattr(arg.func, "id", "")) == "device"
+
+
+def _chosen_per_device(call: ast.Call, ctx) -> bool:
+    """``maybe_adjust_dtype_for_device(torch.float64, x.device)`` (diffusers utils/torch_utils.py, which returns
+    float32 on "mps"/"npu"): a helper outside torch given the dtype together with a device picks the dtype per
+    device; the float64 is a request, not what the NPU gets."""
+    qualname = ctx.qualname(call.func) or ""
+    if qualname.startswith("torch.") or isinstance(call.func, ast.Attribute) and qualname == "":
+        return False  # a torch API, or a method (``x.to(torch.float64, device)`` moves x)
+    return any(_device_argument(a) for a in list(call.args) + [k.value for k in call.keywords])
+
+
+def _gives_dtype(call: ast.Call, ctx) -> bool:
+    """The call's result is a dtype: bound to a name like ``freqs_dtype`` or passed as ``dtype=``."""
+    stack = ctx.stack
+    parent = stack[stack.index(call) - 1] if call in stack and stack.index(call) > 0 else None
+    if isinstance(parent, ast.keyword):
+        return parent.arg == "dtype"
+    return isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name) \
+        and parent.targets[0].id.endswith("dtype")
+
+
+def _double_on_npu(dtype, owner, ctx, depth: int = 0) -> bool:
+    """Could the dtype expression a placement converts to be float64 on an NPU?  Unknown dtypes could."""
+    if isinstance(dtype, str):
+        return dtype in _DOUBLE_DTYPES
+    if depth > 4:
+        return True
+    if isinstance(dtype, ast.Name):
+        resolved = ctx.model.flow(owner).resolve(dtype)
+        return resolved is dtype or _double_on_npu(resolved, owner, ctx, depth + 1)
+    if isinstance(dtype, ast.IfExp):  # ``torch.float32 if (is_mps or is_npu) else torch.float64``
+        return not _names_npu(dtype.test) or _double_on_npu(dtype.body, owner, ctx, depth + 1)
+    if isinstance(dtype, ast.Call):
+        return not _chosen_per_device(dtype, ctx)
+    qualname = ctx.chain(dtype) if isinstance(dtype, ast.Attribute) else None
+    return qualname is None or not qualname.startswith("torch.") or qualname in _DOUBLE_DTYPES
+
+
+def _converted_when_placed(node: ast.AST, ctx) -> bool:
+    """Every move of data to a device in the function converts it to a dtype that is not float64 on an NPU
+    (diffusers pipeline_ideogram4.py:88: a float64 schedule built on the CPU, then ``.to(dtype=torch.float32,
+    device=device)``; scheduling_flow_map_euler_discrete.py:177: ``dtype=out_dtype``, float32 for npu): the
+    float64 values stay on the host."""
+    owner = ctx.model.function(node)
+    if owner is None:
+        return False
+    return all(dtype is not None and not _double_on_npu(dtype, owner, ctx)
+               for _, dtype in ctx.values.data_placements(owner))
 
 
 def _env_rule_check(rule, node, ctx, name: str, slow) -> None:

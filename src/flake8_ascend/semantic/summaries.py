@@ -17,9 +17,10 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
+from ..calls import is_constant
 from .names import Scope
-from .values import (ARRAY, CONTAINER, HOST, OTHER, TENSOR, UNKNOWN, UNKNOWN_VALUE, Value, agree, annotation_is_tensor,
-                     walk)
+from .values import (ARRAY, BUILT_ON_HOST, CONTAINER, HOST, NUMBER, OTHER, TENSOR, UNKNOWN, UNKNOWN_VALUE, Value, agree,
+                     annotation_is_tensor, walk)
 
 if TYPE_CHECKING:
     from .model import SemanticModel
@@ -151,8 +152,16 @@ class Summaries:
     def annotated(self, annotation: ast.AST, scope: Scope) -> Value:
         """An annotation: ``Tensor``, ``np.ndarray``, ``Tuple[np.ndarray, np.ndarray]``."""
         resolver = self.model.resolver(scope)
+        if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr) and is_constant(
+                annotation.right, None):
+            annotation = annotation.left  # ``list[float] | None``
         if isinstance(annotation, ast.Subscript):
             base = resolver.qualname(annotation.value) or getattr(annotation.value, "id", "")
+            if base.rsplit(".", 1)[-1] == "Optional":
+                return self.annotated(annotation.slice, scope)
+            if base.rsplit(".", 1)[-1] in ("List", "list", "Sequence") and isinstance(annotation.slice, ast.Name) \
+                    and annotation.slice.id in ("float", "int"):
+                return Value(CONTAINER, items=(Value(NUMBER),))  # ``List[float]``: numbers, not a tensor
             if base.rsplit(".", 1)[-1] in ("Tuple", "tuple") and isinstance(annotation.slice, ast.Tuple):
                 return Value(CONTAINER, items=tuple(self.annotated(e, scope) for e in annotation.slice.elts))
             return Value(TENSOR) if annotation_is_tensor(annotation, resolver) else UNKNOWN_VALUE
@@ -197,6 +206,10 @@ class Summaries:
                     found.setdefault(call.args[0].value, []).append(Value(TENSOR))
         table = {}
         for attr, assigned in found.items():  # several assignments count only when they agree
+            # a tensor built with no device and kept on the object may be a parameter or buffer the module's
+            # ``.to(device)`` moves, or be moved by any other method: its device is not known here
+            assigned = [Value(v.kind, None, v.const, v.readout, v.items, v.boolean) if v.device == BUILT_ON_HOST
+                        else v for v in assigned]
             if len({v.kind for v in assigned}) == 1:
                 devices = {v.device for v in assigned}
                 table[attr] = assigned[0] if len(assigned) == 1 else Value(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
@@ -41,6 +42,11 @@ TENSOR, MASK, ARRAY, NUMBER, CONTAINER, OTHER, UNKNOWN = (
     "tensor", "mask", "array", "number", "container", "other", "unknown")
 COMPARE = "compare"  # ``a > b`` of unknowns: a mask if a side turns out to be a tensor (evidence decides)
 HOST, DEVICE = "host", "device"
+# Built on the CPU because nothing named a device: a factory given no ``device=`` inside a function, a
+# tokenizer's ``return_tensors="pt"`` batch, ``torch.from_numpy``.  On the host where it is read; whether it
+# is moved later is the flow's business (``t = t.to(device)`` rebinds the name).
+BUILT_ON_HOST = "built-on-host"
+_HOSTS = frozenset((HOST, BUILT_ON_HOST))
 _DEPTH = 12  # how many steps one question may follow (names, calls, helpers)
 _DATA = Path(__file__).resolve().parent.parent / "data" / "torch_types.json"
 
@@ -51,11 +57,12 @@ _TORCH_MODULES = frozenset({"torch", "torch_npu"})
 class Value:
     """What an expression evaluates to, as far as the model can tell."""
 
-    __slots__ = ("kind", "device", "const", "readout", "items", "boolean")
+    __slots__ = ("kind", "device", "const", "readout", "items", "boolean", "encoding")
 
     def __init__(self, kind: str, device: Optional[str] = None, const: bool = False, readout: bool = False,
-                 items: Optional[Tuple["Value", ...]] = None, boolean: bool = False) -> None:
+                 items: Optional[Tuple["Value", ...]] = None, boolean: bool = False, encoding: bool = False) -> None:
         self.kind = kind
+        self.encoding = encoding  # a tokenizer's ``return_tensors="pt"`` batch: a dict of tensors (``items[0]``)
         self.boolean = boolean  # a boolean numpy array (``a > 0``): it still selects rows from a tensor
         self.device = device
         self.const = const  # a tensor built only from literals and sizes (no data flows into it)
@@ -71,6 +78,11 @@ class Value:
 
 
 UNKNOWN_VALUE = Value(UNKNOWN)
+_ENCODING = Value(CONTAINER, BUILT_ON_HOST, items=(Value(TENSOR, BUILT_ON_HOST),), encoding=True)
+
+
+def _is_encoding(value: Value) -> bool:
+    return value.encoding
 SIZES = Value(CONTAINER, items=(Value(NUMBER),))  # ``x.shape``: a sequence of numbers
 
 
@@ -118,6 +130,11 @@ _CONSTANT_FACTORIES = frozenset("zeros ones full arange linspace logspace eye te
                                 "triu_indices".split())
 _LIKE = frozenset(("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like"))
 _TO_DEVICE = frozenset(("cuda", "npu"))
+# Factories that copy their data argument (which may already be a tensor) rather than make a new tensor.
+_DATA_FACTORIES = frozenset(("tensor", "as_tensor", "asarray") + tuple(_LIKE))
+_CONVERSIONS = {"float": "torch.float32", "half": "torch.float16", "bfloat16": "torch.bfloat16",
+                "double": "torch.float64"}
+_DEFAULT_DEVICE = re.compile(r"set_default_device|set_default_tensor_type|with\s+(?:torch\.)?device\(")
 _FOREIGN = ("numpy", "pandas", "cupy", "scipy")
 _BUILTIN_NUMBERS = frozenset(("int", "float", "len", "round", "abs", "min", "max", "sum", "pow"))
 _BUILTIN_CONTAINERS = frozenset(("list", "dict", "tuple", "set", "sorted", "zip", "range", "enumerate",
@@ -184,10 +201,12 @@ class Values:
         self._evidence: Dict[int, _Evidence] = {}
         self._foreign: Dict[int, bool] = {}
         self._placing: Dict[int, bool] = {}
+        self._moves: Dict[int, List[Tuple[ast.Call, object]]] = {}
         self._lists: Dict[int, Value] = {}
         self._busy: Set[int] = set()
         self._cut = False
         self._imports_torch: Optional[bool] = None
+        self._default_device: Optional[bool] = None
 
     # -- the query API ---------------------------------------------------------------------------
     def of(self, expr: ast.AST) -> Value:
@@ -213,9 +232,11 @@ class Values:
         return self.of(expr).kind in (ARRAY, NUMBER, CONTAINER, OTHER)
 
     def on_host(self, expr: ast.AST) -> bool:
-        """A tensor known to live on the CPU (``device='cpu'``, ``.cpu()``, a factory given no device)."""
+        """A tensor known to live on the CPU where it is read: said so (``device='cpu'``, ``.cpu()``), or built
+        there and not moved since (a factory given no device inside a function, ``torch.from_numpy``, a
+        tokenizer's ``return_tensors="pt"`` output)."""
         value = self.of(expr)
-        return value.tensor and value.device == HOST
+        return value.tensor and value.device in _HOSTS
 
     def host_side(self, expr: ast.AST) -> bool:
         """Lives on the CPU: said so (``.cpu()``, ``device='cpu'``), or a constant table built in a function
@@ -223,7 +244,7 @@ class Values:
         value = self.of(expr)
         if value.device == HOST:
             return True
-        if not (value.tensor and value.const and value.device is None):
+        if not (value.tensor and (value.const and value.device is None or value.device == BUILT_ON_HOST)):
             return False
         owner = self.model.function(expr)
         return owner is not None and not self._places_on_device(owner)
@@ -301,6 +322,48 @@ class Values:
                 if found:
                     break
             self._placing[id(owner)] = found
+        return found
+
+    def data_placements(self, owner: ast.AST) -> List[Tuple[ast.Call, object]]:
+        """The calls of ``owner`` that move existing data to a device, each with the dtype the data gets there
+        when the same expression converts it (``.to(device, dtype=d)``, ``.to(d, device=...)``, ``.to(device,
+        d)``, ``torch.tensor(x, device=..., dtype=d)``, ``.to(device).float()``: the ``d`` expression, or the
+        name ``"torch.float32"`` for a conversion method) or None.  Factories that make new tensors on a device
+        (``torch.zeros(n, device=d)``) move nothing and are left out."""
+        found = self._moves.get(id(owner))
+        if found is None:
+            moves: Dict[int, list] = {}
+            converted: Dict[int, str] = {}
+            resolver = self.model.resolver(self.model.scopes[id(owner)]) if id(owner) in self.model.scopes else None
+            for node in walk(owner):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                if isinstance(func, ast.Attribute) and func.attr in _CONVERSIONS and not node.args \
+                        and isinstance(func.value, ast.Call):
+                    converted[id(func.value)] = _CONVERSIONS[func.attr]
+                device = next((k.value for k in node.keywords if k.arg == "device"), None)
+                dtype = next((k.value for k in node.keywords if k.arg == "dtype"), None)
+                if isinstance(func, ast.Attribute) and (func.attr in _TO_DEVICE or func.attr == "to" and (
+                        device is not None or node.args and not _is_dtype(node.args[0]))):
+                    if device is not None and _device_literal(device) == HOST:
+                        continue
+                    if dtype is None and func.attr == "to" and len(node.args) > 1 and _is_dtype(node.args[1]):
+                        dtype = node.args[1]
+                    if dtype is None and func.attr == "to" and device is not None and node.args \
+                            and _is_dtype(node.args[0]):
+                        dtype = node.args[0]
+                    moves[id(node)] = [node, dtype]
+                elif device is not None and _device_literal(device) != HOST:
+                    qualname = resolver.qualname(func) if resolver is not None and isinstance(
+                        func, (ast.Name, ast.Attribute)) else None
+                    name = (qualname or "").rsplit(".", 1)[-1]
+                    if not (qualname or "").startswith("torch.") or name not in _FACTORIES or name in _DATA_FACTORIES:
+                        moves[id(node)] = [node, dtype]
+            for key, dtype in converted.items():
+                if key in moves and moves[key][1] is None:
+                    moves[key][1] = dtype
+            found = self._moves[id(owner)] = [(call, dtype) for call, dtype in moves.values()]
         return found
 
     def readout(self, expr: ast.AST) -> bool:
@@ -498,7 +561,8 @@ class Values:
             if arg.arg == name:
                 if arg.annotation is not None:
                     annotated = self.summaries.annotated(arg.annotation, scope.parent or scope)
-                    if annotated.kind in (TENSOR, ARRAY):
+                    if annotated.kind in (TENSOR, ARRAY) or annotated.kind == CONTAINER and annotated.items \
+                            and annotated.items[0].kind == NUMBER and len(annotated.items) == 1:
                         return annotated  # ``x: torch.Tensor``, ``x: Optional[Tensor]``, ``a: np.ndarray``
                 break
         else:
@@ -551,6 +615,8 @@ class Values:
             return Value(OTHER) if kinds else UNKNOWN_VALUE
         if receiver.kind == CONTAINER and receiver.items and expr.attr in ("values", "indices"):
             return _item(receiver, 0 if expr.attr == "values" else 1)
+        if _is_encoding(receiver) and not expr.attr.startswith("_"):
+            return receiver.items[0]  # ``inputs.input_ids``, ``inputs.attention_mask``
         if receiver.kind == ARRAY:
             return Value(ARRAY, HOST)
         return UNKNOWN_VALUE
@@ -566,6 +632,8 @@ class Values:
             return Value(NUMBER, readout=True)
         if value.kind == UNKNOWN and self._value(expr.slice, scope, depth).kind == MASK:
             return Value(TENSOR)  # what a boolean tensor selects from is a tensor
+        if _is_encoding(value) and isinstance(expr.slice, ast.Constant) and isinstance(expr.slice.value, str):
+            return value.items[0]  # ``inputs["input_ids"]``
         if value.kind == CONTAINER and value.items:
             index = expr.slice
             if isinstance(index, ast.Constant) and isinstance(index.value, int):
@@ -582,8 +650,8 @@ class Values:
         left, right = (self._value(side, scope, depth) for side in (expr.left, expr.comparators[0]))
         if left.tensor or right.tensor:
             tensor = left if left.tensor else right
-            return Value(MASK, tensor.device, left.const and right.const if left.tensor and right.tensor
-                         else tensor.const)
+            const = left.const and right.const if left.tensor and right.tensor else tensor.const
+            return _combine(MASK, left, right) if tensor.device == BUILT_ON_HOST else Value(MASK, tensor.device, const)
         if ARRAY in (left.kind, right.kind):
             return Value(ARRAY, HOST, boolean=True)
         if left.kind == UNKNOWN and right.kind in (UNKNOWN, NUMBER) or right.kind == UNKNOWN and left.kind == NUMBER:
@@ -617,6 +685,8 @@ class Values:
     # calls --------------------------------------------------------------------------------------
     def _call(self, call: ast.Call, scope: Scope, depth: int) -> Value:
         func = call.func
+        if any(k.arg == "return_tensors" and is_constant(k.value, "pt") for k in call.keywords):
+            return _ENCODING  # a tokenizer's / processor's batch of CPU tensors (``inputs.input_ids``)
         resolver = self.model.resolver(scope)
         qualname = resolver.qualname(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
         if qualname is not None:
@@ -686,9 +756,9 @@ class Values:
         if name in _SAME_DTYPE and isinstance(first, (ast.List, ast.Tuple)):
             items = [self._value(e, scope, depth) for e in first.elts]
             if items and all(v.kind == MASK for v in items):
-                return Value(MASK, items[0].device, all(v.const for v in items))
+                return Value(MASK, _common_device(items), all(v.const for v in items))
             tensors = [v for v in items if v.tensor]
-            return Value(TENSOR, tensors[0].device, all(v.const for v in items)) if tensors else UNKNOWN_VALUE
+            return Value(TENSOR, _common_device(items), all(v.const for v in items)) if tensors else UNKNOWN_VALUE
         value = self._value(first, scope, depth)
         if name in _SAME_DTYPE and value.kind == CONTAINER and value.items is not None and len(value.items) == 1 \
                 and value.items[0].tensor:
@@ -696,6 +766,9 @@ class Values:
         return value
 
     def _method(self, name: str, receiver: Value, call: ast.Call, scope: Scope, depth: int) -> Value:
+        if _is_encoding(receiver) and name == "to":  # ``inputs.to(device)`` moves every tensor of the batch
+            device = self._device(name, call, receiver.items[0], 1, scope, depth)
+            return Value(CONTAINER, device, items=(Value(TENSOR, device),), encoding=True)
         if receiver.kind == ARRAY:
             if name in ("item",):
                 return Value(NUMBER)
@@ -751,7 +824,7 @@ class Values:
             return DEVICE
         for keyword in call.keywords:
             if keyword.arg == "device":
-                return _device_literal(keyword.value)
+                return _device_literal(keyword.value) or self._device_of(keyword.value, scope, depth)
         if name == "to" and call.args:
             target = call.args[0]
             literal = _device_literal(target)
@@ -760,11 +833,48 @@ class Values:
             other = self._value(target, scope, depth)
             if other.tensor:
                 return other.device
+            if isinstance(target, ast.Name) and _is_dtype(target) and first is not None and first.tensor:
+                return first.device  # ``x.to(dtype)``: converts, stays where it is
             return first.device if other.kind == OTHER and isinstance(target, ast.Attribute) \
                 and target.attr.startswith(("float", "int", "bool", "long", "half")) else None
         if receiver_args == 0 and name in _FACTORIES and name not in _LIKE:
-            return None  # on the CPU until moved; the model only says HOST when the code says "cpu"
+            return BUILT_ON_HOST if self._builds_on_host(name, call, scope, depth) else None
+        if receiver_args == 0 and name == "from_numpy":
+            return HOST
         return first.device if first is not None and first.tensor else None
+
+    def _device_of(self, expr: ast.AST, scope: Scope, depth: int) -> Optional[str]:
+        """``device=t.device`` of a tensor ``t`` on the host: the host too."""
+        if isinstance(expr, ast.Attribute) and expr.attr == "device":
+            owner = self._value(expr.value, scope, depth)
+            if owner.tensor and owner.device in _HOSTS:
+                return owner.device
+        return None
+
+    def _builds_on_host(self, name: str, call: ast.Call, scope: Scope, depth: int) -> bool:
+        """A factory given no device builds on the CPU: inside a function other than ``__init__`` (whose
+        tensors become a module's parameters or buffers, or are built under a caller's device context), in a
+        file that never changes the default device, and for ``tensor``/``as_tensor``/``asarray`` only from
+        data that is not a tensor (which would keep its own device)."""
+        owner = scope
+        while owner is not None and not isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            owner = owner.parent
+        if owner is None or owner.node.name == "__init__" or self._default_device_changed():
+            return False
+        if name in ("tensor", "as_tensor", "asarray") and call.args:
+            data = call.args[0]
+            if not isinstance(data, (ast.List, ast.Tuple, ast.ListComp, ast.Constant)):
+                kind = self._value(data, scope, depth)
+                return not kind.tensor and kind.kind not in (UNKNOWN, COMPARE)
+        return True
+
+    def _default_device_changed(self) -> bool:
+        """``torch.set_default_device``, ``set_default_tensor_type`` or ``with torch.device(...)`` in the file:
+        a factory given no device may build on the device there."""
+        if self._default_device is None:
+            text = "".join(self.model.lines)
+            self._default_device = bool(_DEFAULT_DEVICE.search(text))
+        return self._default_device
 
     def _constant(self, name: str, call: ast.Call, first: Optional[Value], receiver_args: int, scope: Scope,
                   depth: int) -> bool:
@@ -835,9 +945,22 @@ def _item(value: Value, index: int) -> Value:
 def _combine(kind: str, left: Value, right: Value) -> Value:
     devices = {v.device for v in (left, right) if v.tensor}
     device = DEVICE if DEVICE in devices else HOST if devices == {HOST} else None
+    if device is None and devices and devices <= _HOSTS and not any(
+            v.kind in (UNKNOWN, COMPARE) for v in (left, right)):
+        device = BUILT_ON_HOST  # not with an unknown operand: ``torch.tensor(2.0) * x`` is where ``x`` is
     const = all(v.const for v in (left, right) if v.tensor) and all(
         v.kind in (NUMBER, TENSOR, MASK) for v in (left, right))
     return Value(kind, device, const)
+
+
+def _common_device(items: List[Value]) -> Optional[str]:
+    """The device of ``cat``/``stack`` of these items: the first tensor's, unless the items disagree or one is
+    a value built on the host beside something unknown."""
+    devices = {v.device for v in items if v.tensor}
+    device = next((v.device for v in items if v.tensor), None)
+    if BUILT_ON_HOST in devices and (len(devices) > 1 or any(not v.tensor for v in items)):
+        return None
+    return device
 
 
 def _attribute_kinds(attr: str) -> FrozenSet[str]:
