@@ -49,7 +49,7 @@ class _CallAdvice(Rule):
         if operand is None:
             return False
         value = ctx.values.of(operand)
-        return value.tensor and (value.const or value.device == "host")
+        return value.tensor and value.const or ctx.values.on_host(operand)
 
     def message(self, api: str) -> str:
         raise NotImplementedError
@@ -372,38 +372,114 @@ class SeluHalfBackward(_CallAdvice):
                 "alpha and scale) [fp16 backward precision]")
 
 
+_INF_NAN_CHECKS = frozenset("isnan isinf isfinite isposinf isneginf nan_to_num nanmean nansum nanmedian "
+                            "nanquantile".split())
+_INF_NAN_CONSTANTS = frozenset(f"{m}.{c}" for m in ("math", "numpy", "torch") for c in ("inf", "nan"))
+_INF_NAN_TEXT = frozenset(("inf", "-inf", "+inf", "infinity", "-infinity", "nan"))
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+# Real lines: a low-rank decomposition that checks its SVD for nan/inf (CorDA-style build_corda.py), and a
+# ranking loss whose targets carry nan (``torch.isfinite(target)``); the sanitised line is the one it ships.
+_SVD_CHECKED = (
+    "import torch\ndef decompose(w):\n    U, S, V = torch.linalg.svd(w, full_matrices=False)\n"
+    "    if torch.isnan(S).any() or torch.isinf(S).any():\n        raise Exception('nan or inf in S')\n"
+    "    return U, S, V\n"
+)
+_RANK_LOSS = (
+    "import torch\nimport torch.nn.functional as F\n\ndef rank_loss(prediction, target, left, right):\n"
+    "    true_difference = target[:, right] - target[:, left]\n"
+    "    defined = torch.isfinite(target[:, left]) & torch.isfinite(target[:, right])\n"
+    "    orientation = {sign}\n"
+    "    raw = F.softplus(-orientation * (prediction[:, right] - prediction[:, left]))\n"
+    "    return (raw * defined).mean()\n"
+)
+
+
 class InfNanHandling(_CallAdvice):
     code = "ASC605"
-    summary = "ops whose inf/nan handling on NPU differs from native PyTorch (sign, linalg.svd, linalg.qr)"
+    summary = "sign / linalg.svd / linalg.qr where the code deals with inf/nan, whose NPU handling differs"
     trigger_words = ("sign", "svd", "qr")
     apis = frozenset({"torch.sign", "torch.linalg.svd", "torch.linalg.qr"})
     methods = frozenset({"sign", "sign_"})
     tips = "inf/nan inputs give different results than native PyTorch"
     why = (
-        "Ascend lists these ops as handling inf and nan inputs differently from native PyTorch: an input "
-        "that overflows can give inf where the GPU gives nan, or an inf of the opposite sign. Code that "
-        "relies on the exact inf/nan pattern (masks, nan checks) can behave differently on NPU."
+        "Ascend lists these ops as handling inputs that contain inf or nan differently from native PyTorch (an "
+        "input that overflows can also give inf where the GPU gives nan, or an inf of the opposite sign); on "
+        "finite inputs they agree. So the advice matters where inf/nan are in play: the function tests for "
+        "them (`isnan`, `isinf`, `isfinite`, `nan_to_num`...) or builds them (`float('inf')`, `math.nan`, "
+        "`torch.inf`). An SVD of finite predictions or the sign of a finite determinant, in a function that "
+        "never deals with inf/nan, does not fire; nor does an operand sanitised by `nan_to_num` first, or a "
+        "tensor on the host."
     )
-    example = "s = torch.sign(x)\nu, s, vh = torch.linalg.svd(a)"
+    example = ("U, S, V = torch.linalg.svd(w, full_matrices=False)\n"
+               "if torch.isnan(S).any() or torch.isinf(S).any():\n    raise Exception('nan or inf in S')")
     use_instead = "Sanitise inputs first (`torch.nan_to_num(x)`) or check `torch.isfinite` before the op where it matters."
     source = f"{ASCEND_API_DOCS}appendixes/inf_nan_difference_apis.md; {ADVICE_TABLE}"
     fires = [
-        ("import torch\ns = torch.sign(x)\n", 2),
-        ("import torch\nu, s, v = torch.linalg.svd(a)\n", 2),
-        ("import torch\nx = torch.randn(3)\ns = x.sign()\n", 3),
+        (_SVD_CHECKED, 3),
+        (_RANK_LOSS.format(sign="torch.sign(true_difference)"), 7),
+        (_RANK_LOSS.format(sign="true_difference.sign()"), 7),
+        ("import torch\ns = torch.sign(x)\nok = torch.isfinite(s).all()\n", 2),
     ]
     passes = [
         "import numpy as np\ns = np.sign(x)\n", "import torch\nq = torch.quantile(x, 0.5)\n", "s = x.sign()\n",
         # a constant coordinate table holds no inf/nan (timm swin_transformer_v2.py:203)
-        "import torch\nt = torch.arange(-3, 4, dtype=torch.float32) * 8\ns = torch.sign(t)\n",
-        "import torch\nx = torch.randn(3).cpu()\ns = x.sign()\n",
+        "import torch\nt = torch.arange(-3, 4, dtype=torch.float32) * 8\ns = torch.sign(t)\nok = torch.isinf(s)\n",
+        "import torch\nx = torch.randn(3).cpu()\ns = x.sign()\nok = torch.isnan(s)\n",
+        # the line the ranking loss ships: sanitised first
+        _RANK_LOSS.format(sign="torch.sign(torch.nan_to_num(true_difference))"),
+        # diffusers tangential_classifier_free_guidance.py:138: an SVD of finite fp32 predictions
+        "import torch\ndef normalized_guidance(pred_cond, pred_uncond, guidance_scale):\n"
+        "    preds = torch.stack([pred_cond, pred_uncond], dim=1).float()\n    preds = preds.flatten(2)\n"
+        "    U, S, Vh = torch.linalg.svd(preds, full_matrices=False)\n    return Vh\n",
+        # diffusers transformer_rfd4_proteina.py:232-234: a rotation fit; the file tests isfinite elsewhere
+        "import torch\ndef load(values):\n    return torch.nan_to_num(values) * torch.isfinite(values)\n\n"
+        "def align(supplied, noisy):\n    u, singular, vh = torch.linalg.svd((supplied.transpose(-1, -2) @ noisy).float())\n"
+        "    signs = torch.ones_like(singular)\n    signs[..., -1] = torch.linalg.det(u @ vh).sign()\n"
+        "    return (u * signs[..., None, :]) @ vh\n",
+        # diffusers transformer_wan_animate.py:345: QR of a weight; timm lion.py:209: the sign of a momentum
+        "import torch\ndef motion(weight, feat):\n    Q = torch.linalg.qr(weight.to(torch.float32))[0]\n    return feat @ Q.T\n",
+        "import torch\ndef lion(exp_avg, grad, beta1):\n    update = exp_avg.lerp(grad, 1 - beta1).sign_()\n    return update\n",
     ]
 
     def message(self, api: str) -> str:
         return f"{api} handles inf/nan inputs differently on NPU (inf vs nan, sign of inf) [inf/nan semantics]"
 
     def stays_quiet(self, node: ast.Call, ctx) -> bool:
-        return self.host_side(node, ctx)  # inf/nan come from data: none in CPU or constant tables
+        if self.host_side(node, ctx):  # inf/nan come from data: none in CPU or constant tables
+            return True
+        func = node.func
+        operand = node.args[0] if ctx.chain(func) is not None and node.args else getattr(func, "value", None)
+        if operand is not None and _sanitised(operand, ctx):
+            return True
+        owner = ctx.model.function(node) or ctx.tree
+        return not ctx.memo(f"inf_nan.{id(owner)}", lambda c: _deals_with_inf_nan(owner, c))
+
+
+def _sanitised(operand: ast.AST, ctx) -> bool:
+    """``torch.nan_to_num(x)`` (or a name bound to it): the op sees no inf/nan."""
+    owner = ctx.model.function(operand) or ctx.tree
+    operand = ctx.model.flow(owner).resolve(operand) if isinstance(operand, ast.Name) else operand
+    return isinstance(operand, ast.Call) and last_name(operand.func) == "nan_to_num"
+
+
+def _deals_with_inf_nan(owner: ast.AST, ctx) -> bool:
+    """The body of ``owner`` (nested defs left out) tests for inf/nan or builds them."""
+    stack = list(owner.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Call):
+            name = last_name(node.func)
+            if name in _INF_NAN_CHECKS:
+                return True
+            if name == "float" and ctx.qualname(node.func) is None and node.args and isinstance(
+                    node.args[0], ast.Constant) and str(node.args[0].value).strip().lower() in _INF_NAN_TEXT:
+                return True
+        elif isinstance(node, ast.Attribute) and node.attr in ("inf", "nan") and \
+                ctx.qualname(node) in _INF_NAN_CONSTANTS:
+            return True
+        stack.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, _NESTED))
+    return False
 
 
 class DeterministicWithoutFill(Rule):
