@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 
+from ..detect.training import training
 from ..registry import Rule
 from ..semantic.values import ARRAY, COMPARE, CONTAINER, MASK, OTHER
 from .value_dependent_ops import DYNAMIC_SOURCE
@@ -22,6 +23,17 @@ _TOKENS = (
     "        for i, text in enumerate(full_texts):\n            tokens = untruncated_ids[i]\n"
     "            tokens = tokens[tokens != self.tokenizer.image_token_id]\n"
 )
+
+
+def _prompt_preprocessing(node: ast.AST, ctx) -> bool:
+    """The mask is the padding mask (or ids) of a batch the same function tokenized (``return_tensors="pt"``),
+    outside training (no ``backward`` in the function, no training loop in the file): the read keeps each
+    prompt's real tokens once per call (diffusers z_image/pipeline_z_image_inpaint.py:302), a length the text
+    fixes and the model consumes as it is."""
+    function = ctx.model.function(node)
+    if function is None or training(ctx).loops:
+        return False
+    return not any("backward" in line for line in ctx.lines[function.lineno - 1:function.end_lineno])
 
 
 class BooleanMaskRead(Rule):
@@ -55,9 +67,12 @@ class BooleanMaskRead(Rule):
          "def post(boxes: torch.Tensor, scores: torch.Tensor):\n    return _pick(boxes, scores > 0.3)\n", 3),
         ("import torch\ndef f(x: torch.Tensor, ys, thrs):\n    masks = []\n    for t in thrs:\n"
          "        masks.append(x > t)\n    keep = torch.cat(masks)\n    return ys[keep]\n", 7),
-        # near misses of the host reads below: the ids moved to the device; the table moved, or combined with
-        # a tensor of unknown device (it is wherever that one is)
-        (_TOKENS.format(move=".to(device)"), 10),
+        # near misses of the reads below: the table moved, or combined with a tensor of unknown device (it is
+        # wherever that one is); a tokenizer's padding mask read in a training step
+        ("import torch\n\nclass Encoder:\n    def training_step(self, texts):\n"
+         "        enc = self.tokenizer(texts, padding=True, return_tensors='pt').to(self.device)\n"
+         "        hidden = self.text_encoder(**enc).last_hidden_state\n"
+         "        loss = hidden[enc.attention_mask.bool()].pow(2).mean()\n        loss.backward()\n", 7),
         ("import torch\ndef kept(n, drop, device):\n    idx = torch.arange(n)\n    idx = idx.to(device)\n"
          "    return idx[idx != drop]\n", 5),
         ("import torch\ndef kept(n, x):\n    idx = torch.arange(n) + x\n    return idx[idx > 0]\n", 4),
@@ -87,6 +102,17 @@ class BooleanMaskRead(Rule):
         "        y = self._host(x)\n        return y[y > 0]\n",
         # diffusers kandinsky5/pipeline_kandinsky_i2i.py:228: tokenizer ids (CPU tensors, never moved)
         _TOKENS.format(move=""),
+        _TOKENS.format(move=".to(device)"),
+        # diffusers z_image/pipeline_z_image_inpaint.py:302: each prompt's real tokens, once per pipeline call
+        "import torch\n\nclass ZImagePipeline:\n    def _encode_prompt(self, prompt, device, max_sequence_length=512):\n"
+        "        text_inputs = self.tokenizer(prompt, padding='max_length', max_length=max_sequence_length,\n"
+        "                                     truncation=True, return_tensors='pt')\n"
+        "        text_input_ids = text_inputs.input_ids.to(device)\n"
+        "        prompt_masks = text_inputs.attention_mask.to(device).bool()\n"
+        "        prompt_embeds = self.text_encoder(input_ids=text_input_ids, attention_mask=prompt_masks,\n"
+        "                                          output_hidden_states=True).hidden_states[-2]\n"
+        "        embeddings_list = []\n        for i in range(len(prompt_embeds)):\n"
+        "            embeddings_list.append(prompt_embeds[i][prompt_masks[i]])\n        return embeddings_list\n",
         # a mask of a table built without a device in a function, read there (on the CPU)
         "import torch\ndef kept(n, drop):\n    idx = torch.arange(n)\n    return idx[idx != drop]\n",
     ]
@@ -103,6 +129,8 @@ class BooleanMaskRead(Rule):
             if isinstance(part, (ast.Constant, ast.Slice)) or (not isinstance(part, ast.Name) and values.of(part).const):
                 continue  # a constant mask written in place (``torch.arange(n) != k``; a name may be filled later)
             index = values.of(part)
+            if index.encoding and _prompt_preprocessing(node, ctx):
+                continue
             if (index.kind == MASK or self._masks_itself(node.value, part, ctx) or (
                     (index.kind == COMPARE or index.boolean) and values.is_tensor(node.value))) \
                     and not values.on_host(node.value):

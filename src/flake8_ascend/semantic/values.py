@@ -62,7 +62,9 @@ class Value:
     def __init__(self, kind: str, device: Optional[str] = None, const: bool = False, readout: bool = False,
                  items: Optional[Tuple["Value", ...]] = None, boolean: bool = False, encoding: bool = False) -> None:
         self.kind = kind
-        self.encoding = encoding  # a tokenizer's ``return_tensors="pt"`` batch: a dict of tensors (``items[0]``)
+        # a tokenizer's ``return_tensors="pt"`` batch (a dict of tensors, ``items[0]``), or one of its tensors:
+        # token ids or the padding mask, moved or cast, read in the function that tokenized
+        self.encoding = encoding
         self.boolean = boolean  # a boolean numpy array (``a > 0``): it still selects rows from a tensor
         self.device = device
         self.const = const  # a tensor built only from literals and sizes (no data flows into it)
@@ -78,11 +80,14 @@ class Value:
 
 
 UNKNOWN_VALUE = Value(UNKNOWN)
-_ENCODING = Value(CONTAINER, BUILT_ON_HOST, items=(Value(TENSOR, BUILT_ON_HOST),), encoding=True)
+_ENCODING = Value(CONTAINER, BUILT_ON_HOST, items=(Value(TENSOR, BUILT_ON_HOST, encoding=True),), encoding=True)
+# Tensor methods that keep a tokenizer batch's tensor what it is (moved, cast, copied).
+_KEEPS_TOKENS = frozenset("to cuda npu cpu bool long int float contiguous clone detach".split())
 
 
 def _is_encoding(value: Value) -> bool:
-    return value.encoding
+    """A tokenizer's batch itself (not one of its tensors)."""
+    return value.encoding and value.kind == CONTAINER and bool(value.items)
 SIZES = Value(CONTAINER, items=(Value(NUMBER),))  # ``x.shape``: a sequence of numbers
 
 
@@ -625,7 +630,7 @@ class Values:
     def _subscript(self, expr: ast.Subscript, scope: Scope, depth: int) -> Value:
         value = self._value(expr.value, scope, depth)
         if value.tensor:
-            return Value(value.kind, value.device, value.const)
+            return Value(value.kind, value.device, value.const, encoding=value.encoding)
         if value.kind == ARRAY:
             return Value(ARRAY, HOST)
         if value.readout:
@@ -651,7 +656,10 @@ class Values:
         if left.tensor or right.tensor:
             tensor = left if left.tensor else right
             const = left.const and right.const if left.tensor and right.tensor else tensor.const
-            return _combine(MASK, left, right) if tensor.device == BUILT_ON_HOST else Value(MASK, tensor.device, const)
+            found = _combine(MASK, left, right) if tensor.device == BUILT_ON_HOST else Value(MASK, tensor.device, const)
+            if tensor.encoding and not (left if tensor is right else right).tensor:
+                found.encoding = True  # ``attention_mask == 0``: still the batch's padding mask
+            return found
         if ARRAY in (left.kind, right.kind):
             return Value(ARRAY, HOST, boolean=True)
         if left.kind == UNKNOWN and right.kind in (UNKNOWN, NUMBER) or right.kind == UNKNOWN and left.kind == NUMBER:
@@ -768,7 +776,7 @@ class Values:
     def _method(self, name: str, receiver: Value, call: ast.Call, scope: Scope, depth: int) -> Value:
         if _is_encoding(receiver) and name == "to":  # ``inputs.to(device)`` moves every tensor of the batch
             device = self._device(name, call, receiver.items[0], 1, scope, depth)
-            return Value(CONTAINER, device, items=(Value(TENSOR, device),), encoding=True)
+            return Value(CONTAINER, device, items=(Value(TENSOR, device, encoding=True),), encoding=True)
         if receiver.kind == ARRAY:
             if name in ("item",):
                 return Value(NUMBER)
@@ -812,9 +820,10 @@ class Values:
             return Value(OTHER) if kinds else UNKNOWN_VALUE
         device = self._device(name, call, first, receiver_args, scope, depth)
         const = self._constant(name, call, first, receiver_args, scope, depth)
+        encoding = receiver_args == 1 and name in _KEEPS_TOKENS and first is not None and first.encoding
         if _is_mask_op(name, call, first, self.model.resolver(scope)):
-            return Value(MASK, device, const)
-        return Value(TENSOR, device, const)
+            return Value(MASK, device, const, encoding=encoding)
+        return Value(TENSOR, device, const, encoding=encoding)
 
     def _device(self, name: str, call: ast.Call, first: Optional[Value], receiver_args: int, scope: Scope,
                 depth: int) -> Optional[str]:
