@@ -5,6 +5,7 @@ import ast
 from typing import Dict, Optional, Tuple
 
 from ..registry import Rule
+from ..semantic.values import BUILT_ON_HOST
 from .value_dependent_ops import DYNAMIC_SOURCE
 
 ALL = -1  # every positional argument is a size
@@ -57,6 +58,12 @@ class ShapeFromValue(Rule):
         ("import torch\ndef f(feats, num_per_img: torch.Tensor):\n    return torch.split(feats, num_per_img[0])\n", 3),
     ]
     passes = [
+        # diffusers z_image/pipeline_z_image_omni.py:332: the sizes of one image, from its processor's batch
+        "import torch\nclass Pipe:\n    def prepare_siglip_embeds(self, images, device):\n        for image in images:\n"
+        "            siglip_inputs = self.siglip_processor(images=[image], return_tensors='pt').to(device)\n"
+        "            shape = siglip_inputs.spatial_shapes[0]\n"
+        "            hidden_state = self.siglip(**siglip_inputs).last_hidden_state\n"
+        "            hidden_state = hidden_state[:, : shape[0] * shape[1]]\n",
         "import torch\ny = x[: len(x) // 2]\n",
         "import torch\nbuf = torch.zeros(n)\n",
         "import numpy as np\na = np.arange(5)\nn = a.max().item()\nb = a[:n]\n",
@@ -164,4 +171,6 @@ def _tensor_element(node: ast.AST, ctx) -> bool:
         value = ctx.values.of(binding.each)
     else:
         return False
-    return value.tensor and not value.const
+    # not an element of a tensor built on the host (read without a device sync) or of a tokenizer's or
+    # processor's batch (``inputs.spatial_shapes[0]``, ``text_inputs.length``: the sizes of one input, set once)
+    return value.tensor and not value.const and value.device != BUILT_ON_HOST and not value.encoding
