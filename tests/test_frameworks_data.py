@@ -54,3 +54,20 @@ def test_lightning_accelerators():
     assert set(table["cuda_accelerators"]) == {"cuda", "gpu"}  # not "auto", which may pick the CPU
     assert {"lightning.Fabric", "lightning.fabric.Fabric", "lightning_fabric.Fabric", "lightning.Trainer",
             "pytorch_lightning.Trainer"} <= set(table["accelerator_calls"])
+
+
+def test_step_methods_are_traced_to_the_loops_that_call_them():
+    """HF Trainer: training_step from its step loop, compute_loss from training_step; Lightning: training_step
+    through the strategy hook. validation_step and prediction_step are no step methods."""
+    table = load_frameworks()["step_methods"]
+    trainer = table["transformers.Trainer"]
+    assert set(trainer) == {"training_step", "compute_loss"}
+    assert "transformers/trainer.py:" in trainer["compute_loss"] and "Trainer.training_step" in trainer["compute_loss"]
+    for spelling in ("lightning.LightningModule", "pytorch_lightning.LightningModule",
+                     "lightning.pytorch.LightningModule"):
+        assert set(table[spelling]) == {"training_step"}
+        assert "lightning/pytorch/strategies/strategy.py:" in table[spelling]["training_step"]
+    facts = _facts()["facts"]["lightning"]["step_methods"]
+    loops = facts["lightning.pytorch.core.module.LightningModule"]["training_step"]["loops"]
+    assert {fact["file"] for fact in loops} == {"lightning/pytorch/loops/optimization/automatic.py",
+                                                "lightning/pytorch/loops/optimization/manual.py"}

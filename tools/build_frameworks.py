@@ -16,7 +16,11 @@ unzip, or ``python benchmarks/corpora.py deepspeed transformers``) of the pinned
   backend is given: an explicit ``dist_backend`` is used as it is;
 - lightning: the classes exported from ``lightning`` whose ``__init__`` takes ``accelerator``, the accelerator
   names that select CUDA (the registered accelerator whose ``name()`` is ``"cuda"``) and the flags the
-  connector resolves among backends with no NPU (``"gpu"``: MPS or CUDA, else an error).
+  connector resolves among backends with no NPU (``"gpu"``: MPS or CUDA, else an error);
+- the methods a framework calls on every training step of a user's subclass: ``Trainer.training_step`` (called
+  in a loop of ``Trainer._inner_training_loop``) and the ``compute_loss`` it calls, and
+  ``LightningModule.training_step`` (the optimization loops call the strategy hook ``"training_step"``, which
+  calls the module's). ASC501/ASC513/ASC514 count their bodies as per-step code.
 
 Without ``--extract`` (offline, deterministic) the facts become ``src/flake8_ascend/data/frameworks.json``,
 what ASC202/ASC204 read. ``lightning_fabric`` and ``pytorch_lightning`` publish the same modules as
@@ -172,7 +176,29 @@ def transformers_facts(src: Source) -> dict:
     feeds = [src.where(args, holders[_last(k.value)]) for call in _calls(cls, "PartialState") for k in call.keywords
              if k.arg is None and _last(k.value) in holders]
     return {"TrainingArguments": {"keyword": "ddp_backend", "choices": choices, "field": src.where(args, field),
-                                  "to_accelerate": feeds}}
+                                  "to_accelerate": feeds},
+            "step_methods": _trainer_step_methods(src)}
+
+
+def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef:
+    return next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def _self_calls(node: ast.AST, name: str) -> Iterator[ast.Call]:
+    return (c for c in _calls(node, name) if isinstance(c.func, ast.Attribute) and _last(c.func.value) == "self")
+
+
+def _trainer_step_methods(src: Source) -> dict:
+    """``self.training_step(...)`` inside a loop of ``Trainer._inner_training_loop``, and the
+    ``self.compute_loss(...)`` of ``Trainer.training_step``: both run on every step."""
+    trainer = "trainer.py"
+    cls = next(n for n in src.tree(trainer).body if isinstance(n, ast.ClassDef) and n.name == "Trainer")
+    loops = [n for n in ast.walk(_method(cls, "_inner_training_loop")) if isinstance(n, (ast.For, ast.While))]
+    step = next(c for loop in loops for c in _self_calls(loop, "training_step"))
+    loss = next(_self_calls(_method(cls, "training_step"), "compute_loss"))
+    return {"transformers.trainer.Trainer": {
+        "training_step": {"called_by": "Trainer._inner_training_loop, in its step loop", **src.where(trainer, step)},
+        "compute_loss": {"called_by": "Trainer.training_step", **src.where(trainer, loss)}}}
 
 
 def deepspeed_facts(src: Source) -> dict:
@@ -240,7 +266,24 @@ def lightning_facts(src: Source) -> dict:
             if "cuda" in returns and "cpu" not in returns and raises:
                 names[flag] = {"selects": " or ".join(returns) + ", else raises", "through": chooser,
                                **src.where(connector, node)}
-    return {"accelerator_takers": takers, "cuda_accelerators": names, "registered": sorted(registered)}
+    return {"accelerator_takers": takers, "cuda_accelerators": names, "registered": sorted(registered),
+            "step_methods": _lightning_step_methods(src)}
+
+
+def _lightning_step_methods(src: Source) -> dict:
+    """The optimization loops call the strategy hook ``"training_step"`` per batch; the strategy's
+    ``training_step`` returns ``self.lightning_module.training_step(...)``."""
+    hooks = []
+    for relative in ("pytorch/loops/optimization/automatic.py", "pytorch/loops/optimization/manual.py"):
+        hooks += [src.where(relative, c) for c in _calls(src.tree(relative), "_call_strategy_hook")
+                  if len(c.args) > 1 and isinstance(c.args[1], ast.Constant) and c.args[1].value == "training_step"]
+    strategy = "pytorch/strategies/strategy.py"
+    cls = next(n for n in src.tree(strategy).body if isinstance(n, ast.ClassDef) and n.name == "Strategy")
+    module_call = next(c for c in _calls(_method(cls, "training_step"), "training_step")
+                       if isinstance(c.func, ast.Attribute) and _last(c.func.value) == "lightning_module")
+    return {"lightning.pytorch.core.module.LightningModule": {"training_step": {
+        "called_by": "the optimization loops' strategy hook 'training_step', per batch", "loops": hooks,
+        **src.where(strategy, module_call)}}}
 
 
 EXTRACTORS = {"mmengine": mmengine_facts, "accelerate": accelerate_facts, "transformers": transformers_facts,
@@ -311,7 +354,26 @@ def build(facts: dict) -> dict:
         "backend_config_keys": dict(sorted(config_keys.items())),
         "accelerator_calls": dict(sorted(takers.items())),
         "cuda_accelerators": dict(sorted(accelerators.items())),
+        "step_methods": _step_methods(f),
     }
+
+
+def _step_methods(f: dict) -> dict:
+    """Base class (every public spelling) -> {method the framework calls on every step: why, with the line}."""
+    spellings = {"transformers.trainer.Trainer": ["transformers.Trainer", "transformers.trainer.Trainer"],
+                 "lightning.pytorch.core.module.LightningModule": [
+                     "lightning.LightningModule", "lightning.pytorch.LightningModule",
+                     "lightning.pytorch.core.LightningModule", "lightning.pytorch.core.module.LightningModule",
+                     "pytorch_lightning.LightningModule", "pytorch_lightning.core.LightningModule",
+                     "pytorch_lightning.core.module.LightningModule"]}
+    table: Dict[str, Dict[str, str]] = {}
+    for package in ("transformers", "lightning"):
+        for base, methods in f[package]["step_methods"].items():
+            why = {name: f"{base.split('.')[0]} calls it on every training step ({fact['called_by']}, {_cite(fact)})"
+                   for name, fact in methods.items()}
+            for spelling in spellings[base]:
+                table[spelling] = why
+    return dict(sorted(table.items()))
 
 
 def main(argv=None) -> int:
