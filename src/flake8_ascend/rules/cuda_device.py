@@ -11,6 +11,7 @@ from ..registry import Rule
 from .cuda_api import DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
 from ..detect.device_dispatch import guarded_branch, has_npu_branch, optional_cuda_branch, turns_off
 from ..detect.cuda_fixes import method_fix, string_fix
+from ..detect.cuda_packages import on_cuda_package_path
 from ..detect.transfer_to_npu import migrated
 
 _CUDA_STRING = re.compile(r"cuda(:\d+)?")
@@ -166,6 +167,12 @@ class HardCodedCudaDevice(Rule):
          "fabric = L.Fabric(accelerator=accelerator)\n", 3),
         ("def setup(accelerator: str = 'gpu'):\n    pass\n", 1),
         ("if accelerator not in ('cuda', 'gpu'):\n    raise ValueError(accelerator)\n", 1),
+        # near misses of the branches an NPU run may skip: a branch that also moves data, the path taken when
+        # the CUDA-only package is not used
+        ("def check(gen, device):\n    if gen.device.type == 'cuda':\n        x = x.to(device)\n"
+         "        raise ValueError('mismatch')\n", 2),
+        ("def set_processor(use_xformers, q):\n    if use_xformers:\n        pass\n    else:\n"
+         "        q = q.to('cuda')\n", 5),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
@@ -194,13 +201,26 @@ class HardCodedCudaDevice(Rule):
         "import lightning as L\nfabric = L.Fabric(accelerator='auto')\n",
         "from accelerate import Accelerator\naccelerator = Accelerator()\n",
         "trainer = MyTrainer(accelerator='gpu')\n",
+        # a check that only raises for a CUDA case (diffusers 0.42.1 utils/torch_utils.py:95)
+        "def randn(generator, device):\n    gen_type = generator.device.type\n"
+        "    if gen_type != device.type and gen_type == 'cpu':\n        pass\n"
+        "    elif gen_type != device.type and gen_type == 'cuda':\n"
+        "        raise ValueError(f'Cannot generate a {device} tensor from a generator of type {gen_type}.')\n",
+        # the opt-in path of a package with no NPU build (diffusers 0.42.1 attention_processor.py:424,
+        # bnb_quantizer.py:240)
+        "import torch\ndef set_xformers(use_xformers):\n    if not is_xformers_available():\n        raise ImportError\n"
+        "    else:\n        q = torch.randn((1, 2, 40), device='cuda')\n",
+        "import torch\nclass BnB4BitDiffusersQuantizer:\n    def update_device_map(self, device_map):\n"
+        "        if device_map is None:\n            device_map = {'': f'cuda:{torch.cuda.current_device()}'}\n"
+        "        return device_map\n",
     ]
 
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.Call):
             func = node.func
             if (isinstance(func, ast.Attribute) and func.attr == "cuda" and ctx.qualname(func) is None
-                    and not migrated(ctx) and not self._forwarding(ctx) and not optional_cuda_branch(node, ctx)):
+                    and not migrated(ctx) and not self._forwarding(ctx) and not optional_cuda_branch(node, ctx)
+                    and not on_cuda_package_path(node, ctx)):
                 ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or .to(device))",
                            api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu",
                            rewrite=None if _defines_cuda(ctx) else method_fix(func.attr, ctx))
@@ -212,6 +232,8 @@ class HardCodedCudaDevice(Rule):
             ctx.report(node, self.code, f"Lightning accelerator {node.value!r} runs on CUDA only (pass the accelerator "
                        "from configuration, e.g. an NPU accelerator registered with Lightning)",
                        api=f"accelerator={node.value!r}", tips=cuda_accelerators[node.value])
+            return
+        if on_cuda_package_path(node, ctx):
             return
         built = _formatted(node, ctx)
         if built and self._device_context(ctx, built[0], built[1]) and not migrated(ctx):

@@ -15,24 +15,10 @@ import ast
 from typing import List
 
 from ..data import load_mmcv_ops
+from ..detect.cuda_packages import CUDA_ONLY_PACKAGES
 from ..registry import Rule
 
 MMCV_OPS = "mmcv.ops"
-
-# package (or dotted prefix) -> what to use on NPU; facts from rules_data/sources/cuda/cuda_api_catalog.tsv
-CUDA_ONLY_PACKAGES = {
-    "apex": "torch.amp / torch_npu.optim.NpuFused* (Ascend ships its own apex fork)",
-    "amp_C": "remove it (apex CUDA extension)",
-    "flash_attn": "torch_npu.npu_fusion_attention or F.scaled_dot_product_attention",
-    "xformers": "torch_npu.npu_fusion_attention or F.scaled_dot_product_attention",
-    "bitsandbytes": "an NPU quantisation path (torch_npu quant ops)",
-    "triton": "triton-ascend, or eager torch ops",
-    "mmcv.ops": "mmcv built with NPU ops (mmcv/ops/csrc/pytorch/npu), or torch_npu ops",
-    "pycuda": "torch_npu device APIs",
-    "cupy": "torch tensors on the NPU",
-    "numba.cuda": "torch ops on the NPU",
-}
-
 
 def _cuda_only(module: str):
     for package, instead in CUDA_ONLY_PACKAGES.items():
@@ -84,6 +70,18 @@ def _optional(node: ast.AST, ctx) -> bool:
     return False
 
 
+def _type_checks_only(node: ast.AST, ctx) -> bool:
+    """Every use of the names the import binds, in its function (or module), is the type of an
+    ``isinstance``/``issubclass`` check (``import bitsandbytes as bnb`` then ``isinstance(m, bnb.nn.Int8Params)``):
+    the package only recognises its own objects there, which exist only where it was already used."""
+    bound = {(alias.asname or alias.name).split(".")[0] for alias in node.names if alias.name != "*"}
+    scope = ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef) or ctx.tree
+    types = {id(n) for call in ast.walk(scope) if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+             and call.func.id in ("isinstance", "issubclass") and len(call.args) == 2 for n in ast.walk(call.args[1])}
+    uses = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id in bound and isinstance(n.ctx, ast.Load)]
+    return bool(bound) and bool(uses) and all(id(n) in types for n in uses)
+
+
 class CudaOnlyPackage(Rule):
     code = "ASC206"
     summary = "import of a CUDA-only third-party package (apex, flash_attn, xformers, bitsandbytes, triton, mmcv.ops...)"
@@ -93,7 +91,8 @@ class CudaOnlyPackage(Rule):
         "These packages ship CUDA kernels; they do not install or do not run on an Ascend NPU. An import the code "
         "does without where the package is missing is not reported: in a `try` whose `except ImportError` falls "
         "back, or under an availability guard (`if is_xformers_available():`, `if HAS_APEX:`, "
-        "`if torch.cuda.is_available():`, alone or and-ed)."
+        "`if torch.cuda.is_available():`, alone or and-ed); nor is one whose names only serve as the type of "
+        "`isinstance`/`issubclass` checks (its objects exist only where the package was already used)."
     )
     example = "from flash_attn import flash_attn_func"
     use_instead = "Replace the package with its NPU counterpart named in the message."
@@ -112,6 +111,9 @@ class CudaOnlyPackage(Rule):
         ("if not is_bitsandbytes_available():\n    raise ImportError('pip install bitsandbytes')\n"
          "import bitsandbytes as bnb\n", 3),
         ("if is_apex_available():\n    pass\nelse:\n    import apex\n", 4),
+        # the import is used for more than a type check (diffusers 0.42.1 bnb_quantizer.py:134, judged right)
+        ("def create_quantized_param(module, value):\n    import bitsandbytes as bnb\n"
+         "    if isinstance(module, bnb.nn.Linear4bit):\n        return bnb.nn.Params4bit(value)\n", 2),
     ]
     passes = ["import mmcv\n", "from mmcv.cnn import ConvModule\n", "import apexlib\n", "from . import triton\n",
               # mmdet 3.1.0 models/utils/point_sample.py:3 (pure Python) and mmseg 1.2.2
@@ -133,10 +135,15 @@ class CudaOnlyPackage(Rule):
               # quantizers/bitsandbytes/utils.py:30)
               "def env():\n    if is_xformers_available():\n        import xformers\n        return xformers.__version__\n",
               "if is_bitsandbytes_available():\n    import bitsandbytes as bnb\n",
-              "if _CAN_USE_FLASH_ATTN and torch.cuda.is_available():\n    from flash_attn import flash_attn_func\n"]
+              "if _CAN_USE_FLASH_ATTN and torch.cuda.is_available():\n    from flash_attn import flash_attn_func\n",
+              # only the type of an isinstance check: the objects exist only where the package was already used
+              # (diffusers 0.42.1 quantizers/bitsandbytes/bnb_quantizer.py:463)
+              "def check_if_quantized_param(module, name):\n    import bitsandbytes as bnb\n"
+              "    if isinstance(module._parameters.get(name), bnb.nn.Int8Params):\n        return True\n"
+              "    return False\n"]
 
     def check(self, node, ctx) -> None:
-        if _optional(node, ctx):
+        if _optional(node, ctx) or _type_checks_only(node, ctx):
             return
         if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith(MMCV_OPS + "."):
             node_module = node.module[len(MMCV_OPS) + 1:]
