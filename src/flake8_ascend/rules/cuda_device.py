@@ -123,7 +123,9 @@ class HardCodedCudaDevice(Rule):
         "devices passed to torch, but `x.device.type == 'cuda'` is then False. Also reported: `f'cuda:{rank}'` and "
         "other device strings built at run time, and Lightning's `accelerator='cuda'`/`'gpu'` (Lightning has no NPU "
         "accelerator). A `== 'cuda'` test whose branch only reports (memory statistics, logging) is not: the NPU "
-        "run only misses the report."
+        "run only misses the report; nor is a CUDA string on the opt-in path of a package with no NPU build "
+        "(xformers, bitsandbytes), or a `device='cuda'` parameter default when the file calls the function (or the "
+        "class's methods sharing that default) and every call passes the device."
     )
     example = "model = model.cuda()\nx = x.to('cuda:0')"
     use_instead = ("Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`). "
@@ -173,6 +175,9 @@ class HardCodedCudaDevice(Rule):
          "        raise ValueError('mismatch')\n", 2),
         ("def set_processor(use_xformers, q):\n    if use_xformers:\n        pass\n    else:\n"
          "        q = q.to('cuda')\n", 5),
+        # a call in the file relies on the default (mmdet 3.1.0 utils/dist_utils.py:68)
+        ("def obj2tensor(pyobj, device='cuda'):\n    return torch.tensor(pyobj, device=device)\n\n"
+         "def reduce(obj):\n    return obj2tensor(obj)\n", 1),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
@@ -201,6 +206,15 @@ class HardCodedCudaDevice(Rule):
         "import lightning as L\nfabric = L.Fabric(accelerator='auto')\n",
         "from accelerate import Accelerator\naccelerator = Accelerator()\n",
         "trainer = MyTrainer(accelerator='gpu')\n",
+        # CUDA defaults no call relies on: every call in the file passes the device, to the function or to the
+        # class's methods that share the default (mmpose 1.3.2 mlvl_point_generator.py:63-229, edpose_head.py:1191)
+        "class PointGenerator:\n    def grid_priors(self, sizes, device='cuda'):\n"
+        "        return [self.single_level_grid_priors(s, device=device) for s in sizes]\n\n"
+        "    def single_level_grid_priors(self, size, device='cuda'):\n"
+        "        return torch.arange(size, device=device)\n\n"
+        "    def sparse_priors(self, idxs, device='cuda'):\n        return idxs.to(device)\n",
+        "def prepare(targets, device):\n    def indices(now, target, device='cuda'):\n"
+        "        return torch.arange(now, device=device)\n    return [indices(t, 4, device) for t in targets]\n",
         # a check that only raises for a CUDA case (diffusers 0.42.1 utils/torch_utils.py:95)
         "def randn(generator, device):\n    gen_type = generator.device.type\n"
         "    if gen_type != device.type and gen_type == 'cpu':\n        pass\n"
@@ -292,10 +306,56 @@ class HardCodedCudaDevice(Rule):
                        for t in targets)
         if isinstance(holder, ast.arguments):  # a parameter default: def f(device='cuda')
             default = stack[i + 1] if i + 1 < len(stack) else node
-            return any(_mentions_device_arg(a) or a.arg in _device_names(ctx) for a in _defaulted(holder, default))
+            function = stack[i - 1] if i else None
+            return any((_mentions_device_arg(a) or a.arg in _device_names(ctx)) and not _default_unused(ctx, function, a)
+                       for a in _defaulted(holder, default))
         if isinstance(holder, ast.Compare):
             return any(_mentions_device(side) for side in [holder.left, *holder.comparators])
         return False
+
+
+def _cuda_default_parameter(function: ast.AST) -> Optional[ast.arg]:
+    """The device parameter of ``function`` whose default is a CUDA device string."""
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    args = function.args
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + list(
+        zip(args.kwonlyargs, args.kw_defaults))
+    return next((a for a, d in pairs if _mentions_device_arg(a) and isinstance(d, ast.Constant)
+                 and isinstance(d.value, str) and _CUDA_STRING.fullmatch(d.value)), None)
+
+
+def _passes(call: ast.Call, function: ast.AST, arg: ast.arg, method: bool) -> bool:
+    """Does ``call`` give ``arg`` a value (by keyword, by position, or through ``*args``/``**kwargs``)?"""
+    if any(k.arg == arg.arg or k.arg is None for k in call.keywords) or any(
+            isinstance(a, ast.Starred) for a in call.args):
+        return True
+    positional = [a.arg for a in function.args.posonlyargs + function.args.args][1 if method else 0:]
+    return arg.arg in positional and positional.index(arg.arg) < len(call.args)
+
+
+def _default_unused(ctx, function: Optional[ast.AST], arg: ast.arg) -> bool:
+    """No call in the file relies on the CUDA default of ``arg``: the file calls the function, or (for a method)
+    the class's methods that share such a default, and every one of those calls passes the device
+    (mmpose 1.3.2 mlvl_point_generator.py: ``self.single_level_grid_priors(..., device=device)``; edpose_head.py:
+    a nested helper called with the real device). A function the file never calls is still reported: its
+    callers elsewhere may rely on the default (mmdet 3.1.0 ``sync_random_seed(seed)``)."""
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+
+    def build(c) -> bool:
+        model = c.model
+        method = model.scope(function).is_class and not any(
+            isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list)
+        group = [(function, arg)]
+        if method:
+            owner = next(n for n in reversed(c.stack) if isinstance(n, ast.ClassDef))
+            group += [(f, _cuda_default_parameter(f)) for f in owner.body
+                      if f is not function and _cuda_default_parameter(f) is not None]
+        calls = [(call, f, a) for f, a in group for call in model.summaries.call_sites(f)]
+        return bool(calls) and all(_passes(call, f, a, method) for call, f, a in calls)
+    return ctx.memo(f"cuda_default_unused.{id(function)}", build)
 
 
 def _defines_cuda(ctx) -> bool:
