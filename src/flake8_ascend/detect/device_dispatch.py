@@ -169,3 +169,27 @@ def turns_off(branch: ast.If) -> str:
     first = branch.body[0].lineno
     lines = f"lines {first}-{end}" if end > first else f"line {first}"
     return f"False on an NPU: the CUDA branch ({lines}) turns off there"
+
+
+def _offline_converter(path: str) -> bool:
+    """A data or checkpoint converter: a one-off script run before training (``tools/dataset_converters/``,
+    ``convert_hf_checkpoint.py``), not the training path."""
+    return any("convert" in part.lower() for part in re.split(r"[\\/]", path)[-3:])
+
+
+def offline_cpu_fallback(node: ast.AST, ctx) -> bool:
+    """In an offline converter, ``node`` is (or runs under) a ``torch.cuda.is_available()`` choice whose other side is
+    the CPU (``if torch.cuda.is_available(): model = model.to('cuda:0')``, ``torch.device('cuda:0') if
+    torch.cuda.is_available() else torch.device('cpu')``): on an NPU machine the conversion runs on the CPU, which
+    is right for a one-off data tool (mmpose 1.3.2 .mim/tools/dataset_converters/ubody_smplx_to_coco.py:40, 301)."""
+    if not ctx.memo("offline_converter", lambda c: _offline_converter(c.path)):
+        return False
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, _FUNCTIONS + (ast.ClassDef,)):
+            return False
+        if isinstance(parent, (ast.If, ast.IfExp)) and (child is parent.test or child is parent.body or (
+                isinstance(parent, ast.If) and any(s is child for s in parent.body))):
+            test = parent.test
+            if isinstance(test, ast.Call) and ctx.qualname(test.func) == "torch.cuda.is_available":
+                return True
+    return False

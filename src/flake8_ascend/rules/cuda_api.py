@@ -4,7 +4,8 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ..detect.device_dispatch import cuda_guarded, guarded_branch, has_npu_branch, optional_cuda_branch, turns_off
+from ..detect.device_dispatch import (cuda_guarded, guarded_branch, has_npu_branch, offline_cpu_fallback,
+                                      optional_cuda_branch, turns_off)
 from ..detect.training import last_name
 from ..detect.cuda_fixes import name_fix
 from ..detect.cuda_packages import on_cuda_package_path
@@ -31,10 +32,14 @@ class CudaApi(Rule):
     summary = "torch.cuda API use; says whether transfer_to_npu maps it or it needs a manual rewrite"
     node_types = (ast.Name, ast.Attribute)
     trigger_words = ("cuda",)
+    silent_in_tests = True  # test code picks CUDA for its own case (engine.is_test_path)
     why = (
         "`torch.cuda` drives NVIDIA devices. `torch_npu.contrib.transfer_to_npu` redirects the names that "
         "`torch_npu.npu` also provides; every other name must be rewritten by hand. A file that imports "
-        "transfer_to_npu is only told about the names it does not map."
+        "transfer_to_npu is only told about the names it does not map. Not reported where an NPU run skips the "
+        "call without loss (a report, an estimate left `None`, a CUDA reseed after `torch.manual_seed`, a "
+        "CUDA-graph step marker, a CUDA case that only raises), on the opt-in path of a package with no NPU build "
+        "(xformers, bitsandbytes), under a CPU fallback in an offline converter, or in test code (`--lint-tests`)."
     )
     example = "torch.cuda.set_device(local_rank)"
     use_instead = ("Call `torch_npu.npu.<name>` (or `torch.npu.<name>`), or import `torch_npu.contrib.transfer_to_npu` "
@@ -104,7 +109,7 @@ class CudaApi(Rule):
         if not qualname or not qualname.startswith("torch.cuda.") or qualname.startswith("torch.cuda.amp"):
             return
         if quiet(ctx, qualname) or (cuda_guarded(node, ctx) and has_npu_branch(ctx)) or optional_cuda_branch(
-                node, ctx) or on_cuda_package_path(node, ctx):
+                node, ctx) or on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx):
             return
         name = qualname.split(".")[2]
         data = ctx.data
