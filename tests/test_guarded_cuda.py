@@ -91,3 +91,30 @@ def test_converter_without_a_cpu_fallback_is_reported():
     """Near miss: an unguarded device in a converter still fails on an NPU machine."""
     source = "import torch\ndef convert(x):\n    return x.to('cuda:0')\n"
     assert lint(source, "tools/dataset_converters/coco.py") == [(3, "ASC202")]
+
+
+# diffusers 0.42.1 quantizers/bitsandbytes/bnb_quantizer.py:455-487
+BNB_QUANTIZER = """
+class BnB8BitDiffusersQuantizer:
+    def check_if_quantized_param(self, module, name):
+        import bitsandbytes as bnb
+
+        if isinstance(module._parameters.get(name), bnb.nn.Int8Params):
+            return True
+        return False
+
+    def create_quantized_param(self, module, name, value):
+        import bitsandbytes as bnb
+
+        module._parameters[name] = bnb.nn.Int8Params(value)
+"""
+
+
+def test_a_type_check_beside_the_real_use_is_silent():
+    """Only the import that uses bitsandbytes is reported; the one that recognises its objects adds nothing."""
+    assert lint(BNB_QUANTIZER, "diffusers/quantizers/bitsandbytes/bnb_quantizer.py") == [(11, "ASC206")]
+
+
+def test_a_type_check_alone_is_reported():
+    source = BNB_QUANTIZER.split("    def create_quantized_param")[0]
+    assert lint(source, "quantizer.py") == [(4, "ASC206")]

@@ -70,16 +70,54 @@ def _optional(node: ast.AST, ctx) -> bool:
     return False
 
 
-def _type_checks_only(node: ast.AST, ctx) -> bool:
-    """Every use of the names the import binds, in its function (or module), is the type of an
-    ``isinstance``/``issubclass`` check (``import bitsandbytes as bnb`` then ``isinstance(m, bnb.nn.Int8Params)``):
-    the package only recognises its own objects there, which exist only where it was already used."""
+def _package(node: ast.AST) -> str:
+    """The CUDA-only package an import statement names ('' for none): ``mmcv.ops`` or the listed package."""
+    if isinstance(node, ast.ImportFrom):
+        if node.level:
+            return ""
+        modules = [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
+    else:
+        modules = [alias.name for alias in node.names]
+    found = next((_cuda_only(m) for m in modules if _cuda_only(m)), None)
+    return found[0] if found else ""
+
+
+def _type_checks_only(node: ast.AST, scope: ast.AST) -> bool:
+    """Every use of the names the import binds, in ``scope`` (its function, or the module), is the type of an
+    ``isinstance``/``issubclass`` check (``import bitsandbytes as bnb`` then ``isinstance(m, bnb.nn.Int8Params)``)."""
     bound = {(alias.asname or alias.name).split(".")[0] for alias in node.names if alias.name != "*"}
-    scope = ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef) or ctx.tree
     types = {id(n) for call in ast.walk(scope) if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
              and call.func.id in ("isinstance", "issubclass") and len(call.args) == 2 for n in ast.walk(call.args[1])}
     uses = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id in bound and isinstance(n.ctx, ast.Load)]
     return bool(bound) and bool(uses) and all(id(n) in types for n in uses)
+
+
+def _imports_by_scope(tree: ast.AST):
+    """(import statement, the function or module whose names it binds) for every import of the file."""
+    pending = [(tree, tree)]
+    while pending:
+        owner, node = pending.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child, owner
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                pending.append((child, child))
+            else:
+                pending.append((owner, child))
+
+
+def _redundant_type_check(node: ast.AST, ctx) -> bool:
+    """The import only types ``isinstance`` checks, and the file also imports the package for real use (that
+    import is the finding): recognising the package's own objects breaks nothing new (diffusers 0.42.1
+    bnb_quantizer.py:463 beside :487). The only import of the file stays reported: the objects it recognises are
+    built elsewhere, often from a config (mmdet 3.1.0 necks/fpn_carafe.py:4, CARAFE by ``type='carafe'``)."""
+    package = _package(node)
+    scope = ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef) or ctx.tree
+    if not package or not _type_checks_only(node, scope):
+        return False
+    used = ctx.memo("cuda_packages_used", lambda c: {_package(i) for i, owner in _imports_by_scope(c.tree)
+                                                     if not _type_checks_only(i, owner)})
+    return package in used
 
 
 class CudaOnlyPackage(Rule):
@@ -93,7 +131,7 @@ class CudaOnlyPackage(Rule):
         "does without where the package is missing is not reported: in a `try` whose `except ImportError` falls "
         "back, or under an availability guard (`if is_xformers_available():`, `if HAS_APEX:`, "
         "`if torch.cuda.is_available():`, alone or and-ed); nor is one whose names only serve as the type of "
-        "`isinstance`/`issubclass` checks (its objects exist only where the package was already used)."
+        "`isinstance`/`issubclass` checks when the file also imports the package for real use (reported there)."
     )
     example = "from flash_attn import flash_attn_func"
     use_instead = "Replace the package with its NPU counterpart named in the message."
@@ -115,6 +153,10 @@ class CudaOnlyPackage(Rule):
         # the import is used for more than a type check (diffusers 0.42.1 bnb_quantizer.py:134, judged right)
         ("def create_quantized_param(module, value):\n    import bitsandbytes as bnb\n"
          "    if isinstance(module, bnb.nn.Linear4bit):\n        return bnb.nn.Params4bit(value)\n", 2),
+        # a type check is the file's only import of the package: what it recognises is built from a config
+        # (mmdet 3.1.0 models/necks/fpn_carafe.py:4, upsample_cfg=dict(type='carafe'))
+        ("from mmcv.ops.carafe import CARAFEPack\n\nclass FPN_CARAFE:\n    def init_weights(self):\n"
+         "        for m in self.modules():\n            if isinstance(m, CARAFEPack):\n                m.init_weights()\n", 1),
     ]
     passes = ["import mmcv\n", "from mmcv.cnn import ConvModule\n", "import apexlib\n", "from . import triton\n",
               # mmdet 3.1.0 models/utils/point_sample.py:3 (pure Python) and mmseg 1.2.2
@@ -136,15 +178,10 @@ class CudaOnlyPackage(Rule):
               # quantizers/bitsandbytes/utils.py:30)
               "def env():\n    if is_xformers_available():\n        import xformers\n        return xformers.__version__\n",
               "if is_bitsandbytes_available():\n    import bitsandbytes as bnb\n",
-              "if _CAN_USE_FLASH_ATTN and torch.cuda.is_available():\n    from flash_attn import flash_attn_func\n",
-              # only the type of an isinstance check: the objects exist only where the package was already used
-              # (diffusers 0.42.1 quantizers/bitsandbytes/bnb_quantizer.py:463)
-              "def check_if_quantized_param(module, name):\n    import bitsandbytes as bnb\n"
-              "    if isinstance(module._parameters.get(name), bnb.nn.Int8Params):\n        return True\n"
-              "    return False\n"]
+              "if _CAN_USE_FLASH_ATTN and torch.cuda.is_available():\n    from flash_attn import flash_attn_func\n"]
 
     def check(self, node, ctx) -> None:
-        if _optional(node, ctx) or _type_checks_only(node, ctx):
+        if _optional(node, ctx) or _redundant_type_check(node, ctx):
             return
         if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith(MMCV_OPS + "."):
             node_module = node.module[len(MMCV_OPS) + 1:]
