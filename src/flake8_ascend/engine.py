@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 from ast import AST
+import re
 import tokenize
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type, TypeVar
@@ -138,9 +139,24 @@ class Context:
             self.owners[finding] = id(function)
 
 
-def _active_rules(source: str, rules: Iterable[Type[Rule]]) -> List[Rule]:
-    """Rules whose trigger words occur in the file (the cheap pre-filter)."""
-    return [rule() for rule in rules if not rule.trigger_words or any(w in source for w in rule.trigger_words)]
+# test code: a tests/, test/ or testing/ folder, test_*.py, *_test.py, conftest.py (pytest's and unittest's
+# conventions) and testing_utils.py (a package's helpers for its tests: diffusers, transformers)
+_TEST_PATH = re.compile(r"(^|[\\/])(tests?[\\/]|testing[\\/]|test_[^\\/]*\.py$|[^\\/]*_test\.py$|conftest\.py$|"
+                        r"testing_utils\.py$)")
+
+
+def is_test_path(path: str) -> bool:
+    """Is ``path`` test code by the usual conventions (``tests/``, ``test/``, ``testing/``, ``test_*.py``,
+    ``*_test.py``, ``conftest.py``, ``testing_utils.py``)? Its CUDA cases are skipped or faked where CUDA is
+    missing (``skipif(not torch.cuda.is_available())``), so the rules with ``silent_in_tests`` leave it out
+    unless ``Config.lint_tests`` (docs/accuracy.md)."""
+    return bool(_TEST_PATH.search(path))
+
+
+def _active_rules(source: str, rules: Iterable[Type[Rule]], tests: bool = False) -> List[Rule]:
+    """Rules whose trigger words occur in the file (the cheap pre-filter), less those left out of test code."""
+    return [rule() for rule in rules if (not rule.trigger_words or any(w in source for w in rule.trigger_words))
+            and not (tests and rule.silent_in_tests)]
 
 
 def _handlers(rules: Sequence[Rule]) -> Dict[type, List[Rule]]:
@@ -167,7 +183,8 @@ def lint(
     run it through ``sources.deep`` so that a tree deeper than the recursion limit allows is still walked.
     """
     source = "".join(lines)
-    active = [*_active_rules(source, all_rules() if rules is None else rules), *visitors]
+    tests = not config.lint_tests and is_test_path(path)
+    active = [*_active_rules(source, all_rules() if rules is None else rules, tests), *visitors]
     if not active:
         return []
     handlers = _handlers(active)
