@@ -8,7 +8,9 @@ The judged rows live in ``benchmarks/truth/<corpus>.tsv`` with the columns
 ``corpus path line code verdict version reason``: ``fire`` says the code belongs on that line, ``silent`` that
 it does not. A row is a judgement of a site, not of a run, so the same rows score any later version of the
 rules: a reported finding whose row says ``fire`` is right, one whose row says ``silent`` is wrong, a ``fire``
-row without a finding is a miss. Findings without a row are counted as unjudged, never guessed.
+row without a finding is a miss. Findings without a row are counted as unjudged, never guessed. A ``fire`` row on
+a line that a finding of the same code names as a repeat ("again in this function on line N") is covered: the
+user learns of it, so it is no miss, but it is no finding of its own either (recall counts it, precision not).
 
 The headline covers the codes on by default plus ASC509, ASC510 and ASC603; ASC103 (advisory) is scored
 on its own. Corpora and their split come from ``benchmarks/corpora.py``.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import csv
 import random
+import re
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -36,6 +39,7 @@ SEPARATE = {"ASC103"}  # scored on its own, not in the headline
 DEFAULT_VERSION = "default"
 
 Site = Tuple[str, str, int, str]  # corpus, path, line, code
+REPEATS = re.compile(r"\(again in this function on lines? ([\d, ]+)\)$")
 
 
 def findings(corpus: corpora.Corpus, version: str) -> Dict[Site, str]:
@@ -80,17 +84,27 @@ def chosen(split: Optional[str], names: List[str]) -> List[corpora.Corpus]:
     return pool
 
 
+def covered(found: Dict[Site, str]) -> Set[Site]:
+    """Sites a finding names as repeats of itself in the same function (engine.once_per_function)."""
+    sites: Set[Site] = set()
+    for (corpus, path, _, code), text in found.items():
+        match = REPEATS.search(text)
+        if match:
+            sites.update((corpus, path, int(line), code) for line in match.group(1).split(", "))
+    return sites
+
+
 class Tally:
     def __init__(self) -> None:
-        self.right = self.wrong = self.missed = self.unjudged = 0
+        self.right = self.wrong = self.missed = self.covered = self.unjudged = 0
 
     def precision(self) -> Optional[float]:
         judged = self.right + self.wrong
         return self.right / judged if judged else None
 
     def recall(self) -> Optional[float]:
-        wanted = self.right + self.missed
-        return self.right / wanted if wanted else None
+        wanted = self.right + self.covered + self.missed
+        return (self.right + self.covered) / wanted if wanted else None
 
 
 def _fmt(value: Optional[float]) -> str:
@@ -110,8 +124,11 @@ def score(args: argparse.Namespace) -> int:
         for version in versions:
             judged = {site: row for (site, v), row in truth.items() if v == version}
             reported: Set[Site] = set()
+            named: Set[Site] = set()
             for corpus in members:
-                reported |= set(findings(corpus, version))
+                found = findings(corpus, version)
+                reported |= set(found)
+                named |= covered(found)
             for site, row in judged.items():
                 tally = per_code[site[3]]
                 if site in reported:
@@ -120,6 +137,8 @@ def score(args: argparse.Namespace) -> int:
                     else:
                         tally.wrong += 1
                         wrong_rows.append(f"  wrong   {':'.join(map(str, site))}  {row['reason']}")
+                elif row["verdict"] == "fire" and site in named:
+                    tally.covered += 1
                 elif row["verdict"] == "fire":
                     tally.missed += 1
                     wrong_rows.append(f"  missed  {':'.join(map(str, site))}  {row['reason']}")
@@ -127,7 +146,7 @@ def score(args: argparse.Namespace) -> int:
                 for site in reported - set(judged):
                     per_code[site[3]].unjudged += 1
         print(f"== {split}: {', '.join(c.name for c in members)}")
-        print(f"{'code':8} {'right':>5} {'wrong':>5} {'missed':>6} {'unjudged':>8}  precision  recall")
+        print(f"{'code':8} {'right':>5} {'wrong':>5} {'covered':>7} {'missed':>6} {'unjudged':>8}  precision  recall")
         headline, separate = Tally(), Tally()
         for code in sorted(per_code):
             tally = per_code[code]
@@ -135,12 +154,14 @@ def score(args: argparse.Namespace) -> int:
             total.right += tally.right
             total.wrong += tally.wrong
             total.missed += tally.missed
+            total.covered += tally.covered
             total.unjudged += tally.unjudged
-            print(f"{code:8} {tally.right:5} {tally.wrong:5} {tally.missed:6} {tally.unjudged:8}"
+            print(f"{code:8} {tally.right:5} {tally.wrong:5} {tally.covered:7} {tally.missed:6} {tally.unjudged:8}"
                   f"  {_fmt(tally.precision()):>9}  {_fmt(tally.recall()):>6}")
         for label, tally in (("headline (default codes + ASC509/510/603)", headline), ("ASC103", separate)):
             print(f"{label}: precision {_fmt(tally.precision())} ({tally.right}/{tally.right + tally.wrong}),"
-                  f" recall {_fmt(tally.recall())} ({tally.right}/{tally.right + tally.missed}),"
+                  f" recall {_fmt(tally.recall())} ({tally.right + tally.covered}/"
+                  f"{tally.right + tally.covered + tally.missed}),"
                   f" unjudged findings {tally.unjudged}")
         if args.verbose:
             print("\n".join(sorted(wrong_rows)))

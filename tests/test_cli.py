@@ -426,3 +426,18 @@ def test_tool_version_statistics_plural_and_fix_marks(tmp_path, capsys):
     assert marked == ["ASC201", "ASC202", "ASC204", "ASC207", "ASC303", "ASC304"]
     code, _, err = run_main("-i", str(script), "-o", str(tmp_path), "-m", "third_party", "--statistics")
     assert code == 2 and "--statistics does not apply" in err
+
+
+def test_lint_tests_switch(tmp_path):
+    tree = tmp_path / "proj"
+    (tree / "tests").mkdir(parents=True)
+    (tree / "tests" / "test_model.py").write_text("import torch\nmodel = Net().cuda()\n", encoding="utf-8")
+    (tree / "train.py").write_text("import torch\nmodel = Net().cuda()\n", encoding="utf-8")
+    found = {}
+    for name, extra in (("plain", ()), ("tests", ("--lint-tests",))):
+        out = tmp_path / name
+        out.mkdir()
+        assert run_main("-i", str(tree), "-o", str(out), "-q", "--format", "json", *extra)[0] == 0
+        items = json.loads((out / "proj_analysis" / "findings.json").read_text(encoding="utf-8"))
+        found[name] = {Path(i["path"]).name for i in items if i["code"] == "ASC202"}
+    assert found == {"plain": {"train.py"}, "tests": {"train.py", "test_model.py"}}

@@ -37,7 +37,8 @@ def test_a_launcher_that_keeps_the_given_backend_quiets_nothing():
     changed = copy.deepcopy(facts)
     changed["facts"]["mmengine"]["launchers"]["pytorch"]["npu_backend"] = None
     built = _builder().build(changed)
-    assert built["backend_config_keys"] == {} and "mmengine.dist.init_dist" not in built["backend_chosen_on_npu"]
+    assert "dist_cfg" not in built["backend_config_keys"]
+    assert "mmengine.dist.init_dist" not in built["backend_chosen_on_npu"]
 
 
 def test_explicit_backends_of_accelerate_and_deepspeed_stay_findings():
@@ -54,3 +55,34 @@ def test_lightning_accelerators():
     assert set(table["cuda_accelerators"]) == {"cuda", "gpu"}  # not "auto", which may pick the CPU
     assert {"lightning.Fabric", "lightning.fabric.Fabric", "lightning_fabric.Fabric", "lightning.Trainer",
             "pytorch_lightning.Trainer"} <= set(table["accelerator_calls"])
+
+
+def test_step_methods_are_traced_to_the_loops_that_call_them():
+    """HF Trainer: training_step from its step loop, compute_loss from training_step; Lightning: training_step
+    through the strategy hook. validation_step and prediction_step are no step methods."""
+    table = load_frameworks()["step_methods"]
+    trainer = table["transformers.Trainer"]
+    assert set(trainer) == {"training_step", "compute_loss"}
+    assert "transformers/trainer.py:" in trainer["compute_loss"] and "Trainer.training_step" in trainer["compute_loss"]
+    for spelling in ("lightning.LightningModule", "pytorch_lightning.LightningModule",
+                     "lightning.pytorch.LightningModule"):
+        assert set(table[spelling]) == {"training_step"}
+        assert "lightning/pytorch/strategies/strategy.py:" in table[spelling]["training_step"]
+    facts = _facts()["facts"]["lightning"]["step_methods"]
+    loops = facts["lightning.pytorch.core.module.LightningModule"]["training_step"]["loops"]
+    assert {fact["file"] for fact in loops} == {"lightning/pytorch/loops/optimization/automatic.py",
+                                                "lightning/pytorch/loops/optimization/manual.py"}
+
+
+def test_mmcv_dist_params_is_chosen_by_the_launcher():
+    """mmcv 1.x's pytorch launcher initialises 'hccl' under IS_NPU_AVAILABLE; mmdet 2.x's tools feed it dist_params."""
+    table = load_frameworks()
+    assert "mmcv/runner/dist_utils.py:66" in table["backend_config_keys"]["dist_params"]
+    assert "mmdet/.mim/tools/train.py:172" in table["backend_config_keys"]["dist_params"]
+    assert table["backend_chosen_on_npu"]["mmcv.runner.init_dist"]["keyword"] == "backend"
+    changed = copy.deepcopy(_facts())
+    changed["facts"]["mmcv"]["launchers"]["pytorch"]["npu_backend"] = None
+    built = _builder().build(changed)
+    assert "dist_params" not in built["backend_config_keys"] and "mmcv.runner.init_dist" not in \
+        built["backend_chosen_on_npu"]
+    assert "dist_cfg" in built["backend_config_keys"]  # mmengine's own fact is independent

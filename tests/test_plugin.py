@@ -134,3 +134,14 @@ def test_official_lists_from_the_flake8_config(tmp_path):
     (tmp_path / "setup.cfg").write_text("[flake8]\nascend-official-lists = true\nascend-torch-version = 2.6.0\n")
     (tmp_path / "a.py").write_text("import torch\nd = torch.cdist(a, b)\n")
     assert "ASC101 torch.cdist" in flake8("--select", "ASC1", "a.py", cwd=tmp_path).stdout
+
+
+def test_test_files_are_left_out_unless_asked(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_model.py").write_text("import torch\nmodel = Net().cuda()\n")
+    (tmp_path / "train.py").write_text("import torch\nmodel = Net().cuda()\n")
+    plain = flake8("--select", "ASC2", ".", cwd=tmp_path).stdout
+    assert "train.py:2" in plain and "test_model.py" not in plain
+    assert "test_model.py:2" in flake8("--select", "ASC2", "--ascend-lint-tests", ".", cwd=tmp_path).stdout
+    (tmp_path / "setup.cfg").write_text("[flake8]\nascend-lint-tests = true\n")
+    assert "test_model.py:2" in flake8("--select", "ASC2", ".", cwd=tmp_path).stdout

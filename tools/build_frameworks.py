@@ -10,17 +10,28 @@ unzip, or ``python benchmarks/corpora.py deepspeed transformers``) of the pinned
 - mmengine: the launchers of ``init_dist`` whose function calls ``init_process_group(backend='hccl')`` under
   ``is_npu_available()`` whatever backend it was given, and the config key the Runner passes to ``init_dist``
   (``dist_cfg``);
+- mmcv 1.x (``mmcv.runner.init_dist``) the same under ``IS_NPU_AVAILABLE``, and mmdet 2.x's tools, which pass the
+  config's ``dist_params`` to it (``init_dist(args.launcher, **cfg.dist_params)``): the mmcv-1.x/mmdet-2.x
+  configs' ``dist_params = dict(backend='nccl')``;
 - accelerate: ``PartialState`` sets ``backend = "hccl"`` under ``is_npu_available()`` without asking which
   backend it was given; transformers: ``TrainingArguments.ddp_backend`` goes to that ``PartialState``;
 - deepspeed: ``init_distributed(dist_backend=None)`` asks the accelerator (``'hccl'`` on an NPU) only when no
   backend is given: an explicit ``dist_backend`` is used as it is;
 - lightning: the classes exported from ``lightning`` whose ``__init__`` takes ``accelerator``, the accelerator
   names that select CUDA (the registered accelerator whose ``name()`` is ``"cuda"``) and the flags the
-  connector resolves among backends with no NPU (``"gpu"``: MPS or CUDA, else an error).
+  connector resolves among backends with no NPU (``"gpu"``: MPS or CUDA, else an error);
+- the methods a framework calls on every training step of a user's subclass: ``Trainer.training_step`` (called
+  in a loop of ``Trainer._inner_training_loop``) and the ``compute_loss`` it calls, and
+  ``LightningModule.training_step`` (the optimization loops call the strategy hook ``"training_step"``, which
+  calls the module's). ASC501/ASC513/ASC514 count their bodies as per-step code.
 
 Without ``--extract`` (offline, deterministic) the facts become ``src/flake8_ascend/data/frameworks.json``,
 what ASC202/ASC204 read. ``lightning_fabric`` and ``pytorch_lightning`` publish the same modules as
 ``lightning.fabric`` and ``lightning.pytorch``, so their names are added for every ``lightning`` one.
+
+``--extract`` reads the packages it finds among the roots and keeps the committed facts of the others, so one
+release can be added or re-read alone (mmcv 1.7.2 has only an sdist, whose setup.py needs setuptools<70 with
+``--no-build-isolation`` to download: ``pip download --no-deps --no-binary :all: --no-build-isolation``).
 
     python tools/build_frameworks.py [--extract ROOT...] [--check]
 """
@@ -41,7 +52,7 @@ FACTS = REPO / "rules_data" / "sources" / "frameworks" / "framework_facts.json"
 OUT = REPO / "src" / "flake8_ascend" / "data" / "frameworks.json"
 GENERATOR = "tools/build_frameworks.py"
 PINNED = {"mmengine": "0.10.7", "accelerate": "1.12.0", "transformers": "4.57.6", "deepspeed": "0.19.8",
-          "lightning": "2.6.1"}
+          "lightning": "2.6.1", "mmcv": "1.7.2", "mmdet": "2.28.2"}
 MIRRORS = {"lightning.fabric": "lightning_fabric", "lightning.pytorch": "pytorch_lightning"}
 
 
@@ -92,16 +103,18 @@ def _keyword(call: ast.Call, name: str) -> Optional[ast.AST]:
 
 
 def _npu_branches(tree: ast.AST) -> Iterator[Tuple[ast.FunctionDef, ast.If]]:
-    """``if is_npu_available():`` branches (an ``elif`` too) with the function around them."""
+    """``if is_npu_available():`` / ``elif IS_NPU_AVAILABLE:`` branches with the function around them."""
     for function in ast.walk(tree):
         if isinstance(function, ast.FunctionDef):
             for node in ast.walk(function):
-                if isinstance(node, ast.If) and any(True for _ in _calls(node.test, "is_npu_available")):
+                if isinstance(node, ast.If) and (any(True for _ in _calls(node.test, "is_npu_available")) or any(
+                        isinstance(n, ast.Name) and n.id == "IS_NPU_AVAILABLE" for n in ast.walk(node.test))):
                     yield function, node
 
 
-def mmengine_facts(src: Source) -> dict:
-    utils = "dist/utils.py"
+def _launchers(src: Source, utils: str) -> Tuple[dict, dict]:
+    """The launchers of ``init_dist`` in ``utils`` (launcher -> the function it calls, and the backend that
+    function initialises on an NPU whatever it was given), and those functions' NPU backends."""
     tree = src.tree(utils)
     overriding = {}
     for function, branch in _npu_branches(tree):
@@ -118,6 +131,11 @@ def mmengine_facts(src: Source) -> dict:
             launchers[node.test.comparators[0].value] = {
                 "calls": called, "npu_backend": overriding.get(called, {}).get("backend"),
                 **src.where(utils, node)}
+    return launchers, overriding
+
+
+def mmengine_facts(src: Source) -> dict:
+    launchers, overriding = _launchers(src, "dist/utils.py")
     runner = "runner/runner.py"
     keys = {}
     for function in ast.walk(src.tree(runner)):
@@ -172,7 +190,29 @@ def transformers_facts(src: Source) -> dict:
     feeds = [src.where(args, holders[_last(k.value)]) for call in _calls(cls, "PartialState") for k in call.keywords
              if k.arg is None and _last(k.value) in holders]
     return {"TrainingArguments": {"keyword": "ddp_backend", "choices": choices, "field": src.where(args, field),
-                                  "to_accelerate": feeds}}
+                                  "to_accelerate": feeds},
+            "step_methods": _trainer_step_methods(src)}
+
+
+def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef:
+    return next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def _self_calls(node: ast.AST, name: str) -> Iterator[ast.Call]:
+    return (c for c in _calls(node, name) if isinstance(c.func, ast.Attribute) and _last(c.func.value) == "self")
+
+
+def _trainer_step_methods(src: Source) -> dict:
+    """``self.training_step(...)`` inside a loop of ``Trainer._inner_training_loop``, and the
+    ``self.compute_loss(...)`` of ``Trainer.training_step``: both run on every step."""
+    trainer = "trainer.py"
+    cls = next(n for n in src.tree(trainer).body if isinstance(n, ast.ClassDef) and n.name == "Trainer")
+    loops = [n for n in ast.walk(_method(cls, "_inner_training_loop")) if isinstance(n, (ast.For, ast.While))]
+    step = next(c for loop in loops for c in _self_calls(loop, "training_step"))
+    loss = next(_self_calls(_method(cls, "training_step"), "compute_loss"))
+    return {"transformers.trainer.Trainer": {
+        "training_step": {"called_by": "Trainer._inner_training_loop, in its step loop", **src.where(trainer, step)},
+        "compute_loss": {"called_by": "Trainer.training_step", **src.where(trainer, loss)}}}
 
 
 def deepspeed_facts(src: Source) -> dict:
@@ -240,14 +280,57 @@ def lightning_facts(src: Source) -> dict:
             if "cuda" in returns and "cpu" not in returns and raises:
                 names[flag] = {"selects": " or ".join(returns) + ", else raises", "through": chooser,
                                **src.where(connector, node)}
-    return {"accelerator_takers": takers, "cuda_accelerators": names, "registered": sorted(registered)}
+    return {"accelerator_takers": takers, "cuda_accelerators": names, "registered": sorted(registered),
+            "step_methods": _lightning_step_methods(src)}
+
+
+def _lightning_step_methods(src: Source) -> dict:
+    """The optimization loops call the strategy hook ``"training_step"`` per batch; the strategy's
+    ``training_step`` returns ``self.lightning_module.training_step(...)``."""
+    hooks = []
+    for relative in ("pytorch/loops/optimization/automatic.py", "pytorch/loops/optimization/manual.py"):
+        hooks += [src.where(relative, c) for c in _calls(src.tree(relative), "_call_strategy_hook")
+                  if len(c.args) > 1 and isinstance(c.args[1], ast.Constant) and c.args[1].value == "training_step"]
+    strategy = "pytorch/strategies/strategy.py"
+    cls = next(n for n in src.tree(strategy).body if isinstance(n, ast.ClassDef) and n.name == "Strategy")
+    module_call = next(c for c in _calls(_method(cls, "training_step"), "training_step")
+                       if isinstance(c.func, ast.Attribute) and _last(c.func.value) == "lightning_module")
+    return {"lightning.pytorch.core.module.LightningModule": {"training_step": {
+        "called_by": "the optimization loops' strategy hook 'training_step', per batch", "loops": hooks,
+        **src.where(strategy, module_call)}}}
+
+
+def mmcv_facts(src: Source) -> dict:
+    """mmcv 1.x's ``mmcv.runner.init_dist``: its launchers and the backend each initialises on an NPU."""
+    launchers, overriding = _launchers(src, "runner/dist_utils.py")
+    return {"launchers": launchers, "npu_backend": overriding}
+
+
+def mmdet_facts(src: Source) -> dict:
+    """mmdet 2.x's tools pass a config key to mmcv's ``init_dist`` (``init_dist(args.launcher, **cfg.dist_params)``)."""
+    keys = {}
+    for relative in ("tools/train.py", ".mim/tools/train.py"):
+        if not (src.dir / relative).is_file():
+            continue
+        tree = src.tree(relative)
+        imported = {a.asname or a.name: n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                    for a in n.names}
+        if imported.get("init_dist") != "mmcv.runner":
+            continue
+        for call in _calls(tree, "init_dist"):
+            for kw in call.keywords:
+                if kw.arg is None and isinstance(kw.value, ast.Attribute) and _last(kw.value.value) == "cfg":
+                    keys[kw.value.attr] = {"passed_to": "mmcv.runner.init_dist", **src.where(relative, call)}
+        break
+    return {"config_keys": keys}
 
 
 EXTRACTORS = {"mmengine": mmengine_facts, "accelerate": accelerate_facts, "transformers": transformers_facts,
-              "deepspeed": deepspeed_facts, "lightning": lightning_facts}
+              "deepspeed": deepspeed_facts, "lightning": lightning_facts, "mmcv": mmcv_facts, "mmdet": mmdet_facts}
 
 
-def extract(roots: List[Path]) -> dict:
+def extract(roots: List[Path], kept: Optional[dict] = None) -> dict:
+    """The facts of every pinned package: read from the roots that hold it, else kept from ``kept``."""
     facts = {}
     for package, extractor in EXTRACTORS.items():
         for root in roots:
@@ -255,7 +338,9 @@ def extract(roots: List[Path]) -> dict:
                 facts[package] = extractor(Source(package, root))
                 break
         else:
-            raise SystemExit(f"no unpacked {package}=={PINNED[package]} among {', '.join(map(str, roots))}")
+            if kept is None or package not in kept.get("facts", {}) or kept["versions"].get(package) != PINNED[package]:
+                raise SystemExit(f"no unpacked {package}=={PINNED[package]} among {', '.join(map(str, roots))}")
+            facts[package] = kept["facts"][package]
     return {"method": "tools/build_frameworks.py --extract: the stdlib ast of each release's own Python sources",
             "versions": PINNED, "facts": facts}
 
@@ -279,6 +364,16 @@ def build(facts: dict) -> dict:
         chosen["mmengine.dist.utils.init_dist"] = {"keyword": "backend", "why": why}
         config_keys = {key: f"{why}; the Runner passes this config to init_dist ({_cite(v)})"
                        for key, v in mm["config_keys"].items()}
+    mc = f["mmcv"]
+    overriding = {k: v for k, v in mc["launchers"].items() if v["npu_backend"] == "hccl"}
+    if overriding:
+        why = ("mmcv's launcher " + ", ".join(repr(k) for k in sorted(overriding)) + " initialises 'hccl' on an "
+               "NPU whatever backend it is given (" + "; ".join(
+                   f"{_cite(v)}, {v['calls']}: {_cite(mc['npu_backend'][v['calls']])}" for v in overriding.values()) + ")")
+        chosen["mmcv.runner.init_dist"] = {"keyword": "backend", "why": why}
+        chosen["mmcv.runner.dist_utils.init_dist"] = {"keyword": "backend", "why": why}
+        config_keys.update({key: f"{why}; mmdet {PINNED['mmdet']}'s tools pass this config to mmcv's init_dist "
+                                 f"({_cite(v)})" for key, v in f["mmdet"]["config_keys"].items()})
     acc = f["accelerate"]
     npu = next(iter(acc["npu_backend"].values()))
     ta = f["transformers"]["TrainingArguments"]
@@ -311,7 +406,26 @@ def build(facts: dict) -> dict:
         "backend_config_keys": dict(sorted(config_keys.items())),
         "accelerator_calls": dict(sorted(takers.items())),
         "cuda_accelerators": dict(sorted(accelerators.items())),
+        "step_methods": _step_methods(f),
     }
+
+
+def _step_methods(f: dict) -> dict:
+    """Base class (every public spelling) -> {method the framework calls on every step: why, with the line}."""
+    spellings = {"transformers.trainer.Trainer": ["transformers.Trainer", "transformers.trainer.Trainer"],
+                 "lightning.pytorch.core.module.LightningModule": [
+                     "lightning.LightningModule", "lightning.pytorch.LightningModule",
+                     "lightning.pytorch.core.LightningModule", "lightning.pytorch.core.module.LightningModule",
+                     "pytorch_lightning.LightningModule", "pytorch_lightning.core.LightningModule",
+                     "pytorch_lightning.core.module.LightningModule"]}
+    table: Dict[str, Dict[str, str]] = {}
+    for package in ("transformers", "lightning"):
+        for base, methods in f[package]["step_methods"].items():
+            why = {name: f"{base.split('.')[0]} calls it on every training step ({fact['called_by']}, {_cite(fact)})"
+                   for name, fact in methods.items()}
+            for spelling in spellings[base]:
+                table[spelling] = why
+    return dict(sorted(table.items()))
 
 
 def main(argv=None) -> int:
@@ -322,7 +436,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.extract:
         FACTS.parent.mkdir(parents=True, exist_ok=True)
-        FACTS.write_text(render(extract([r.resolve() for r in args.extract])), encoding="utf-8")
+        kept = json.loads(FACTS.read_text(encoding="utf-8")) if FACTS.is_file() else None
+        FACTS.write_text(render(extract([r.resolve() for r in args.extract], kept)), encoding="utf-8")
         print(f"wrote {FACTS.relative_to(REPO)}")
     text = render(build(json.loads(FACTS.read_text(encoding="utf-8"))))
     return update(text, OUT, GENERATOR, args.check)

@@ -139,6 +139,9 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
     extra.add_argument("--official-lists", action="store_true",
                        help="ASC101-103 as the official support lists say, also entries the version's "
                        "kernels show to be stale (default: the kernel evidence decides)")
+    extra.add_argument("--lint-tests", action="store_true",
+                       help="report ASC201, ASC202, ASC204 and ASC206 in test files too (tests/ folders, test_*.py, "
+                       "*_test.py, conftest.py; default: test code is left out)")
     extra.add_argument("--fail-on-findings", action="store_true", help="exit 1 when any report has rows (for CI)")
     extra.add_argument("-j", "--jobs", type=positive_number, default=None, metavar="N",
                        help="worker processes (default: all cores)")
@@ -477,7 +480,8 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
             except UnknownVersionError as error:
                 raise ConfigError(f"{settings.path}: ascend-torch-version: {error}") from None
         config = make_config(settings.options.ascend_torch_version, settings.options.ascend_api_files,
-                             project_dir=root, official_lists=settings.options.ascend_official_lists)
+                             project_dir=root, official_lists=settings.options.ascend_official_lists,
+                             lint_tests=settings.options.ascend_lint_tests)
     except ConfigError as error:
         raise UsageError(str(error)) from None
     target = out_dir / (mode.report_name(source, args) or report_name(source))

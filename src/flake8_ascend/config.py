@@ -44,6 +44,9 @@ class Config:
     # every file read as importing transfer_to_npu: a project whose entry script imports it (it patches torch for
     # the whole process), as ``-m migrate --transfer-to-npu`` leaves it
     transfer_to_npu: bool = False
+    # test files (tests/ folders, test_*.py, *_test.py, conftest.py) get the device and package codes too; off by
+    # default: a test's CUDA case is skipped or faked where there is no CUDA (engine.TEST_PATH)
+    lint_tests: bool = False
 
     @property
     def data(self):
@@ -162,6 +165,7 @@ def make_config(
     api_files: Sequence[Union[str, Path]] = (),
     project_dir: Optional[Path] = None,
     official_lists: bool = False,
+    lint_tests: bool = False,
 ) -> Config:
     """Build a Config, filling unset values from pyproject.toml; raises ConfigError."""
     settings = find_pyproject_settings((project_dir or Path.cwd()).resolve())
@@ -176,4 +180,4 @@ def make_config(
         resolved = resolve_version(version)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    return Config(resolved, load_third_party_apis(api_files), official_lists)
+    return Config(resolved, load_third_party_apis(api_files), official_lists, lint_tests=lint_tests)

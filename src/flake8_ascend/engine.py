@@ -4,14 +4,16 @@
 (``semantic.model.SemanticModel``), then walks the tree once, handing each
 node to the rules registered for its type.  A
 rule reports through ``Context.report``; the result is a sorted list of
-``Finding``, one per (line, column, code).
+``Finding``, one per (line, column, code), and one per (function, code, API) where
+the finding has no rewrite: the same advice repeated down one function is one problem to a reader.
 """
 from __future__ import annotations
 
 import ast
 from ast import AST
+import re
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type, TypeVar
 
 from flake8.defaults import NOQA_FILE, NOQA_INLINE_REGEXP
@@ -59,6 +61,7 @@ class Context:
         self.findings: List[Finding] = []
         self._chains: Dict[int, Optional[str]] = {}
         self._memo: Dict[str, object] = {}
+        self.owners: Dict[Finding, int] = {}  # finding -> id of the innermost function it sits in
         self.model = SemanticModel(tree, lines)  # scopes, bindings, values: independent of the walk
         self.values = self.model.values  # the value model: what an expression is, where it lives
 
@@ -119,24 +122,41 @@ class Context:
                rewrite: Optional[Rewrite] = None) -> None:
         if rewrite is not None and "--fix" not in message:  # a finding with a safe rewrite names its command
             message += f"; ascend-analyse --fix --select {code} rewrites it"
-        self.findings.append(
-            Finding(
-                line=node.lineno,
-                col=node.col_offset,
-                code=code,
-                message=message,
-                end_line=getattr(node, "end_lineno", None) or node.lineno,
-                api=api,
-                tips=tips,
-                path=self.path,
-                rewrite=rewrite,
-            )
+        finding = Finding(
+            line=node.lineno,
+            col=node.col_offset,
+            code=code,
+            message=message,
+            end_line=getattr(node, "end_lineno", None) or node.lineno,
+            api=api,
+            tips=tips,
+            path=self.path,
+            rewrite=rewrite,
         )
+        self.findings.append(finding)
+        function = self.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
+        if function is not None and rewrite is None:
+            self.owners[finding] = id(function)
 
 
-def _active_rules(source: str, rules: Iterable[Type[Rule]]) -> List[Rule]:
-    """Rules whose trigger words occur in the file (the cheap pre-filter)."""
-    return [rule() for rule in rules if not rule.trigger_words or any(w in source for w in rule.trigger_words)]
+# test code: a tests/, test/ or testing/ folder, test_*.py, *_test.py, conftest.py (pytest's and unittest's
+# conventions) and testing_utils.py (a package's helpers for its tests: diffusers, transformers)
+_TEST_PATH = re.compile(r"(^|[\\/])(tests?[\\/]|testing[\\/]|test_[^\\/]*\.py$|[^\\/]*_test\.py$|conftest\.py$|"
+                        r"testing_utils\.py$)")
+
+
+def is_test_path(path: str) -> bool:
+    """Is ``path`` test code by the usual conventions (``tests/``, ``test/``, ``testing/``, ``test_*.py``,
+    ``*_test.py``, ``conftest.py``, ``testing_utils.py``)? Its CUDA cases are skipped or faked where CUDA is
+    missing (``skipif(not torch.cuda.is_available())``), so the rules with ``silent_in_tests`` leave it out
+    unless ``Config.lint_tests`` (docs/accuracy.md)."""
+    return bool(_TEST_PATH.search(path))
+
+
+def _active_rules(source: str, rules: Iterable[Type[Rule]], tests: bool = False) -> List[Rule]:
+    """Rules whose trigger words occur in the file (the cheap pre-filter), less those left out of test code."""
+    return [rule() for rule in rules if (not rule.trigger_words or any(w in source for w in rule.trigger_words))
+            and not (tests and rule.silent_in_tests)]
 
 
 def _handlers(rules: Sequence[Rule]) -> Dict[type, List[Rule]]:
@@ -163,7 +183,8 @@ def lint(
     run it through ``sources.deep`` so that a tree deeper than the recursion limit allows is still walked.
     """
     source = "".join(lines)
-    active = [*_active_rules(source, all_rules() if rules is None else rules), *visitors]
+    tests = not config.lint_tests and is_test_path(path)
+    active = [*_active_rules(source, all_rules() if rules is None else rules, tests), *visitors]
     if not active:
         return []
     handlers = _handlers(active)
@@ -186,7 +207,7 @@ def lint(
         stack.pop()
 
     visit(tree)
-    return one_per_site(ctx.findings)
+    return once_per_function(one_per_site(ctx.findings), ctx.owners, lines)
 
 
 def one_per_site(findings: Iterable[Finding]) -> List[Finding]:
@@ -200,6 +221,42 @@ def one_per_site(findings: Iterable[Finding]) -> List[Finding]:
     for finding in sorted(set(findings)):
         kept.setdefault((finding.line, finding.col, finding.code), finding)
     return list(kept.values())
+
+
+def once_per_function(findings: List[Finding], owners: Dict[Finding, int], lines: Sequence[str]) -> List[Finding]:
+    """The sorted findings with later repeats of a (function, code, API) folded into the first one's message.
+
+    Only findings without a rewrite fold (``--fix`` must still see every site it edits), and only those inside a
+    function (module-level script lines are separate statements to change). A repeat on a line whose ``# noqa``
+    hides the first stays as it is, so a suppressed first site never hides the rest in either front end.
+    """
+    if len(owners) < 2:
+        return findings
+    hidden = set(findings) - set(unsuppressed(findings, lines))
+    first: Dict[Tuple[int, str, str], Finding] = {}
+    repeats: Dict[Finding, List[int]] = {}
+    for finding in findings:
+        owner = owners.get(finding)
+        if owner is None or finding in hidden:
+            continue
+        lead = first.setdefault((owner, finding.code, finding.api), finding)
+        if lead is not finding:
+            repeats.setdefault(lead, []).append(finding.line)
+    if not repeats:
+        return findings
+    dropped = {id(f) for f in findings if f in owners and f not in hidden
+               and first[(owners[f], f.code, f.api)] is not f}
+    kept = []
+    for finding in findings:
+        if id(finding) in dropped:
+            continue
+        more = repeats.get(finding)
+        if more:
+            lines_text = ", ".join(map(str, sorted(set(more))))
+            finding = replace(finding, message=f"{finding.message} (again in this function on line"
+                                               f"{'s' if len(set(more)) > 1 else ''} {lines_text})")
+        kept.append(finding)
+    return kept
 
 
 def _statement_lines(lines: Sequence[str]) -> Dict[int, str]:

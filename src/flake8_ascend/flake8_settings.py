@@ -105,6 +105,14 @@ def add_ascend_options(parser) -> None:
         help="ASC101-103 report what the official torch_npu support lists say, also entries the "
         "version's kernels show to be stale (default: the kernel evidence decides)",
     )
+    parser.add_option(
+        "--ascend-lint-tests",
+        default=False,
+        action="store_true",
+        parse_from_config=True,
+        help="report the CUDA device, backend and package codes (ASC201, ASC202, ASC204, ASC206) in test files "
+        "too (tests/ folders, test_*.py, *_test.py, conftest.py; default: test code is left out)",
+    )
     parser.extend_default_ignore(sorted(OPTIONAL_CODES))
 
 
@@ -129,6 +137,8 @@ def _command_line(args: argparse.Namespace) -> List[str]:
         argv.append(f"--ascend-torch-version={args.torch_version}")
     if args.official_lists:
         argv.append("--ascend-official-lists")
+    if getattr(args, "lint_tests", False):
+        argv.append("--ascend-lint-tests")
     if args.per_file_ignores is not None:
         argv.append(f"--per-file-ignores={args.per_file_ignores}")
     return argv

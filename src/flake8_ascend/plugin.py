@@ -44,7 +44,8 @@ class AscendChecker:
                 except ValueError as error:  # from the command line or the flake8 configuration file
                     raise ConfigError(f"ascend-torch-version: {error}") from None
             cls.config = make_config(options.ascend_torch_version, options.ascend_api_files,
-                                     official_lists=options.ascend_official_lists)
+                                     official_lists=options.ascend_official_lists,
+                                     lint_tests=options.ascend_lint_tests)
         except ConfigError as error:
             print(f"flake8-ascend: error: {error}", file=sys.stderr)
             if list(getattr(options, "filenames", None) or ()) != ["-"]:

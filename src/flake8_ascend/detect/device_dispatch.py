@@ -8,9 +8,13 @@ hard-coded device, so the CUDA rules stay quiet about the test and about the
 ``if fabric.device.type == 'cuda': print(torch.cuda.max_memory_allocated())``
 (litgpt) is an optional report: on an NPU the test is False and only the
 report is missing, so neither the test nor the ``torch.cuda`` calls it guards
-are findings. A branch that does anything else (AMP, half precision, a fused
-kernel, a device move, a return) decides what the NPU run does and stays
-reported.
+are findings. So are other branches an NPU run skips without losing anything:
+an estimate whose result was first set to ``None`` ("unknown", litgpt
+``utils.py``: ``fits_in_memory = None; if torch.cuda.is_available(): try: ...``),
+a CUDA reseed after ``torch.manual_seed`` (which seeds every device, the NPU
+included), a CUDA-graph step marker, and a check that only raises for a CUDA
+case. A branch that does anything else (AMP, half precision, a fused kernel,
+a device move, a return) decides what the NPU run does and stays reported.
 """
 from __future__ import annotations
 
@@ -63,6 +67,11 @@ def cuda_guarded(node: ast.AST, ctx) -> bool:
 _DIAGNOSTIC_CUDA = re.compile(r"torch\.cuda\.(is_available|device_count|current_device|get_device_(name|properties|"
                               r"capability)|empty_cache|mem_get_info|utilization|nvtx\..*|"
                               r"(max_)?memory_\w+|reset_(peak|max)_memory_\w+|memory_summary)")
+# CUDA-graph step markers: without CUDA graphs there is no step to mark
+_CUDAGRAPH_MARKERS = frozenset({"torch._inductor.cudagraph_mark_step_begin", "torch.compiler.cudagraph_mark_step_begin"})
+# CUDA reseeds: redundant after torch.manual_seed, which seeds every device's generator (torch/random.py:
+# manual_seed calls torch.cuda.manual_seed_all and _seed_custom_device, the NPU's)
+_CUDA_RESEEDS = frozenset({"torch.cuda.manual_seed", "torch.cuda.manual_seed_all"})
 # calls that only report: printing, logging, collecting a metric
 _REPORTING = frozenset({"print", "log", "info", "debug", "warning", "warn", "write", "append", "setdefault", "format",
                         "round", "int", "float", "str", "len", "max", "min", "sum", "abs", "log_dict", "log_metrics"})
@@ -77,30 +86,55 @@ def _positive_cuda_test(test: ast.AST, ctx) -> bool:
     return isinstance(test, ast.Call) and ctx.qualname(test.func) == "torch.cuda.is_available"
 
 
+def _seeds_all_devices(scope: ast.AST, ctx) -> bool:
+    """``scope`` calls ``torch.manual_seed`` (memoised per scope)."""
+    return ctx.memo(f"manual_seed.{id(scope)}", lambda c: any(
+        isinstance(n, ast.Call) and c.qualname(n.func) == "torch.manual_seed" for n in ast.walk(scope)))
+
+
+def _unknown_before(name: str, branch: ast.If, scope: ast.AST) -> bool:
+    """``name = None`` in ``scope`` before ``branch``: the branch only refines a result that is otherwise
+    "unknown" (``fits_in_memory = None``), which the code already handles."""
+    return any(isinstance(n, ast.Assign) and n.lineno < branch.lineno and isinstance(n.value, ast.Constant)
+               and n.value.value is None and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+               for n in ast.walk(scope))
+
+
 def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
-    """Every statement of both branches prints, logs, records a metric or asks ``torch.cuda`` for statistics; a
-    name it assigns is read nowhere else in ``scope`` (``memory_used = torch.cuda.max_memory_allocated() / 1e9``),
-    or gains a string (``output += f'| Memory Used: ...'``)."""
+    """Both branches only do what an NPU run may skip: print, log, record a metric, ask ``torch.cuda`` for
+    statistics, mark a CUDA-graph step, reseed CUDA after ``torch.manual_seed``, and (the CUDA branch only) raise.
+    A name assigned there is read nowhere else in ``scope`` (``memory_used = torch.cuda.max_memory_allocated()``),
+    gains a string (``output += f'| Memory Used: ...'``), or was ``None`` before the ``if`` (an estimate that is
+    otherwise unknown); a ``try`` there swallows its errors (``except Exception: pass``)."""
     inside = {id(n) for n in ast.walk(branch)}
     read_outside = {n.id for n in ast.walk(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
                     and id(n) not in inside}
+    cuda_side = {id(n) for s in branch.body for n in ast.walk(s)}
+    raised = {id(n) for s in branch.body for r in ast.walk(s) if isinstance(r, ast.Raise) for n in ast.walk(r)}
     for statement in (n for s in branch.body + branch.orelse for n in ast.walk(s) if isinstance(n, ast.stmt)):
-        if isinstance(statement, ast.If):
+        if isinstance(statement, ast.If) or (isinstance(statement, ast.Raise) and id(statement) in cuda_side):
+            continue
+        if isinstance(statement, ast.Try):
+            if statement.orelse or statement.finalbody or not all(
+                    all(isinstance(h, (ast.Pass, ast.Continue)) for h in handler.body) for handler in statement.handlers):
+                return False
             continue
         if not isinstance(statement, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Pass)):
             return False
         if isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
             text = isinstance(statement, ast.AugAssign) and isinstance(statement.value, (ast.JoinedStr, ast.Constant))
-            if not all(isinstance(t, ast.Name) and (text or t.id not in read_outside) for t in targets):
+            if not all(isinstance(t, ast.Name) and (text or t.id not in read_outside or _unknown_before(
+                    t.id, branch, scope)) for t in targets):
                 return False
         for node in ast.walk(statement):
             if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await, ast.Lambda)):
                 return False
-            if isinstance(node, ast.Call):
+            if isinstance(node, ast.Call) and id(node) not in raised:
                 qualname = ctx.qualname(node.func) or ""
                 name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-                if not (_DIAGNOSTIC_CUDA.fullmatch(qualname) or name in _REPORTING):
+                if not (_DIAGNOSTIC_CUDA.fullmatch(qualname) or name in _REPORTING or qualname in _CUDAGRAPH_MARKERS
+                        or (qualname in _CUDA_RESEEDS and _seeds_all_devices(scope, ctx))):
                     return False
     return True
 
@@ -135,6 +169,30 @@ def turns_off(branch: ast.If) -> str:
     first = branch.body[0].lineno
     lines = f"lines {first}-{end}" if end > first else f"line {first}"
     return f"False on an NPU: the CUDA branch ({lines}) turns off there"
+
+
+def _offline_converter(path: str) -> bool:
+    """A data or checkpoint converter: a one-off script run before training (``tools/dataset_converters/``,
+    ``convert_hf_checkpoint.py``), not the training path."""
+    return any("convert" in part.lower() for part in re.split(r"[\\/]", path)[-3:])
+
+
+def offline_cpu_fallback(node: ast.AST, ctx) -> bool:
+    """In an offline converter, ``node`` is (or runs under) a ``torch.cuda.is_available()`` choice whose other side is
+    the CPU (``if torch.cuda.is_available(): model = model.to('cuda:0')``, ``torch.device('cuda:0') if
+    torch.cuda.is_available() else torch.device('cpu')``): on an NPU machine the conversion runs on the CPU, which
+    is right for a one-off data tool (mmpose 1.3.2 .mim/tools/dataset_converters/ubody_smplx_to_coco.py:40, 301)."""
+    if not ctx.memo("offline_converter", lambda c: _offline_converter(c.path)):
+        return False
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, _FUNCTIONS + (ast.ClassDef,)):
+            return False
+        if isinstance(parent, (ast.If, ast.IfExp)) and (child is parent.test or child is parent.body or (
+                isinstance(parent, ast.If) and any(s is child for s in parent.body))):
+            test = parent.test
+            if isinstance(test, ast.Call) and ctx.qualname(test.func) == "torch.cuda.is_available":
+                return True
+    return False
 
 
 def _npu_test(test: ast.AST) -> bool:

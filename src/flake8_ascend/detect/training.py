@@ -12,7 +12,11 @@ an iteration?" use it, so they agree.  The definitions, also in docs/advice.md:
   whose innermost enclosing loop is that loop, or holding a call ``f(...)`` /
   ``self.f(...)`` of a *step function*: a function of the same file with a
   training step call outside its own loops.  An epoch loop that only contains
-  a training loop is not one itself.
+  a training loop is not one itself.  A method a framework calls on every step
+  of a subclass (``data/frameworks.json``, from the frameworks' sources: the HF
+  ``Trainer``'s ``training_step`` and ``compute_loss``, ``LightningModule.training_step``)
+  is a step function too, in a class whose bases name that framework class or
+  such a class of the same file.
 - A *whole-step loop* (where the injector records iterations) is a loop whose own
   body, outside nested loops and definitions, holds both a backward call and an
   optimizer step.
@@ -28,8 +32,9 @@ from __future__ import annotations
 
 import ast
 from bisect import bisect_left
-from typing import Dict, List, Optional, Sequence, Set
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+from ..data import load_frameworks
 from ..semantic.values import returns_tensor_method
 
 _STEP_WORDS = ("backward", ".step(")  # a training step call spells one of these
@@ -103,10 +108,11 @@ class Training:
     the second (only when the file has step functions) the loops calling them.
     """
 
-    def __init__(self, tree: ast.AST, lines: Sequence[str]) -> None:
+    def __init__(self, tree: ast.AST, lines: Sequence[str], framework_steps: Set[int] = frozenset()) -> None:
         self.loops: Set[int] = set()  # ids of training loops
         self._kinds: Dict[ast.AST, Set[str]] = {}  # loop -> kinds of the step calls in its own body
-        self.step_functions: Set[int] = set()  # ids of step functions called from a loop
+        # ids of step functions called from a loop, and of the methods a framework calls every step
+        self.step_functions: Set[int] = set(framework_steps)
         self.loss_names: Dict[int, Set[str]] = {}  # id(def or module) -> names backward is called on
         self.scales_loss = False  # GradScaler, scaler.scale(...), amp.scale_loss or X.backward(loss)
         self.accumulates = False  # an optimizer step under a periodic ``if`` inside a training loop
@@ -209,7 +215,7 @@ class Training:
             if isinstance(parent, _BOUNDARIES):
                 function = parent
                 break
-        if not isinstance(function, _FUNCTIONS) or not self.loops:
+        if not isinstance(function, _FUNCTIONS) or not (self.loops or self.step_functions):
             return False
         for call in model.summaries.call_sites(function):
             where = model.ancestors(call)
@@ -244,10 +250,41 @@ def training(ctx) -> Training:
     A file that never spells ``backward`` or ``.step(`` cannot hold a training step call: no walk.
     """
     def build(c) -> Training:
-        text = source_text(c)
-        return Training(c.tree, c.lines) if any(word in text for word in _STEP_WORDS) else _NO_TRAINING
+        text = source_text(c)  # (a framework's step methods first: a HF ``compute_loss`` spells no step call)
+        hooks = framework_steps(c, text)
+        return Training(c.tree, c.lines, hooks) if hooks or any(w in text for w in _STEP_WORDS) else _NO_TRAINING
 
     return ctx.memo("training", build)
+
+
+def step_words() -> Tuple[str, ...]:
+    """What a file with per-step code spells: a training step call, or the def of a framework's step method."""
+    methods = {name for table in load_frameworks()["step_methods"].values() for name in table}
+    return _STEP_WORDS + tuple(sorted(f"def {name}" for name in methods))
+
+
+def framework_steps(ctx, text: str) -> Set[int]:
+    """Ids of the methods a framework calls on every training step: ``compute_loss`` of a ``Trainer``
+    subclass, ``training_step`` of a ``LightningModule`` (directly or through a class of the same file)."""
+    table: Dict[str, Dict[str, str]] = load_frameworks()["step_methods"]
+    if not any(word in text for word in step_words()[len(_STEP_WORDS):]):
+        return set()
+    classes = [node for node in ast.walk(ctx.tree) if isinstance(node, ast.ClassDef)]
+    methods_of: Dict[str, Set[str]] = {}  # class name of this file -> the methods its framework calls per step
+    grew = True
+    while grew:
+        grew = False
+        for cls in classes:
+            if cls.name in methods_of:
+                continue
+            for base in cls.bases:
+                qualname = ctx.qualname(base)
+                methods = table.get(qualname, ()) if qualname else methods_of.get(last_name(base), ())
+                if methods:
+                    methods_of[cls.name], grew = set(methods), True
+                    break
+    return {id(node) for cls in classes for node in cls.body
+            if isinstance(node, _FUNCTIONS) and node.name in methods_of.get(cls.name, ())}
 
 
 def source_text(ctx) -> str:

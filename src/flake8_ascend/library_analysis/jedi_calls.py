@@ -37,6 +37,7 @@ from .impact import Impact
 MAX_SITES = 300
 MAX_SECONDS = 20.0
 PER_CALL_SECONDS = 2.0
+FIRST_CALL_SECONDS = 10.0  # the first goto also loads jedi's view of the environment (typeshed, site-packages)
 
 
 class _TimeUp(BaseException):
@@ -163,7 +164,8 @@ class _Resolver:
                     return
                 self.tried.add(index)
                 stats.tried += 1
-                self.visit(rel, caller, line, col, min(PER_CALL_SECONDS, left))
+                per_call = FIRST_CALL_SECONDS if stats.tried == 1 else PER_CALL_SECONDS
+                self.visit(rel, caller, line, col, min(per_call, left))
 
     def visit(self, rel: str, caller: int, line: int, col: int, seconds: float) -> None:
         stats = self.stats

@@ -4,9 +4,11 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ..detect.device_dispatch import cuda_guarded, guarded_branch, has_npu_branch, optional_cuda_branch, turns_off
+from ..detect.device_dispatch import (cuda_guarded, guarded_branch, has_npu_branch, offline_cpu_fallback,
+                                      optional_cuda_branch, turns_off)
 from ..detect.training import last_name
 from ..detect.cuda_fixes import name_fix
+from ..detect.cuda_packages import on_cuda_package_path
 from ..detect.transfer_to_npu import quiet
 
 
@@ -30,10 +32,14 @@ class CudaApi(Rule):
     summary = "torch.cuda API use; says whether transfer_to_npu maps it or it needs a manual rewrite"
     node_types = (ast.Name, ast.Attribute)
     trigger_words = ("cuda",)
+    silent_in_tests = True  # test code picks CUDA for its own case (engine.is_test_path)
     why = (
         "`torch.cuda` drives NVIDIA devices. `torch_npu.contrib.transfer_to_npu` redirects the names that "
         "`torch_npu.npu` also provides; every other name must be rewritten by hand. A file that imports "
-        "transfer_to_npu is only told about the names it does not map."
+        "transfer_to_npu is only told about the names it does not map. Not reported where an NPU run skips the "
+        "call without loss (a report, an estimate left `None`, a CUDA reseed after `torch.manual_seed`, a "
+        "CUDA-graph step marker, a CUDA case that only raises), on the opt-in path of a package with no NPU build "
+        "(xformers, bitsandbytes), under a CPU fallback in an offline converter, or in test code (`--lint-tests`)."
     )
     example = "torch.cuda.set_device(local_rank)"
     use_instead = ("Call `torch_npu.npu.<name>` (or `torch.npu.<name>`), or import `torch_npu.contrib.transfer_to_npu` "
@@ -53,6 +59,15 @@ class CudaApi(Rule):
         ("import torch\nif torch.cuda.is_available():\n"
          "    precision = 'bf16-mixed'\nelse:\n    precision = '32-true'\nfabric = L.Fabric(precision=precision)\n", 2),
         ("import torch\nif torch.cuda.is_available():\n    scaler = torch.amp.GradScaler('cuda')\n", 2),
+        # near misses of the branches an NPU run may skip: an estimate with a real default (not None), a CUDA
+        # reseed without torch.manual_seed, a requirement that raises where CUDA is missing, the path that runs
+        # when the CUDA-only package is not used
+        ("import torch\nbatch = 8\nif torch.cuda.is_available():\n    batch = 2 * batch\nrun(batch)\n", 3),
+        ("import torch\ndef seed_all(seed, device):\n    if device.type == 'cuda':\n"
+         "        torch.cuda.manual_seed(seed)\n", 4),
+        ("import torch\ndef check():\n    if not torch.cuda.is_available():\n        raise ValueError('no GPU')\n", 3),
+        ("import torch\ndef attn(use_xformers):\n    if use_xformers:\n        pass\n    else:\n"
+         "        torch.cuda.synchronize()\n", 6),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
@@ -68,13 +83,33 @@ class CudaApi(Rule):
         OPTIONAL_REPORT,
         "import torch\nif torch.cuda.is_available():\n    name = torch.cuda.get_device_name(0)\n"
         "    logger.info(f'running on {name}')\n",
+        # an estimate that stays unknown (None) on an NPU (litgpt 0.5.13 utils.py:1102-1110)
+        "import torch\ndef estimate(total_gb):\n    available = None\n    fits = None\n"
+        "    if torch.cuda.is_available():\n        try:\n"
+        "            available = torch.cuda.get_device_properties(0).total_memory / 2**30\n"
+        "            fits = total_gb < available\n        except Exception:\n            pass\n"
+        "    return {'available': available, 'fits': fits}\n",
+        # a CUDA reseed after torch.manual_seed, which seeds the NPU too (diffusers 0.42.1 pipeline_glm_image.py:435)
+        "import torch\ndef seed(generator, device):\n    seed = generator.initial_seed()\n    torch.manual_seed(seed)\n"
+        "    if device is not None and device.type == 'cuda':\n        torch.cuda.manual_seed(seed)\n",
+        # a CUDA-graph step marker (diffusers 0.42.1 pipeline_pag_controlnet_sd.py:1236-1241)
+        "import torch\nfor t in steps:\n    if torch.cuda.is_available() and compiled:\n"
+        "        torch._inductor.cudagraph_mark_step_begin()\n    step(t)\n",
+        # the opt-in path of a package with no NPU build (diffusers 0.42.1 models/attention.py:221-230)
+        "import torch\ndef set_xformers(use_memory_efficient_attention_xformers):\n"
+        "    if use_memory_efficient_attention_xformers:\n        if not is_xformers_available():\n"
+        "            raise ModuleNotFoundError('xformers')\n        elif not torch.cuda.is_available():\n"
+        "            raise ValueError('xformers needs a GPU')\n",
+        "import torch\nclass BnB8BitQuantizer:\n    def update_device_map(self, device_map):\n"
+        "        return device_map or {'': torch.cuda.current_device()}\n",
     ]
 
     def check(self, node, ctx) -> None:
         qualname = ctx.chain(node)
         if not qualname or not qualname.startswith("torch.cuda.") or qualname.startswith("torch.cuda.amp"):
             return
-        if quiet(ctx, qualname) or (cuda_guarded(node, ctx) and has_npu_branch(ctx)) or optional_cuda_branch(node, ctx):
+        if quiet(ctx, qualname) or (cuda_guarded(node, ctx) and has_npu_branch(ctx)) or optional_cuda_branch(
+                node, ctx) or on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx):
             return
         name = qualname.split(".")[2]
         data = ctx.data

@@ -9,8 +9,10 @@ from typing import FrozenSet, List, Optional, Tuple
 from ..data import load_frameworks
 from ..registry import Rule
 from .cuda_api import DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
-from ..detect.device_dispatch import guarded_branch, has_npu_branch, optional_cuda_branch, turns_off
+from ..detect.device_dispatch import (guarded_branch, has_npu_branch, offline_cpu_fallback, optional_cuda_branch,
+                                      turns_off)
 from ..detect.cuda_fixes import method_fix, string_fix
+from ..detect.cuda_packages import on_cuda_package_path
 from ..detect.transfer_to_npu import migrated
 
 _CUDA_STRING = re.compile(r"cuda(:\d+)?")
@@ -116,13 +118,18 @@ class HardCodedCudaDevice(Rule):
     summary = "hard-coded CUDA device (.cuda(), 'cuda:N' device strings)"
     node_types = (ast.Call, ast.Constant)
     trigger_words = ("cuda", "accelerator")
+    silent_in_tests = True  # test code picks CUDA for its own case (engine.is_test_path)
     why = (
         "An NPU is device type `npu`: `.cuda()` and `'cuda'` device strings fail on a machine without CUDA. "
         "In a file that imports transfer_to_npu only comparisons are reported: it rewrites `.cuda()` and the "
         "devices passed to torch, but `x.device.type == 'cuda'` is then False. Also reported: `f'cuda:{rank}'` and "
         "other device strings built at run time, and Lightning's `accelerator='cuda'`/`'gpu'` (Lightning has no NPU "
         "accelerator). A `== 'cuda'` test whose branch only reports (memory statistics, logging) is not: the NPU "
-        "run only misses the report."
+        "run only misses the report; nor is a CUDA string on the opt-in path of a package with no NPU build "
+        "(xformers, bitsandbytes), or a `device='cuda'` parameter default when the file calls the function (or the "
+        "class's methods sharing that default) and every call passes the device; nor, in an offline converter (a "
+        "path naming `convert`), a CUDA choice whose other side is the CPU. Test code is left out "
+        "(`--lint-tests` reports it)."
     )
     example = "model = model.cuda()\nx = x.to('cuda:0')"
     use_instead = ("Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`). "
@@ -166,6 +173,15 @@ class HardCodedCudaDevice(Rule):
          "fabric = L.Fabric(accelerator=accelerator)\n", 3),
         ("def setup(accelerator: str = 'gpu'):\n    pass\n", 1),
         ("if accelerator not in ('cuda', 'gpu'):\n    raise ValueError(accelerator)\n", 1),
+        # near misses of the branches an NPU run may skip: a branch that also moves data, the path taken when
+        # the CUDA-only package is not used
+        ("def check(gen, device):\n    if gen.device.type == 'cuda':\n        x = x.to(device)\n"
+         "        raise ValueError('mismatch')\n", 2),
+        ("def set_processor(use_xformers, q):\n    if use_xformers:\n        pass\n    else:\n"
+         "        q = q.to('cuda')\n", 5),
+        # a call in the file relies on the default (mmdet 3.1.0 utils/dist_utils.py:68)
+        ("def obj2tensor(pyobj, device='cuda'):\n    return torch.tensor(pyobj, device=device)\n\n"
+         "def reduce(obj):\n    return obj2tensor(obj)\n", 1),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
@@ -194,13 +210,35 @@ class HardCodedCudaDevice(Rule):
         "import lightning as L\nfabric = L.Fabric(accelerator='auto')\n",
         "from accelerate import Accelerator\naccelerator = Accelerator()\n",
         "trainer = MyTrainer(accelerator='gpu')\n",
+        # CUDA defaults no call relies on: every call in the file passes the device, to the function or to the
+        # class's methods that share the default (mmpose 1.3.2 mlvl_point_generator.py:63-229, edpose_head.py:1191)
+        "class PointGenerator:\n    def grid_priors(self, sizes, device='cuda'):\n"
+        "        return [self.single_level_grid_priors(s, device=device) for s in sizes]\n\n"
+        "    def single_level_grid_priors(self, size, device='cuda'):\n"
+        "        return torch.arange(size, device=device)\n\n"
+        "    def sparse_priors(self, idxs, device='cuda'):\n        return idxs.to(device)\n",
+        "def prepare(targets, device):\n    def indices(now, target, device='cuda'):\n"
+        "        return torch.arange(now, device=device)\n    return [indices(t, 4, device) for t in targets]\n",
+        # a check that only raises for a CUDA case (diffusers 0.42.1 utils/torch_utils.py:95)
+        "def randn(generator, device):\n    gen_type = generator.device.type\n"
+        "    if gen_type != device.type and gen_type == 'cpu':\n        pass\n"
+        "    elif gen_type != device.type and gen_type == 'cuda':\n"
+        "        raise ValueError(f'Cannot generate a {device} tensor from a generator of type {gen_type}.')\n",
+        # the opt-in path of a package with no NPU build (diffusers 0.42.1 attention_processor.py:424,
+        # bnb_quantizer.py:240)
+        "import torch\ndef set_xformers(use_xformers):\n    if not is_xformers_available():\n        raise ImportError\n"
+        "    else:\n        q = torch.randn((1, 2, 40), device='cuda')\n",
+        "import torch\nclass BnB4BitDiffusersQuantizer:\n    def update_device_map(self, device_map):\n"
+        "        if device_map is None:\n            device_map = {'': f'cuda:{torch.cuda.current_device()}'}\n"
+        "        return device_map\n",
     ]
 
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.Call):
             func = node.func
             if (isinstance(func, ast.Attribute) and func.attr == "cuda" and ctx.qualname(func) is None
-                    and not migrated(ctx) and not self._forwarding(ctx) and not optional_cuda_branch(node, ctx)):
+                    and not migrated(ctx) and not self._forwarding(ctx) and not optional_cuda_branch(node, ctx)
+                    and not on_cuda_package_path(node, ctx) and not offline_cpu_fallback(node, ctx)):
                 ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or .to(device))",
                            api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu",
                            rewrite=None if _defines_cuda(ctx) else method_fix(func.attr, ctx))
@@ -212,6 +250,8 @@ class HardCodedCudaDevice(Rule):
             ctx.report(node, self.code, f"Lightning accelerator {node.value!r} runs on CUDA only (pass the accelerator "
                        "from configuration, e.g. an NPU accelerator registered with Lightning)",
                        api=f"accelerator={node.value!r}", tips=cuda_accelerators[node.value])
+            return
+        if on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx):
             return
         built = _formatted(node, ctx)
         if built and self._device_context(ctx, built[0], built[1]) and not migrated(ctx):
@@ -270,10 +310,56 @@ class HardCodedCudaDevice(Rule):
                        for t in targets)
         if isinstance(holder, ast.arguments):  # a parameter default: def f(device='cuda')
             default = stack[i + 1] if i + 1 < len(stack) else node
-            return any(_mentions_device_arg(a) or a.arg in _device_names(ctx) for a in _defaulted(holder, default))
+            function = stack[i - 1] if i else None
+            return any((_mentions_device_arg(a) or a.arg in _device_names(ctx)) and not _default_unused(ctx, function, a)
+                       for a in _defaulted(holder, default))
         if isinstance(holder, ast.Compare):
             return any(_mentions_device(side) for side in [holder.left, *holder.comparators])
         return False
+
+
+def _cuda_default_parameter(function: ast.AST) -> Optional[ast.arg]:
+    """The device parameter of ``function`` whose default is a CUDA device string."""
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    args = function.args
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + list(
+        zip(args.kwonlyargs, args.kw_defaults))
+    return next((a for a, d in pairs if _mentions_device_arg(a) and isinstance(d, ast.Constant)
+                 and isinstance(d.value, str) and _CUDA_STRING.fullmatch(d.value)), None)
+
+
+def _passes(call: ast.Call, function: ast.AST, arg: ast.arg, method: bool) -> bool:
+    """Does ``call`` give ``arg`` a value (by keyword, by position, or through ``*args``/``**kwargs``)?"""
+    if any(k.arg == arg.arg or k.arg is None for k in call.keywords) or any(
+            isinstance(a, ast.Starred) for a in call.args):
+        return True
+    positional = [a.arg for a in function.args.posonlyargs + function.args.args][1 if method else 0:]
+    return arg.arg in positional and positional.index(arg.arg) < len(call.args)
+
+
+def _default_unused(ctx, function: Optional[ast.AST], arg: ast.arg) -> bool:
+    """No call in the file relies on the CUDA default of ``arg``: the file calls the function, or (for a method)
+    the class's methods that share such a default, and every one of those calls passes the device
+    (mmpose 1.3.2 mlvl_point_generator.py: ``self.single_level_grid_priors(..., device=device)``; edpose_head.py:
+    a nested helper called with the real device). A function the file never calls is still reported: its
+    callers elsewhere may rely on the default (mmdet 3.1.0 ``sync_random_seed(seed)``)."""
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+
+    def build(c) -> bool:
+        model = c.model
+        method = model.scope(function).is_class and not any(
+            isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list)
+        group = [(function, arg)]
+        if method:
+            owner = next(n for n in reversed(c.stack) if isinstance(n, ast.ClassDef))
+            group += [(f, _cuda_default_parameter(f)) for f in owner.body
+                      if f is not function and _cuda_default_parameter(f) is not None]
+        calls = [(call, f, a) for f, a in group for call in model.summaries.call_sites(f)]
+        return bool(calls) and all(_passes(call, f, a, method) for call, f, a in calls)
+    return ctx.memo(f"cuda_default_unused.{id(function)}", build)
 
 
 def _defines_cuda(ctx) -> bool:

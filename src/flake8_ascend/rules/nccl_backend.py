@@ -1,12 +1,14 @@
 """ASC204: the NCCL collective backend.
 
 Where a framework picks the backend itself on an NPU (mmengine's pytorch launcher initialises 'hccl' whatever
-``dist_cfg`` says), a 'nccl' given to it is no finding; the backend keywords and those frameworks come from
-their sources (``data/frameworks.json``, built by tools/build_frameworks.py).
+``dist_cfg`` says, mmcv 1.x's whatever an mmdet-2.x config's ``dist_params`` says), a 'nccl' given to it is no
+finding; the backend keywords and those frameworks come from their sources (``data/frameworks.json``, built by
+tools/build_frameworks.py). A hybrid backend string (``'cpu:gloo,cuda:nccl'``) is reported like 'nccl'.
 """
 from __future__ import annotations
 
 import ast
+import re
 from typing import Optional
 
 from ..data import load_frameworks, load_transfer_to_npu
@@ -16,6 +18,14 @@ from .cuda_device import _defaulted
 from ..detect.transfer_to_npu import migrated, quiet
 
 _GROUP_FUNCTIONS = ("init_process_group", "new_group", "init_device_mesh")
+# a per-device backend string of torch.distributed ('cpu:gloo,cuda:nccl'): device:backend pairs, one of them NCCL
+_HYBRID = re.compile(r"(\w+:\w+,)*\w+:nccl(,\w+:\w+)*", re.IGNORECASE)
+
+
+def _hybrid_for_npu(value: str) -> str:
+    """'cpu:gloo,cuda:nccl' -> 'cpu:gloo,npu:hccl'."""
+    pairs = [pair.split(":") for pair in value.split(",")]
+    return ",".join("npu:hccl" if backend.lower() == "nccl" else f"{device}:{backend}" for device, backend in pairs)
 
 
 def _holder(stack) -> int:
@@ -51,9 +61,12 @@ class NcclBackend(Rule):
     summary = "NCCL collective backend ('nccl', Backend.NCCL, is_nccl_available)"
     node_types = (ast.Constant, ast.Name, ast.Attribute)
     trigger_words = ("nccl", "NCCL")
+    silent_in_tests = True  # test code picks CUDA for its own case (engine.is_test_path)
     why = ("NCCL is NVIDIA's collective library; on Ascend the backend is HCCL (`'hccl'`). Not reported where the "
-           "framework picks HCCL itself on an NPU (mmengine's `dist_cfg`); reported for deepspeed's `dist_backend` "
-           "(used as given) and the HF Trainer's `ddp_backend` (accelerate rejects anything but 'hccl' on an NPU).")
+           "framework picks HCCL itself on an NPU (mmengine's `dist_cfg`, an mmdet-2.x config's `dist_params` that "
+           "mmcv 1.x's launcher reads); reported for deepspeed's `dist_backend` (used as given) and the HF Trainer's "
+           "`ddp_backend` (accelerate rejects anything but 'hccl' on an NPU). A hybrid backend "
+           "(`'cpu:gloo,cuda:nccl'`) needs `'cpu:gloo,npu:hccl'`.")
     example = "dist.init_process_group('nccl')"
     use_instead = ("Use `backend='hccl'`, or let transfer_to_npu rewrite it; comparisons with 'nccl' must be edited by hand "
                    "after it. `ascend-analyse --fix --select ASC2` rewrites the backend strings, comparisons included; "
@@ -77,6 +90,10 @@ class NcclBackend(Rule):
         # transfer_to_npu rewrites no comparison: the backend is then 'hccl'
         ("import torch.distributed as dist\nimport torch_npu.contrib.transfer_to_npu\n"
          "if dist.get_backend() == 'nccl':\n    pass\n", 3),
+        # a hybrid per-device backend (diffusers 0.42.1 commands/run.py:438): 'cpu:gloo,npu:hccl' on an NPU
+        ("import torch\ntorch.distributed.init_process_group(backend='cpu:gloo,cuda:nccl')\n", 2),
+        # a dist_params that no mmcv launcher reads: the backend of a call of one's own
+        ("dist_params = dict(backend='nccl')\ndist.init_process_group(**dist_params)\n", 1),
     ]
     passes = ["print('nccl')\n", "name = 'nccl_tests.log'\n", "dist.init_process_group('gloo')\n",
               # mmengine's pytorch launcher initialises 'hccl' on an NPU whatever dist_cfg says
@@ -84,6 +101,12 @@ class NcclBackend(Rule):
               "env_cfg = dict(cudnn_benchmark=False, dist_cfg=dict(backend='nccl'))\n",
               "env_cfg = {'dist_cfg': {'backend': 'nccl', 'timeout': 1800}}\n",
               "from mmengine.dist import init_dist\ninit_dist('pytorch', backend='nccl')\n",
+              # mmcv 1.x's pytorch launcher too (mmdet 2.x configs, mmpose 1.3.2
+              # .mim/demo/mmdetection_cfg/faster_rcnn_r50_fpn_1class.py:10; mmcv 1.7.2 runner/dist_utils.py:66)
+              "dist_params = dict(backend='nccl')\n", "dist_params = {'backend': 'nccl'}\n",
+              "from mmcv.runner import init_dist\ninit_dist(args.launcher, backend='nccl')\n",
+              # hybrid strings outside a backend place, and one that is already NPU
+              "name = 'cpu:gloo,cuda:nccl'\n", "dist.init_process_group(backend='cpu:gloo,npu:hccl')\n",
               # a check that accepts both, and strings that are not a backend
               "assert backend in ('nccl', 'hccl', 'gloo')\n", "if name in ['nccl', 'gloo']:\n    pass\n",
               "def f(kind='nccl'):\n    pass\n",
@@ -99,6 +122,11 @@ class NcclBackend(Rule):
                     and not (migrated(ctx) and self._rewritten(ctx))):
                 ctx.report(node, self.code, "NCCL backend 'nccl' does not exist on NPU (use 'hccl')",
                            api="nccl", tips="nccl -> hccl", rewrite=string_fix(node.value, ctx))
+            elif isinstance(node.value, str) and _HYBRID.fullmatch(node.value) and self._backend_context(ctx, node):
+                # transfer_to_npu swaps only the exact 'nccl', so a hybrid string is reported in a migrated file too
+                instead = _hybrid_for_npu(node.value)
+                ctx.report(node, self.code, f"NCCL backend in {node.value!r} does not exist on NPU (use {instead!r})",
+                           api=node.value, tips=f"{node.value} -> {instead}")
             return
         qualname = ctx.chain(node)
         if qualname and quiet(ctx, qualname):
@@ -134,7 +162,14 @@ class NcclBackend(Rule):
             if chosen and chosen["keyword"] == key:
                 return False
             j = i - 1 if isinstance(holder, ast.keyword) else i  # the dict(...) / {...} that holds the backend
-            return not (j >= 1 and _key(stack[j - 1], stack[j]) in frameworks["backend_config_keys"])
+            config_keys = frameworks["backend_config_keys"]
+            if j >= 1 and isinstance(stack[j - 1], ast.Assign) and stack[j - 1].value is stack[j]:
+                # dist_params = dict(backend='nccl'): an mmdet-2.x config that mmcv's launcher overrides, unless the
+                # file spreads it into a process group of its own (init_process_group(**dist_params))
+                names = {t.id for t in stack[j - 1].targets if isinstance(t, ast.Name) and t.id in config_keys}
+                return not names or any(isinstance(k.value, ast.Name) and k.value.id in names for f in _GROUP_FUNCTIONS
+                                        for call in ctx.model.calls(f) for k in call.keywords if k.arg is None)
+            return not (j >= 1 and _key(stack[j - 1], stack[j]) in config_keys)
         if isinstance(holder, ast.Call):
             return _call_name(holder.func) in _GROUP_FUNCTIONS
         if isinstance(holder, ast.Compare):

@@ -11,10 +11,21 @@ import ast
 from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
 from ..semantic.values import DEVICE
-from ..detect.training import training
+from ..detect.training import step_words, training
 from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
 
-_LOOP_WORDS = ("backward", ".step(")
+_LOOP_WORDS = step_words()
+# The frameworks' own documented subclassing examples (transformers "Trainer" guide, Lightning's LitAutoEncoder)
+_HF_COMPUTE_LOSS = (
+    "import torch\nfrom torch import nn\nfrom transformers import Trainer\n\nclass CustomTrainer(Trainer):\n"
+    "    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):\n"
+    "        outputs = model(**inputs)\n        loss = outputs.loss\n        return loss\n"
+)
+_LIT_STEP = (
+    "import torch\nimport lightning as L\nfrom torch.nn import functional as F\n\nclass LitAutoEncoder(L.LightningModule):\n"
+    "    def training_step(self, batch, batch_idx):\n        x_hat = self.decoder(self.encoder(batch))\n"
+    "        loss = F.mse_loss(x_hat, batch)\n        self.log(\"train_loss\", loss)\n        return loss\n"
+)
 _SYNC_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})
 _DTYPES = frozenset("float16 half bfloat16 float32 float float64 double int8 uint8 int16 short int32 int int64 long "
                     "bool complex64 complex128".split())
@@ -89,6 +100,8 @@ class HostSyncInTrainingLoop(Rule):
          "    preds = out.detach().cpu().numpy()\n", 5),
         ("def step(batch):\n    loss = f(batch)\n    loss.backward()\n    return loss.item()\n"
          "for batch in data:\n    step(batch)\n", 4),
+        # Lightning calls training_step on every batch (its docs' LitAutoEncoder, printing the loss)
+        (_LIT_STEP.replace('        self.log("train_loss", loss)', '        print(loss.item())'), 9),
     ]
     passes = [
         "loss = f(x)\nloss.backward()\nprint(loss.item())\n",
@@ -100,13 +113,15 @@ class HostSyncInTrainingLoop(Rule):
         "for x in data:\n    loss = f(x)\n    loss.backward()\n    opt.step()\n    print(f'step {step}')\n",
         "for x in data:\n    loss = f(x)\n    loss.backward()\n    scheduler.step()\n    lr = float(lr_value)\n",
         "def log(loss):\n    print(loss.item())\nfor x in data:\n    loss = f(x)\n    loss.backward()\n",
+        _LIT_STEP,  # self.log keeps the value on the device
+        _LIT_STEP + "    def validation_step(self, batch, batch_idx):\n        print(self.encoder(batch).sum().item())\n",
     ]
 
     def check(self, node, ctx) -> None:
         if not self._candidate(node):
             return
         info = training(ctx)
-        if not info.loops:
+        if not (info.loops or info.step_functions):
             return
         found = self._sync(node, ctx, info)
         if found and info.runs_every_step(ctx.stack, node):
@@ -281,9 +296,19 @@ class EmptyCacheInTrainingLoop(Rule):
         ("import torch\nclass Trainer:\n    def _loss(self, x):\n        torch.cuda.empty_cache()\n"
          "        return self.model(x).sum()\n    def fit(self):\n        for x in self.data:\n"
          "            self._loss(x).backward()\n", 4),
+        # the HF Trainer calls compute_loss on every step (its docs' subclassing example, plus empty_cache)
+        (_HF_COMPUTE_LOSS.replace("        return loss", "        torch.cuda.empty_cache()\n        return loss"), 9),
+        # ...and a helper it calls, through a subclass of the file's own Trainer subclass
+        (_HF_COMPUTE_LOSS + "class Second(CustomTrainer):\n    def compute_loss(self, model, inputs, **kw):\n"
+         "        return self.free(model, inputs)\n    def free(self, model, inputs):\n"
+         "        torch.cuda.empty_cache()\n        return model(**inputs).loss\n", 14),
     ]
     passes = [
         "import torch\nfor x in data:\n    f(x).backward()\ntorch.npu.empty_cache()\n",
+        # a compute_loss of a class that is no framework's Trainer; the framework's evaluation hook
+        _HF_COMPUTE_LOSS.replace("(Trainer)", "(object)").replace("        return loss",
+                                                                  "        torch.cuda.empty_cache()\n        return loss"),
+        _LIT_STEP + "    def validation_step(self, batch, batch_idx):\n        torch.cuda.empty_cache()\n",
         "import torch\nfor i, x in enumerate(data):\n    f(x).backward()\n    if i % 1000 == 0:\n"
         "        torch.cuda.empty_cache()\n",
         "for x in data:\n    f(x).backward()\n    cache.empty_cache()\n",

@@ -1,0 +1,68 @@
+"""CUDA-only third-party packages (ASC206's list) and the code paths a user opts into to use them.
+
+``use_memory_efficient_attention_xformers`` / ``if is_xformers_available():`` (diffusers), a class such as
+``BnB4BitDiffusersQuantizer``: the code under them runs only when the user picked a package that has no NPU
+build at all. The CUDA calls and device strings on such a path are not a migration's work item: the package
+is (ASC206 reports its required imports), and on an NPU the path is either never taken or fails on the package
+before any of them.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+# package (or dotted prefix) -> what to use on NPU; facts from rules_data/sources/cuda/cuda_api_catalog.tsv
+CUDA_ONLY_PACKAGES = {
+    "apex": "torch.amp / torch_npu.optim.NpuFused* (Ascend ships its own apex fork)",
+    "amp_C": "remove it (apex CUDA extension)",
+    "flash_attn": "torch_npu.npu_fusion_attention or F.scaled_dot_product_attention",
+    "xformers": "torch_npu.npu_fusion_attention or F.scaled_dot_product_attention",
+    "bitsandbytes": "an NPU quantisation path (torch_npu quant ops)",
+    "triton": "triton-ascend, or eager torch ops",
+    "mmcv.ops": "mmcv built with NPU ops (mmcv/ops/csrc/pytorch/npu), or torch_npu ops",
+    "pycuda": "torch_npu device APIs",
+    "cupy": "torch tensors on the NPU",
+    "numba.cuda": "torch ops on the NPU",
+}
+
+# How code names the opt-in of a package with no NPU build at all (not triton, which has triton-ascend, nor
+# mmcv.ops, which has NPU kernels): the package's name, and bitsandbytes' conventional alias ``bnb``.
+OPT_IN_SPELLINGS = ("xformers", "flash_attn", "bitsandbytes", "bnb", "apex", "pycuda", "cupy")
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def names_cuda_only_package(name: str) -> bool:
+    """``use_memory_efficient_attention_xformers``, ``is_flash_attn_available``, ``BnB4BitDiffusersQuantizer``."""
+    name = name.lower()
+    return any(spelling in name for spelling in OPT_IN_SPELLINGS)
+
+
+def _spelled(test: ast.AST) -> Iterator[str]:
+    for node in ast.walk(test):
+        if isinstance(node, ast.Name):
+            yield node.id
+        elif isinstance(node, ast.Attribute):
+            yield node.attr
+
+
+def _asks_for_package(test: ast.AST) -> bool:
+    return any(names_cuda_only_package(name) for name in _spelled(test))
+
+
+def _negated(test: ast.AST) -> bool:
+    return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+
+
+def on_cuda_package_path(node: ast.AST, ctx) -> bool:
+    """``node`` runs only on the path of a CUDA-only package the user opted into: in the body of an ``if`` that
+    asks for it (``if use_xformers:``, ``if is_xformers_available():``), in the ``else`` of one that asks for its
+    absence (``if not is_xformers_available(): raise ...``), or in a function or class named after it."""
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, ast.If) and _asks_for_package(parent.test):
+            if (any(s is child for s in parent.body) and not _negated(parent.test)) or (
+                    any(s is child for s in parent.orelse) and _negated(parent.test)):
+                return True
+        if isinstance(parent, _FUNCTIONS + (ast.ClassDef,)) and names_cuda_only_package(parent.name):
+            return True
+    return False

@@ -1,0 +1,120 @@
+"""Where the CUDA device, backend and package codes stay quiet by path: test code, and offline converters' CPU
+fallbacks (issue 27: findings judged wrong on the tuning set)."""
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from flake8_ascend import engine
+from flake8_ascend.config import Config
+from flake8_ascend.data import default_version
+
+CODES = ("ASC201", "ASC202", "ASC204", "ASC206")
+
+
+def lint(source: str, path: str, **settings):
+    source = textwrap.dedent(source)
+    config = Config(default_version(), **settings)
+    findings = engine.lint(ast.parse(source), source.splitlines(keepends=True), path, config)
+    return [(f.line, f.code) for f in findings if f.code in CODES]
+
+
+# mmsegmentation 1.2.2 tests/test_models/test_heads/utils.py:18 and test_forward.py:191-192,
+# whisper 20250625 tests/test_transcribe.py:12
+TEST_CODE = """
+import torch
+import torch.distributed as dist
+from apex import amp
+
+def test_forward():
+    if torch.cuda.is_available():
+        model = model.cuda()
+    device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    dist.init_process_group('nccl')
+"""
+
+
+@pytest.mark.parametrize("path", ["tests/test_models/test_heads/utils.py", "pkg/test/helpers.py", "test_timing.py",
+                                  "whisper/timing_test.py", "tests/conftest.py", "conftest.py",
+                                  "diffusers/utils/testing_utils.py", "mmdet/testing/_utils.py"])
+def test_test_code_is_silent(path):
+    assert lint(TEST_CODE, path) == []
+
+
+@pytest.mark.parametrize("path", ["train.py", "tools/test.py", "latest/model.py", "contest.py", "attests/x.py",
+                                  "my_tests.py", "src/testbed.py"])
+def test_other_code_is_reported(path):
+    """Near misses: mmdet's tools/test.py is its evaluation script; names that only contain 'test'."""
+    assert {code for _, code in lint(TEST_CODE, path)} == set(CODES)
+
+
+def test_lint_tests_reports_test_code():
+    assert {code for _, code in lint(TEST_CODE, "tests/test_x.py", lint_tests=True)} == set(CODES)
+
+
+def test_other_codes_still_run_in_test_files():
+    source = "import torch\ndef f(x):\n    return torch.cuda.amp.autocast()\n"
+    assert engine.is_test_path("tests/test_amp.py")
+    findings = engine.lint(ast.parse(source), source.splitlines(True), "tests/test_amp.py", Config(default_version()))
+    assert any(f.code.startswith("ASC") and f.code not in CODES for f in findings)
+
+
+# mmpose 1.3.2 .mim/tools/dataset_converters/ubody_smplx_to_coco.py:40-41, 300-301
+CONVERTER = """
+import torch
+
+class HumanModel:
+    def __init__(self):
+        self.neutral_model = smplx.create('smplx')
+        if torch.cuda.is_available():
+            self.neutral_model = self.neutral_model.to('cuda:0')
+
+def convert(pose):
+    device = torch.device(
+        'cuda:0') if torch.cuda.is_available() else torch.device('cpu')
+    return torch.FloatTensor(pose).to(device)
+"""
+
+
+def test_converter_cpu_fallback_is_silent():
+    assert lint(CONVERTER, "mmpose/.mim/tools/dataset_converters/ubody_smplx_to_coco.py") == []
+    assert lint(CONVERTER, "scripts/convert_hf_checkpoint.py") == []
+
+
+def test_converter_fallback_is_reported_on_the_training_path():
+    assert len(lint(CONVERTER, "mmpose/apis/inference.py")) == 4
+
+
+def test_converter_without_a_cpu_fallback_is_reported():
+    """Near miss: an unguarded device in a converter still fails on an NPU machine."""
+    source = "import torch\ndef convert(x):\n    return x.to('cuda:0')\n"
+    assert lint(source, "tools/dataset_converters/coco.py") == [(3, "ASC202")]
+
+
+# diffusers 0.42.1 quantizers/bitsandbytes/bnb_quantizer.py:455-487
+BNB_QUANTIZER = """
+class BnB8BitDiffusersQuantizer:
+    def check_if_quantized_param(self, module, name):
+        import bitsandbytes as bnb
+
+        if isinstance(module._parameters.get(name), bnb.nn.Int8Params):
+            return True
+        return False
+
+    def create_quantized_param(self, module, name, value):
+        import bitsandbytes as bnb
+
+        module._parameters[name] = bnb.nn.Int8Params(value)
+"""
+
+
+def test_a_type_check_beside_the_real_use_is_silent():
+    """Only the import that uses bitsandbytes is reported; the one that recognises its objects adds nothing."""
+    assert lint(BNB_QUANTIZER, "diffusers/quantizers/bitsandbytes/bnb_quantizer.py") == [(11, "ASC206")]
+
+
+def test_a_type_check_alone_is_reported():
+    source = BNB_QUANTIZER.split("    def create_quantized_param")[0]
+    assert lint(source, "quantizer.py") == [(4, "ASC206")]
