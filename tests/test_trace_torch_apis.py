@@ -42,3 +42,11 @@ def test_kernel_free_and_traced_examples(rerun):
 def test_building_inputs_is_not_traced(rerun):
     """The sample's tensors are made outside the recorder: only the API's own ops are recorded."""
     assert rerun.apis["torch.Tensor.to_dense"]["forward"] == ["_to_dense"]
+
+
+def test_rnn_helpers_and_fftfreq_are_traced(rerun):
+    """unpad_sequence is Python over supported ops (a mask per sequence: arange, lt, index); fftfreq takes a
+    length, so only a hand-written sample reaches it."""
+    assert set(rerun.apis["torch.nn.utils.rnn.unpad_sequence"]["forward"]) == {"arange", "index.Tensor", "lt.Tensor",
+                                                                              "unbind.int"}
+    assert rerun.apis["torch.fft.fftfreq"]["forward"] == ["fft_fftfreq"]

@@ -11,7 +11,8 @@ that version's NPU kernels.  Samples, in order of preference:
    variants the OpInfo names.
 2. ``ModuleInfo`` (common_modules.module_db): the first few constructor/forward inputs, float32, training.
 3. Small hand-written samples (``HAND``): jit helpers, grad-mode context managers, containers, nn.init,
-   nn.utils, optimizers, a few private functions user code calls (``torch._assert_async``), the
+   nn.utils (and its rnn padding/packing helpers), fft.fftfreq/rfftfreq (they take a length, not a
+   tensor), optimizers, a few private functions user code calls (``torch._assert_async``), the
    tensorboard ``SummaryWriter`` (needs the tensorboard package; untraced without it).
 4. A generic probe for the rest: a Tensor method or attribute is evaluated on a float32 [4, 4] tensor
    with no arguments; a torch/functional/linalg/fft/special function is called with that one tensor;
@@ -386,6 +387,17 @@ def hand_samples() -> dict:
         "torch.nn.utils.clip_grad_norm_": lambda: nn.utils.clip_grad_norm_(_with_grad(), 1.0),
         "torch.nn.utils.clip_grad_value_": lambda: nn.utils.clip_grad_value_(_with_grad(), 1.0),
         "torch.nn.utils.parameters_to_vector": lambda: nn.utils.parameters_to_vector(_with_grad()),
+        "torch.nn.utils.rnn.pad_sequence": lambda: nn.utils.rnn.pad_sequence(_sequences(), batch_first=True),
+        "torch.nn.utils.rnn.unpad_sequence":
+            lambda: nn.utils.rnn.unpad_sequence(*made(_padded), batch_first=True),
+        "torch.nn.utils.rnn.pack_padded_sequence":
+            lambda: nn.utils.rnn.pack_padded_sequence(*made(_padded), batch_first=True, enforce_sorted=False),
+        "torch.nn.utils.rnn.pad_packed_sequence":
+            lambda: nn.utils.rnn.pad_packed_sequence(made(_packed), batch_first=True),
+        "torch.nn.utils.rnn.pack_sequence": lambda: nn.utils.rnn.pack_sequence(_sequences(), enforce_sorted=False),
+        "torch.nn.utils.rnn.unpack_sequence": lambda: nn.utils.rnn.unpack_sequence(made(_packed)),
+        "torch.fft.fftfreq": lambda: torch.fft.fftfreq(8),
+        "torch.fft.rfftfreq": lambda: torch.fft.rfftfreq(8),
         "torch.Tensor.to_dense": lambda: made(lambda: x44().to_sparse()).to_dense(),
         "torch.sparse.sum": lambda: torch.sparse.sum(made(lambda: x44().to_sparse())),
         "torch.sparse_coo_tensor":
@@ -458,6 +470,21 @@ def _saved_tensor() -> io.BytesIO:
     torch.save({"w": x44()}, buffer)
     buffer.seek(0)
     return buffer
+
+
+def _sequences() -> list:
+    """Three float32 sequences of lengths 2, 4 and 3 (feature size 4), built outside the recorder."""
+    return made(lambda: [x44()[:n] for n in (2, 4, 3)])
+
+
+def _padded() -> tuple:
+    """(padded batch [3, 4, 4], int64 lengths on the CPU) of ``_sequences``, batch first."""
+    return torch.nn.utils.rnn.pad_sequence(_sequences(), batch_first=True), torch.tensor([2, 4, 3])
+
+
+def _packed():
+    """``_sequences`` packed (a PackedSequence)."""
+    return torch.nn.utils.rnn.pack_sequence(_sequences(), enforce_sorted=False)
 
 
 def _init(fn):
