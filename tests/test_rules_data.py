@@ -89,6 +89,27 @@ def test_near_miss_an_op_without_a_kernel_keeps_the_list_row():
     assert "aten::std_mean.correction has no NPU kernel in torch_npu 2.13.0" in row[1]
 
 
+def test_an_op_seen_only_inside_a_composite_with_an_npu_kernel_is_no_evidence():
+    """parametrizations.weight_norm: the CPU trace reaches _weight_norm_interface (no NPU kernel) only inside
+    torch._weight_norm, which torch_npu registers a kernel for: supported.  Near miss: the same trace with
+    _weight_norm taken out of the kernels falls back."""
+    import csv
+
+    api = "torch.nn.utils.parametrizations.weight_norm"
+    assert apis("2.13.0")[api][0] == "supported"
+    builder = load_builder()
+    wheel = json.loads((SOURCES / "wheels" / "torch_npu-2.13.0.json").read_text(encoding="utf-8"))
+    with (SOURCES / builder.ATEN_TSV).open(encoding="utf-8", newline="") as handle:
+        aten = {row["aten_op"]: row for row in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)}
+    trace = json.loads((SOURCES / builder.TRACE_JSON).read_text(encoding="utf-8"))
+    kernels = builder.kernel_ops(wheel) - {"_weight_norm"}
+    row, _, _ = builder.decide("2.13.0", api, None, trace, kernels, aten, False)
+    assert row[0] == "unsupported" and "aten::_weight_norm_interface has no NPU kernel" in row[1]
+    # an op that also runs outside the composite is not spared
+    entry = dict(trace["apis"][api], outside_composites=["_weight_norm_interface"])
+    assert builder.behind_npu_composites(entry, builder.kernel_ops(wheel)) == set()
+
+
 def test_kernel_free_and_fallback_evidence():
     assert apis("2.13.0")["torch.jit.ignore"][0] == "supported"
     assert apis("2.13.0")["torch.jit.is_scripting"][2] == "kernel_free"

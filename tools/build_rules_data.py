@@ -235,6 +235,26 @@ def own_ops(api: str, entry: dict) -> set[str]:
     return {op for op in (entry.get("aten"), prefix + name) if op}
 
 
+_KERNEL_BASES: dict[int, tuple] = {}  # id(kernels) -> (kernels, their ATen base names)
+
+
+def behind_npu_composites(entry: dict, kernels: set) -> set:
+    """Forward ops the CPU trace saw only inside a call of a CompositeImplicitAutograd op that has an NPU
+    kernel in this version (``torch._weight_norm`` -> ``_weight_norm_interface``): on the NPU the
+    dispatcher runs torch_npu's kernel for that op, never the decomposition the CPU trace shows.  An op also
+    seen outside such calls, in another composite, or in the backward, is not spared."""
+    composite = entry.get("composite")
+    if not composite:
+        return set()
+    held, bases = _KERNEL_BASES.get(id(kernels), (None, None))
+    if held is not kernels:  # the cache holds each set it saw, so an id is never reused for another
+        bases = {op.split(".")[0] for op in kernels}
+        _KERNEL_BASES[id(kernels)] = (kernels, bases)
+    covered = {op for name, ops in composite.items() if name in bases for op in ops}
+    others = {op for name, ops in composite.items() if name not in bases for op in ops}
+    return covered - others - set(entry.get("outside_composites", ())) - set(entry["backward"])
+
+
 def kernel_evidence(api: str, entry: dict, kernels: set, aten: dict) -> tuple[str, list[str]]:
     """('runs' | 'falls back' | 'fails', the ops that do not run) for one traced API in one version.
 
@@ -244,7 +264,9 @@ def kernel_evidence(api: str, entry: dict, kernels: set, aten: dict) -> tuple[st
     """
     if own_ops(api, entry) & kernels:
         return "runs", []
-    missing = [op for op in traced_ops(entry) if op in aten and op_status(op, aten[op], kernels) in BLOCKING]
+    spared = behind_npu_composites(entry, kernels)
+    missing = [op for op in traced_ops(entry)
+               if op in aten and op not in spared and op_status(op, aten[op], kernels) in BLOCKING]
     if not missing:
         return "runs", []
     fails = any(op_status(op, aten[op], kernels) == "unsupported" for op in missing)

@@ -182,6 +182,10 @@ class UnsupportedApi(_ApiStatusRule):
         # fft_fftfreq is composite over arange): diffusers transformer_cogview4.py, hooks/sea_cache.py
         "import torch\nhidden_states_unpad = torch.nn.utils.rnn.unpad_sequence(hidden_states, lengths=lengths)\n",
         "import torch\nfrequencies = torch.fft.fftfreq(hidden_states.shape[axis], device=hidden_states.device)\n",
+        # the CPU trace shows _weight_norm_interface (no NPU kernel), but only inside torch._weight_norm, a
+        # composite op torch_npu has its own kernel for (diffusers autoencoder_kl_kvae_audio.py)
+        "import torch.nn as nn\nfrom torch.nn.utils.parametrizations import weight_norm\n"
+        "conv1 = weight_norm(nn.Conv1d(num_channels, encoder_dim, kernel_size=7, padding=3))\n",
     ]
 
     def emit(self, node, ctx, api, note, how) -> None:
