@@ -136,7 +136,11 @@ def test_readout_numbers():
     ("import torch\ndef f(m=None):\n    if m is None:\n        m = torch.ones(2, 8)\n        m.sum(dim=1).tolist()\n", False),
     # a table the function writes into holds data (mmdet sort_tracker.py:227)
     ("import torch\ndef f(i, v):\n    ids = torch.full((4,), -1)\n    ids[i] = v\n    ids.max().item()\n", True),
-    ("import torch\ndef f(i, v):\n    ids = torch.full((4,), -1)\n    ids.add_(v)\n    ids.max().item()\n", True),
+    ("import torch\ndef f(v: torch.Tensor):\n    ids = torch.full((4,), -1)\n    ids.add_(v)\n    ids.max().item()\n", True),
+    ("import torch\ndef f(i):\n    ids = torch.full((4,), -1)\n    ids[i] = 0\n    ids.max().item()\n", True),  # where: data
+    ("import torch\ndef f():\n    ids = torch.full((4,), -1)\n    ids[0] = 0\n    ids.max().item()\n", False),
+    # scaled by numbers, still a table (timm pos_embed_rel.py:406)
+    ("import torch\ndef f(w):\n    t = torch.arange(4.0)\n    t[0] /= (w - 1)\n    t *= 8\n    t.max().item()\n", False),
     # a tensor of shapes is a constant table (diffusers transformer_wan_animate_2.py:833)
     ("import torch\ndef f(xs):\n    g = torch.stack([torch.tensor(u.shape[2:]) for u in xs])\n    g.tolist()\n", False),
 ])

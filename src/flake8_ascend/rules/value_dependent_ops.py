@@ -57,8 +57,8 @@ class ValueDependentShape(Rule):
         ("import torch\ndef f(gt_inds: torch.Tensor, priors):\n"
          "    neg_inds = torch.nonzero(gt_inds == 0, as_tuple=False).squeeze(-1)\n    return priors[neg_inds]\n", 3),
         # a table of -1 the function writes into (mmdet sort_tracker.py:227)
-        ("import torch\ndef f(bboxes: torch.Tensor, matched):\n    ids = torch.full((bboxes.size(0),), -1)\n"
-         "    ids[matched] = 0\n    return torch.nonzero(ids == -1).squeeze(1)\n", 5),
+        ("import torch\ndef f(bboxes: torch.Tensor, matches, active_ids):\n    ids = torch.full((bboxes.size(0),), -1)\n"
+         "    for r, c in matches:\n        ids[c] = active_ids[r]\n    return torch.nonzero(ids == -1).squeeze(1)\n", 6),
     ]
     passes = [
         "import numpy as np\nidx = np.nonzero(a)\n",

@@ -154,7 +154,8 @@ class _Evidence:
         self.tensor: Set[str] = set()
         self.array: Set[str] = set()
         self.indexes: Dict[str, List[ast.AST]] = {}  # name -> what it indexes (``boxes`` in ``boxes[keep]``)
-        self.written: Set[str] = set()  # names written in place: ``x[i] = v``, ``x[m] += 1``, ``x.add_(y)``
+        # names written in place: (a store?, the index or None, the value): ``x[i] = v``, ``x[m] /= 8``, ``x.add_(y)``
+        self.written: Dict[str, List[Tuple[bool, Optional[ast.AST], ast.AST]]] = {}
 
 
 def _argument_names(arg: ast.AST):
@@ -326,9 +327,12 @@ class Values:
         evidence = _Evidence()
         resolver = self.model.resolver(scope)
         for node in walk(owner):
-            if isinstance(node, ast.Subscript):
-                if isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name):
-                    evidence.written.add(node.value.id)
+            if isinstance(node, (ast.Assign, ast.AugAssign)):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                        evidence.written.setdefault(target.value.id, []).append(
+                            (isinstance(node, ast.Assign), target.slice, node.value))
+            elif isinstance(node, ast.Subscript):
                 parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
                 for part in parts:
                     if isinstance(part, ast.Name):
@@ -341,8 +345,8 @@ class Values:
             elif isinstance(node, ast.Call):
                 func = node.func
                 if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-                    if func.attr.endswith("_") and not func.attr.startswith("_"):
-                        evidence.written.add(func.value.id)  # an in-place op: ``x.index_put_(...)``
+                    if func.attr.endswith("_") and not func.attr.startswith("_"):  # ``x.index_put_(...)``
+                        evidence.written.setdefault(func.value.id, []).extend((False, None, a) for a in node.args)
                     if func.attr == "size" or (func.attr == "view" and node.args and all(
                             isinstance(a, (ast.Constant, ast.UnaryOp, ast.Name)) for a in node.args)
                             and not any(isinstance(a, ast.Constant) and isinstance(a.value, str)
@@ -466,7 +470,7 @@ class Values:
             value = self._grown_list(binding.value, name.id, home, depth)
         if value.const and (binding.fallback is not None and binding.fallback <= (name.lineno, name.col_offset) or (
                 isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module))
-                and name.id in self._evidence_of(owner, home).written)):
+                and self._written_with_data(name.id, owner, home, depth))):
             # read after ``if mask is None: mask = torch.ones(n)`` (the default, or what was passed), or a table
             # the function writes data into (``ids = torch.full((n,), -1)`` then ``ids[c] = ...``)
             value = Value(value.kind, value.device, readout=value.readout, items=value.items, boolean=value.boolean)
@@ -490,6 +494,23 @@ class Values:
         if elements and all(v.tensor for v in elements):
             return Value(CONTAINER, items=(agree(elements),))
         return Value(CONTAINER)
+
+    def _written_with_data(self, name: str, owner: ast.AST, scope: Scope, depth: int) -> bool:
+        """Does the function write data into ``name`` in place?  A store of anything but a number or a constant
+        table (``ids[c] = active_ids[r]``), an in-place op with a tensor of data (``x += y``), or any write at
+        positions that are not literals, slices or sizes (``counts[hits] += 1``); scaling a table by numbers
+        (``table[:, :, 0] /= (size - 1)``) keeps it a table."""
+        for store, index, value in self._evidence_of(owner, scope).written.get(name, ()):
+            written = self._value(value, scope, depth)
+            if not (written.const or written.kind in (NUMBER, OTHER)) and (store or written.tensor):
+                return True
+            for part in (index.elts if isinstance(index, ast.Tuple) else [index]) if index is not None else ():
+                if isinstance(part, (ast.Slice, ast.Constant)):
+                    continue
+                where = self._value(part, scope, depth)
+                if not (where.const or where.kind == NUMBER):
+                    return True
+        return False
 
     def _refine(self, value: Value, name: str, owner: ast.AST, scope: Scope, depth: int = 0) -> Value:
         """Evidence from use settles what the assignment left open (``m = a > b``, ``x = f(y)``)."""
