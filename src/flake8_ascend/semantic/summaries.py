@@ -18,7 +18,7 @@ import ast
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from .names import Scope
-from .values import (ARRAY, CONTAINER, HOST, OTHER, TENSOR, UNKNOWN, UNKNOWN_VALUE, Value, agree, annotation_is_tensor,
+from .values import (ARRAY, CONTAINER, HOST, NUMBER, OTHER, TENSOR, UNKNOWN, UNKNOWN_VALUE, Value, agree, annotation_is_tensor,
                      walk)
 
 if TYPE_CHECKING:
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_NUMBERS = frozenset(("int", "float"))  # annotations of Python numbers (the builtins, not a local class)
 
 
 def enclosing_class(scope: Optional[Scope]) -> Optional[Scope]:
@@ -149,7 +150,7 @@ class Summaries:
         return found
 
     def annotated(self, annotation: ast.AST, scope: Scope) -> Value:
-        """An annotation: ``Tensor``, ``np.ndarray``, ``Tuple[np.ndarray, np.ndarray]``."""
+        """An annotation: ``Tensor``, ``np.ndarray``, ``int``, ``Tuple[np.ndarray, np.ndarray]``."""
         resolver = self.model.resolver(scope)
         if isinstance(annotation, ast.Subscript):
             base = resolver.qualname(annotation.value) or getattr(annotation.value, "id", "")
@@ -158,6 +159,8 @@ class Summaries:
             return Value(TENSOR) if annotation_is_tensor(annotation, resolver) else UNKNOWN_VALUE
         if annotation_is_tensor(annotation, resolver):
             return Value(TENSOR)
+        if isinstance(annotation, ast.Name) and annotation.id in _NUMBERS and scope.home(annotation.id) is None:
+            return Value(NUMBER)  # ``stride: int``: a Python number
         qualname = resolver.qualname(annotation) if isinstance(annotation, (ast.Name, ast.Attribute)) else None
         return Value(ARRAY, HOST) if qualname in ("numpy.ndarray", "pandas.DataFrame") else UNKNOWN_VALUE
 
