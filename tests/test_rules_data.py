@@ -54,6 +54,62 @@ def test_stale_cdist_entry_of_2_6_is_overridden_and_kept_for_parity():
     assert apis("2.8.0")["torch.cdist"][0] in {"supported", "partial"}
 
 
+@pytest.mark.parametrize("api", ["torch.std_mean", "torch.fft.fftshift", "torch.nn.utils.rnn.unpad_sequence",
+                                 "torch.fft.fftfreq"])
+def test_listed_unsupported_with_a_kernel_for_every_op_is_supported_and_logged(api):
+    """The 2.13 list says unsupported and no later list exists; the wheel has a kernel for every ATen op the
+    API dispatches (std_mean.correction; roll; index, lt, arange, unbind; fft_fftfreq over arange): the
+    kernels win, the list's row stays in `official` and the log names the API."""
+    data = version_file("2.13.0")
+    assert data["apis"][api][0] == "supported" and data["apis"][api][2] == "traced"
+    assert data["official"][api][0] == "unsupported" and "disputed: torch_npu 2.13.0's wheel has" in \
+        data["official"][api][1]
+    log = (REPO / "rules_data" / "build_log.txt").read_text(encoding="utf-8")
+    (line,) = [line for line in log.splitlines() if line.startswith("2.13.0: ") and "the kernels win" in line]
+    assert api in line.split(": ")[-1].split(", ")
+
+
+def test_near_miss_an_op_without_a_kernel_keeps_the_list_row():
+    """The same API and trace with aten::std_mean.correction taken out of the wheel's kernels: unsupported,
+    the note names the op (the rule reads the kernels, not the API's name)."""
+    import csv
+
+    builder = load_builder()
+    wheel = json.loads((SOURCES / "wheels" / "torch_npu-2.13.0.json").read_text(encoding="utf-8"))
+    with (SOURCES / builder.ATEN_TSV).open(encoding="utf-8", newline="") as handle:
+        aten = {row["aten_op"]: row for row in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)}
+    trace = json.loads((SOURCES / builder.TRACE_JSON).read_text(encoding="utf-8"))
+    listed = ["unsupported", "", "docs"]
+    kernels = builder.kernel_ops(wheel)
+    row, parity, _ = builder.decide("2.13.0", "torch.std_mean", listed, trace, kernels, aten, False)
+    assert row[0] == "supported" and parity[0] == "unsupported"
+    row, parity, what = builder.decide("2.13.0", "torch.std_mean", listed, trace, kernels - {"std_mean.correction"},
+                                       aten, False)
+    assert row[0] == "unsupported" and parity is None and what == "table unsupported, trace agrees"
+    assert "aten::std_mean.correction has no NPU kernel in torch_npu 2.13.0" in row[1]
+
+
+def test_an_op_seen_only_inside_a_composite_with_an_npu_kernel_is_no_evidence():
+    """parametrizations.weight_norm: the CPU trace reaches _weight_norm_interface (no NPU kernel) only inside
+    torch._weight_norm, which torch_npu registers a kernel for: supported.  Near miss: the same trace with
+    _weight_norm taken out of the kernels falls back."""
+    import csv
+
+    api = "torch.nn.utils.parametrizations.weight_norm"
+    assert apis("2.13.0")[api][0] == "supported"
+    builder = load_builder()
+    wheel = json.loads((SOURCES / "wheels" / "torch_npu-2.13.0.json").read_text(encoding="utf-8"))
+    with (SOURCES / builder.ATEN_TSV).open(encoding="utf-8", newline="") as handle:
+        aten = {row["aten_op"]: row for row in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)}
+    trace = json.loads((SOURCES / builder.TRACE_JSON).read_text(encoding="utf-8"))
+    kernels = builder.kernel_ops(wheel) - {"_weight_norm"}
+    row, _, _ = builder.decide("2.13.0", api, None, trace, kernels, aten, False)
+    assert row[0] == "unsupported" and "aten::_weight_norm_interface has no NPU kernel" in row[1]
+    # an op that also runs outside the composite is not spared
+    entry = dict(trace["apis"][api], outside_composites=["_weight_norm_interface"])
+    assert builder.behind_npu_composites(entry, builder.kernel_ops(wheel)) == set()
+
+
 def test_kernel_free_and_fallback_evidence():
     assert apis("2.13.0")["torch.jit.ignore"][0] == "supported"
     assert apis("2.13.0")["torch.jit.is_scripting"][2] == "kernel_free"

@@ -42,3 +42,20 @@ def test_kernel_free_and_traced_examples(rerun):
 def test_building_inputs_is_not_traced(rerun):
     """The sample's tensors are made outside the recorder: only the API's own ops are recorded."""
     assert rerun.apis["torch.Tensor.to_dense"]["forward"] == ["_to_dense"]
+
+
+def test_rnn_helpers_and_fftfreq_are_traced(rerun):
+    """unpad_sequence is Python over supported ops (a mask per sequence: arange, lt, index); fftfreq takes a
+    length, so only a hand-written sample reaches it."""
+    unpad = rerun.apis["torch.nn.utils.rnn.unpad_sequence"]["forward"]
+    assert set(unpad) == {"arange", "index.Tensor", "lt.Tensor", "unbind.int"}
+    assert rerun.apis["torch.fft.fftfreq"]["forward"] == ["fft_fftfreq"]
+
+
+def test_ops_inside_a_decomposed_composite_are_attributed_to_it(rerun):
+    """torch._weight_norm is CompositeImplicitAutograd: the dispatcher only sees _weight_norm_interface, which
+    the trace attributes to the torch function it ran inside; the convolution ran inside F.conv1d."""
+    entry = rerun.apis["torch.nn.utils.parametrizations.weight_norm"]
+    assert entry["composite"]["_weight_norm"] == ["_weight_norm_interface"]
+    assert entry["outside_composites"] == []
+    assert "composite" not in rerun.apis["torch.nn.utils.rnn.unpad_sequence"]  # no composite op: nothing attributed

@@ -69,7 +69,7 @@ def test_unknown_without_evidence(source):
     ("import pandas as pd\ndf = pd.read_csv(p)\ndf['a'] > 0\n", model.ARRAY),
     ("xs = [1, 2]\nxs\n", model.CONTAINER),
     ("d = {}\nd\n", model.CONTAINER),
-    ("import torch\ndef f(x):\n    x.shape[0] > 2\n", model.OTHER),          # .shape comparisons are Python bools
+    ("import torch\ndef f(x):\n    x.shape[0] > 2\n", model.NUMBER),         # .shape comparisons are Python bools (ints)
     ("def f(x):\n    len(x)\n", model.NUMBER),
     ("name = 'cuda'\nname\n", model.OTHER),
 ])
@@ -122,6 +122,46 @@ def test_host_copies_made_in_other_methods_stay_on_the_host():
 def test_readout_numbers():
     assert value_of_last("import torch\nx = torch.randn(3)\nint(x.sum())\n").readout
     assert not value_of_last("def f(x):\n    len(x)\n").readout
+
+
+@pytest.mark.parametrize("source,readout", [
+    # a bound on a number read from data is read from data (diffusers scheduling_block_refinement.py:324)
+    ("import torch\ndef f(active: torch.Tensor, n):\n    min(n, int(active.sum().item()))\n", True),
+    ("import torch\ndef f(steps, strength):\n    min(int(steps * strength), steps)\n", False),
+    # a constant table holds literals and sizes (diffusers pipeline_ernie_image.py:200)
+    ("import torch\ndef f(hs):\n    lens = torch.tensor([t.shape[0] for t in hs])\n    int(lens.max().item())\n", False),
+    ("import torch\ndef f(x: torch.Tensor):\n    torch.tensor(x.tolist()).max().item()\n", True),  # data in
+    # a default filled in under ``if m is None`` is not all ``m`` can hold (diffusers transformer_cogview4.py:430)
+    ("import torch\ndef f(m=None):\n    if m is None:\n        m = torch.ones(2, 8)\n    m.sum(dim=1).tolist()\n", True),
+    ("import torch\ndef f(m=None):\n    if m is None:\n        m = torch.ones(2, 8)\n        m.sum(dim=1).tolist()\n", False),
+    # a table the function writes into holds data (mmdet sort_tracker.py:227)
+    ("import torch\ndef f(i, v):\n    ids = torch.full((4,), -1)\n    ids[i] = v\n    ids.max().item()\n", True),
+    ("import torch\ndef f(v: torch.Tensor):\n    ids = torch.full((4,), -1)\n    ids.add_(v)\n    ids.max().item()\n", True),
+    ("import torch\ndef f(i):\n    ids = torch.full((4,), -1)\n    ids[i] = 0\n    ids.max().item()\n", True),  # where: data
+    ("import torch\ndef f():\n    ids = torch.full((4,), -1)\n    ids[0] = 0\n    ids.max().item()\n", False),
+    # scaled by numbers, still a table (timm pos_embed_rel.py:406)
+    ("import torch\ndef f(w):\n    t = torch.arange(4.0)\n    t[0] /= (w - 1)\n    t *= 8\n    t.max().item()\n", False),
+    # a tensor of shapes is a constant table (diffusers transformer_wan_animate_2.py:833)
+    ("import torch\ndef f(xs):\n    g = torch.stack([torch.tensor(u.shape[2:]) for u in xs])\n    g.tolist()\n", False),
+])
+def test_readouts_of_data_only(source, readout):
+    assert value_of_last(source).readout == readout
+
+
+@pytest.mark.parametrize("source,kind", [
+    # a comparison of numbers is a bool, a Python int (diffusers autoencoder_kl_kvae_video.py:450)
+    ("import torch\ndef f(x: torch.Tensor):\n    1.0 + 1.0 * (x.size(2) > 1)\n", model.NUMBER),
+    ("import torch\ndef f(x: torch.Tensor):\n    x.size(2)\n", model.NUMBER),
+    ("import torch\ndef f(x: torch.Tensor):\n    x.size(dim=2)\n", model.NUMBER),
+    ("import torch\ndef f(x: torch.Tensor):\n    x.size()\n", model.CONTAINER),
+    # annotated Python numbers (diffusers sana_wm/cam_utils.py:256)
+    ("import torch\ndef f(stride: int):\n    stride - 1\n", model.NUMBER),
+    ("import torch\ndef f(vae_stride: tuple[int, int, int]):\n    a, b = vae_stride[0], vae_stride[-1]\n    a\n",
+     model.NUMBER),
+    ("import torch\nclass int:\n    pass\ndef f(stride: int):\n    stride\n", model.UNKNOWN),  # not the builtin
+])
+def test_python_numbers(source, kind):
+    assert value_of_last(source).kind == kind
 
 
 def test_tensor_only_methods_are_tensor_methods_in_the_stubs():

@@ -235,6 +235,26 @@ def own_ops(api: str, entry: dict) -> set[str]:
     return {op for op in (entry.get("aten"), prefix + name) if op}
 
 
+_KERNEL_BASES: dict[int, tuple] = {}  # id(kernels) -> (kernels, their ATen base names)
+
+
+def behind_npu_composites(entry: dict, kernels: set) -> set:
+    """Forward ops the CPU trace saw only inside a call of a CompositeImplicitAutograd op that has an NPU
+    kernel in this version (``torch._weight_norm`` -> ``_weight_norm_interface``): on the NPU the
+    dispatcher runs torch_npu's kernel for that op, never the decomposition the CPU trace shows.  An op also
+    seen outside such calls, in another composite, or in the backward, is not spared."""
+    composite = entry.get("composite")
+    if not composite:
+        return set()
+    held, bases = _KERNEL_BASES.get(id(kernels), (None, None))
+    if held is not kernels:  # the cache holds each set it saw, so an id is never reused for another
+        bases = {op.split(".")[0] for op in kernels}
+        _KERNEL_BASES[id(kernels)] = (kernels, bases)
+    covered = {op for name, ops in composite.items() if name in bases for op in ops}
+    others = {op for name, ops in composite.items() if name not in bases for op in ops}
+    return covered - others - set(entry.get("outside_composites", ())) - set(entry["backward"])
+
+
 def kernel_evidence(api: str, entry: dict, kernels: set, aten: dict) -> tuple[str, list[str]]:
     """('runs' | 'falls back' | 'fails', the ops that do not run) for one traced API in one version.
 
@@ -244,7 +264,9 @@ def kernel_evidence(api: str, entry: dict, kernels: set, aten: dict) -> tuple[st
     """
     if own_ops(api, entry) & kernels:
         return "runs", []
-    missing = [op for op in traced_ops(entry) if op in aten and op_status(op, aten[op], kernels) in BLOCKING]
+    spared = behind_npu_composites(entry, kernels)
+    missing = [op for op in traced_ops(entry)
+               if op in aten and op not in spared and op_status(op, aten[op], kernels) in BLOCKING]
     if not missing:
         return "runs", []
     fails = any(op_status(op, aten[op], kernels) == "unsupported" for op in missing)
@@ -270,6 +292,7 @@ def kernels_note(version: str, api: str, entry: dict, kernels: set) -> str:
 
 
 KERNEL_FREE_NOTE = "needs no NPU kernel: {why}"
+PROBE = "probe:"  # the trace's sample of an API that only the generic probe reached (tools/trace_torch_apis.py)
 
 
 def decide(version: str, api: str, table_row, trace: dict, kernels: set | None, aten: dict, later_ok: bool):
@@ -297,14 +320,22 @@ def decide(version: str, api: str, table_row, trace: dict, kernels: set | None, 
         has = kernels_note(version, api, entry, kernels)
         if not table_row or table_row[0] != "unsupported":
             return (table_row or ["supported", "traced: runs on NPU", "traced"]), None, None  # why: the log
+        # The wheel's kernels win over the table: every op the API dispatches runs on the NPU (or the op it is
+        # named after has its own NPU kernel); the table row stays in `official` and the disagreement is logged.
         if later_ok:
             row = ["supported", f"listed unsupported, but {has} and a later list supports it", "traced"]
             return row, overridden(table_row, f"stale: {has} and a later list supports it"), \
                 "table unsupported, kernels contradict, a later table supports it: stale"
         listed = table_row[1] or f"listed unsupported by the torch_npu {version} support table"
-        row = ["unknown", f"{listed}, but {has}; no later list supports it", "traced"]  # check it on an NPU
+        if entry["sample"].startswith(PROBE):  # one argument-less call on a dense float32 tensor: too little
+            row = ["unknown", f"{listed}, but {has}; traced by the generic probe only, and no later list supports it",
+                   "traced"]  # to overrule every list (to_sparse: the sparse tensor's later ops are not seen)
+            return row, overridden(table_row, f"disputed: {has} (generic probe)"), \
+                "table unsupported, only the generic probe's kernels contradict, no later table supports it: " \
+                "disputed, unknown"
+        row = ["supported", f"{listed}, but {has} (the kernels win; no later list supports it)", "traced"]
         return row, overridden(table_row, f"disputed: {has}"), \
-            "table unsupported, kernels contradict, no later table supports it: unknown"
+            "table unsupported, kernels contradict, no later table supports it: disputed, the kernels win"
     why = evidence_note(version, verdict, missing, entry)
     if table_row is None:
         return ["unsupported", why, "traced"], None, "not listed, traced ops do not run"
@@ -573,14 +604,21 @@ def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_e
     }
 
 
+LOGGED_IN_FULL = ("disputed",)  # kinds of decision whose every API the log names: the tables overruled
+
+
 def decision_log(versions: list[str], decisions: Counter) -> list[str]:
-    """Per version: how many APIs each kind of decision/disagreement touched, with examples."""
+    """Per version: how many APIs each kind of decision/disagreement touched, with examples (every API for
+    the kinds of ``LOGGED_IN_FULL``)."""
     log = []
     for version in versions:
         kinds = sorted({key[1] for key in decisions if len(key) == 2 and key[0] == version})
         for kind in kinds:
             names = sorted(key[2] for key in decisions if len(key) == 3 and key[:2] == (version, kind))
-            log.append(f"{version}: {kind}: {len(names)}, e.g. {', '.join(names[:8])}")
+            if any(word in kind for word in LOGGED_IN_FULL):
+                log.append(f"{version}: {kind}: {len(names)}: {', '.join(names)}")
+            else:
+                log.append(f"{version}: {kind}: {len(names)}, e.g. {', '.join(names[:8])}")
     return log
 
 

@@ -11,7 +11,8 @@ that version's NPU kernels.  Samples, in order of preference:
    variants the OpInfo names.
 2. ``ModuleInfo`` (common_modules.module_db): the first few constructor/forward inputs, float32, training.
 3. Small hand-written samples (``HAND``): jit helpers, grad-mode context managers, containers, nn.init,
-   nn.utils, optimizers, a few private functions user code calls (``torch._assert_async``), the
+   nn.utils (and its rnn padding/packing helpers), fft.fftfreq/rfftfreq (they take a length, not a
+   tensor), optimizers, a few private functions user code calls (``torch._assert_async``), the
    tensorboard ``SummaryWriter`` (needs the tensorboard package; untraced without it).
 4. A generic probe for the rest: a Tensor method or attribute is evaluated on a float32 [4, 4] tensor
    with no arguments; a torch/functional/linalg/fft/special function is called with that one tensor;
@@ -46,6 +47,7 @@ from pathlib import Path
 
 import torch
 import torch.utils.mobile_optimizer
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,10 +81,13 @@ class Recorder(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.ops: set[str] = set()
+        self.loose: set[str] = set()  # the ops dispatched outside every decomposed composite (Composites)
 
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
         name = func.name()
-        self.ops.add(name[len("aten::"):] if name.startswith("aten::") else name)
+        name = name[len("aten::"):] if name.startswith("aten::") else name
+        self.ops.add(name)
+        self.loose.add(name)
         return func(*args, **(kwargs or {}))
 
 
@@ -111,19 +116,51 @@ def tensors_in(value) -> list:
     return []
 
 
-def trace_call(run, leaves_of) -> tuple[set, set]:
-    """(forward ops, backward ops) of ``run()``; backward via autograd.grad onto the sample's leaves."""
+class Composites(TorchFunctionMode):
+    """Per torch function that binds an ATen op of its own name (``torch._weight_norm``, ``F.linear``): the ops
+    dispatched inside a call of it where that op itself never reached the dispatcher, i.e. it was decomposed
+    before (a CompositeImplicitAutograd op).  A backend that registers its own kernel for such an op
+    (torch_npu's ``_weight_norm``) never runs that decomposition.  Outermost calls only."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+        self.calls: dict[str, set] = {}
+
+    def __torch_function__(self, func, types_, args=(), kwargs=None):
+        name = getattr(func, "__name__", "") or ""
+        if name.startswith("__") or not hasattr(torch.ops.aten, name):
+            return func(*args, **(kwargs or {}))
+        recorder = self.recorder
+        outer, outer_loose = recorder.ops, recorder.loose
+        recorder.ops, recorder.loose = set(), set()
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            inside, inside_loose = recorder.ops, recorder.loose
+            recorder.ops = outer | inside
+            if inside and not any(op.split(".")[0] == name for op in inside):
+                self.calls.setdefault(name, set()).update(inside)
+                recorder.loose = outer_loose
+            else:
+                recorder.loose = outer_loose | inside_loose
+
+
+def trace_call(run, leaves_of) -> tuple[set, set, dict, set]:
+    """(forward ops, backward ops, {decomposed composite: its forward ops}, the forward ops dispatched outside
+    those composites) of ``run()``; backward via autograd.grad onto the sample's leaves."""
     recorder = Recorder()
-    with recorder:
+    composites = Composites(recorder)
+    with recorder, composites:
         out = run()
-    forward, recorder.ops = recorder.ops, set()
+    forward, loose, recorder.ops = recorder.ops, recorder.loose, set()
     leaves = [t for t in leaves_of() if t.requires_grad and t.is_leaf]
     outs = [t for t in tensors_in(out) if t.requires_grad and t.grad_fn is not None]
     if leaves and outs:
         seeds = [torch.ones_like(t) for t in outs]
         with recorder:
             torch.autograd.grad(outs, leaves, seeds, allow_unused=True)
-    return forward, recorder.ops
+    return forward, recorder.ops, composites.calls, loose
 
 
 class Tracer:
@@ -147,14 +184,14 @@ class Tracer:
         """
         if self.done(api):
             return
-        forward, backward, errors, ran = set(), set(), [], 0
+        forward, backward, composite, loose, errors, ran = set(), set(), {}, set(), [], 0
         try:
             with time_limit(self.seconds), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 for run, leaves in calls:
                     torch.manual_seed(0)  # a random sample (trunc_normal_'s rejection loop) takes one path
                     try:
-                        f, b = trace_call(run, leaves)
+                        f, b, c, out = trace_call(run, leaves)
                     except Timeout:
                         raise
                     except Exception as error:  # a sample the op rejects: try the next one
@@ -162,6 +199,9 @@ class Tracer:
                         continue
                     forward |= f
                     backward |= b
+                    loose |= out
+                    for name, ops in c.items():
+                        composite.setdefault(name, set()).update(ops)
                     ran += 1
         except Timeout as error:
             errors.append(str(error))
@@ -175,6 +215,9 @@ class Tracer:
             self.kernel_free[api] = f"dispatches no ATen op ({how})"
         else:
             self.apis[api] = {"forward": sorted(forward), "backward": sorted(backward), "sample": how}
+            if composite:  # and which forward ops also ran outside them (a kernel for the composite excuses none)
+                self.apis[api]["composite"] = {name: sorted(ops) for name, ops in sorted(composite.items())}
+                self.apis[api]["outside_composites"] = sorted(loose)
             if own:
                 self.apis[api]["aten"] = own
 
@@ -386,6 +429,17 @@ def hand_samples() -> dict:
         "torch.nn.utils.clip_grad_norm_": lambda: nn.utils.clip_grad_norm_(_with_grad(), 1.0),
         "torch.nn.utils.clip_grad_value_": lambda: nn.utils.clip_grad_value_(_with_grad(), 1.0),
         "torch.nn.utils.parameters_to_vector": lambda: nn.utils.parameters_to_vector(_with_grad()),
+        "torch.nn.utils.rnn.pad_sequence": lambda: nn.utils.rnn.pad_sequence(_sequences(), batch_first=True),
+        "torch.nn.utils.rnn.unpad_sequence":
+            lambda: nn.utils.rnn.unpad_sequence(*made(_padded), batch_first=True),
+        "torch.nn.utils.rnn.pack_padded_sequence":
+            lambda: nn.utils.rnn.pack_padded_sequence(*made(_padded), batch_first=True, enforce_sorted=False),
+        "torch.nn.utils.rnn.pad_packed_sequence":
+            lambda: nn.utils.rnn.pad_packed_sequence(made(_packed), batch_first=True),
+        "torch.nn.utils.rnn.pack_sequence": lambda: nn.utils.rnn.pack_sequence(_sequences(), enforce_sorted=False),
+        "torch.nn.utils.rnn.unpack_sequence": lambda: nn.utils.rnn.unpack_sequence(made(_packed)),
+        "torch.fft.fftfreq": lambda: torch.fft.fftfreq(8),
+        "torch.fft.rfftfreq": lambda: torch.fft.rfftfreq(8),
         "torch.Tensor.to_dense": lambda: made(lambda: x44().to_sparse()).to_dense(),
         "torch.sparse.sum": lambda: torch.sparse.sum(made(lambda: x44().to_sparse())),
         "torch.sparse_coo_tensor":
@@ -458,6 +512,21 @@ def _saved_tensor() -> io.BytesIO:
     torch.save({"w": x44()}, buffer)
     buffer.seek(0)
     return buffer
+
+
+def _sequences() -> list:
+    """Three float32 sequences of lengths 2, 4 and 3 (feature size 4), built outside the recorder."""
+    return made(lambda: [x44()[:n] for n in (2, 4, 3)])
+
+
+def _padded() -> tuple:
+    """(padded batch [3, 4, 4], int64 lengths on the CPU) of ``_sequences``, batch first."""
+    return torch.nn.utils.rnn.pad_sequence(_sequences(), batch_first=True), torch.tensor([2, 4, 3])
+
+
+def _packed():
+    """``_sequences`` packed (a PackedSequence)."""
+    return torch.nn.utils.rnn.pack_sequence(_sequences(), enforce_sorted=False)
 
 
 def _init(fn):

@@ -156,7 +156,8 @@ class UnsupportedApi(_ApiStatusRule):
         "The operator has no NPU implementation in that release: the call fails at run time or falls back "
         "to the CPU, which makes training slow or breaks it.  Decided from the ATen ops the API dispatches "
         "(traced with torch) and the NPU kernels of that version's wheel; an official \"unsupported\" entry "
-        "those kernels and a later list contradict is stale and not reported (`--official-lists` reports it)."
+        "is not reported where that wheel has an NPU kernel for every ATen op the API dispatches (or for the op "
+        "it is named after): the kernels win over a stale list (`--official-lists` reports the entry)."
     )
     example = "eigenvalues = torch.linalg.eig(a)"
     use_instead = "Use a supported equivalent, move that computation to the CPU explicitly, or pick a newer torch_npu."
@@ -178,6 +179,8 @@ class UnsupportedApi(_ApiStatusRule):
         ("import functools\nimport torch.nn as nn\nm = functools.partial(nn.MultiLabelMarginLoss, reduction='sum')\n",
          3),
         ("import torch.nn as nn\nLoss = nn.MultiLabelMarginLoss\nloss = Loss()\n", 3),
+        # near miss of the torch.fft.fftshift / std_mean passes below: aten::_linalg_solve_ex has no NPU kernel
+        ("import torch\nrhos_p = torch.linalg.solve(R[:-1, :-1], b[:-1]).to(device).to(x.dtype)\n", 2),
         # near miss of diffusers pipeline_ideogram4.py:90 below: the schedule is built on the device
         (_IDEOGRAM.format(device=", device=device"), 5),
         (_IDEOGRAM.format(device=").to(device"), 5),
@@ -195,6 +198,14 @@ class UnsupportedApi(_ApiStatusRule):
         "import torch.nn as nn\nLoss = nn.MultiLabelMarginLoss\n",
         # listed unsupported, but a decorator that only keeps torch.compile out (kernel-free; diffusers hooks/)
         "import torch\n@torch.compiler.disable\ndef step(x):\n    return x\n",
+        # listed unsupported, but every ATen op they dispatch has an NPU kernel (index, lt, arange, unbind;
+        # fft_fftfreq is composite over arange): diffusers transformer_cogview4.py, hooks/sea_cache.py
+        "import torch\nhidden_states_unpad = torch.nn.utils.rnn.unpad_sequence(hidden_states, lengths=lengths)\n",
+        "import torch\nfrequencies = torch.fft.fftfreq(hidden_states.shape[axis], device=hidden_states.device)\n",
+        # the CPU trace shows _weight_norm_interface (no NPU kernel), but only inside torch._weight_norm, a
+        # composite op torch_npu has its own kernel for (diffusers autoencoder_kl_kvae_audio.py)
+        "import torch.nn as nn\nfrom torch.nn.utils.parametrizations import weight_norm\n"
+        "conv1 = weight_norm(nn.Conv1d(num_channels, encoder_dim, kernel_size=7, padding=3))\n",
         # diffusers pipeline_ideogram4.py:90: ndtri of a linspace built without a device runs on the CPU
         _IDEOGRAM.format(device=""),
     ]
@@ -213,16 +224,22 @@ class UnknownApi(_ApiStatusRule):
     why = (
         "The evidence leaves NPU support open: the version's support list does not name the API and it "
         "could not be traced (or its name's ATen op has no NPU kernel in that wheel, or no wheel data "
-        "exists); or every list says unsupported while the wheel has NPU kernels for every op it dispatches "
-        "(`F.adaptive_max_pool2d`). It may fail or fall back to the CPU: check it on an NPU.  APIs that "
-        "dispatch no ATen op at all (context managers, jit helpers, exception and type objects) are never "
-        "reported."
+        "exists; or every list says unsupported and only a generic probe of the API, one call without "
+        "arguments, ran on that wheel's kernels: `x.to_sparse()`). It may fail or fall back to the CPU: check it "
+        "on an NPU.  APIs that dispatch no ATen op at "
+        "all (context managers, jit helpers, exception and type objects) are never reported, nor are those "
+        "whose every ATen op has an NPU kernel in that wheel, whatever the lists say (`torch.std_mean`, "
+        "`F.adaptive_max_pool2d`: listed unsupported, kernels in every wheel)."
     )
     example = "torch.hspmm(a, b)"
     use_instead = "Check the API on an NPU or with `ascend-analyse -m runtime_ops`; prefer an API the list supports."
 
     fires = [
+        # not listed, not traced, and aten::hspmm has no NPU kernel (the near miss of the passes below)
         ("import torch\nv = torch.hspmm(a, b)\n", 2),
+        # listed unsupported; _to_sparse has a kernel, but only the generic probe traced it (whisper model.py)
+        ("import torch\nall_heads = torch.zeros(n_layer, n_head, dtype=torch.bool)\n"
+         "self.register_buffer(\"alignment_heads\", all_heads.to_sparse(), persistent=False)\n", 3),
     ]
     passes = [
         "import torch.nn.functional as F\ny = F.relu(x)\n",
@@ -234,6 +251,11 @@ class UnknownApi(_ApiStatusRule):
         # dispatch no ATen op of their own (traced): tensorboard's writer, the jit tracer
         "from torch.utils.tensorboard import SummaryWriter\nwriter = SummaryWriter(log_dir)\n",
         "import torch\ntraced = torch.jit.trace_module(model, {'forward': (x,)})\n",
+        # listed unsupported, but the wheel has NPU kernels for every ATen op they dispatch (std_mean.correction;
+        # fft_fftshift, over roll): whisper timing.py, diffusers utils/torch_utils.py, mmdet necks/bfp.py
+        "import torch\nstd, mean = torch.std_mean(weights, dim=-2, keepdim=True, unbiased=False)\n",
+        "from torch.fft import fftshift\nx_freq = fftshift(x_freq, dim=(-2, -1))\n",
+        "import torch.nn.functional as F\ngathered = F.adaptive_max_pool2d(inputs[i], output_size=gather_size)\n",
     ]
 
     def emit(self, node, ctx, api, note, how) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, Optional, Tuple
 
+from ..detect.once_per_call import OncePerCall
 from ..registry import Rule
 from ..semantic.values import BUILT_ON_HOST
 from .value_dependent_ops import DYNAMIC_SOURCE
@@ -28,6 +29,11 @@ _METHODS: Dict[str, Tuple[int, ...]] = {
 }
 
 
+# Reductions of a whole tensor to one element (no ``dim``): a 0-d tensor, converted like ``.item()`` by a size.
+_SCALAR_REDUCTIONS = frozenset("sum max min amax amin argmax argmin count_nonzero prod".split())
+_NAME_STEPS = 4  # ``n = m`` hops followed back to the element a name holds
+
+
 class ShapeFromValue(Rule):
     code = "ASC403"
     summary = "shape taken from tensor values (.item(), int(t.sum()), .tolist() feeding sizes or slices)"
@@ -46,7 +52,7 @@ class ShapeFromValue(Rule):
     fires = [
         ("import torch\ny = x[: n.item()]\n", 2),
         ("import torch\nmask = torch.rand(8) > 0.5\nbuf = torch.zeros(int(mask.sum()))\n", 3),
-        ("import torch\nt = torch.tensor([2, 3])\nparts = torch.split(x, t.tolist())\n", 3),
+        ("import torch\ncounts = torch.bincount(expert_ids)\nparts = torch.split(x, counts.tolist())\n", 3),
         ("import torch\ncount = lengths.max().item()\nbuf = x.new_zeros(count, 4)\n", 3),
         ("import torch\nfor n in sizes.tolist():\n    y = x[:n]\n", 3),
         ("import torch\nh = torch.randn(4, 8)\nk = h.view(-1, int(h.argmax()))\n", 3),
@@ -56,6 +62,12 @@ class ShapeFromValue(Rule):
         ("import torch\ndef f(x: torch.Tensor, lengths: torch.Tensor):\n    for n in lengths:\n"
          "        y = x[:n]\n", 4),
         ("import torch\ndef f(feats, num_per_img: torch.Tensor):\n    return torch.split(feats, num_per_img[0])\n", 3),
+        # a count defined on another line (yolov5 utils/segment/loss.py:127)
+        ("import torch\ndef f(targets: torch.Tensor, i, na):\n    num = (targets[:, 0] == i).sum()\n"
+         "    return torch.arange(num).view(1, num).repeat(na, 1)\n", 4),
+        # a bound on a count read from data (diffusers scheduling_block_refinement.py:324)
+        ("import torch\nk = min(num_to_transfer, int(active_block[b].sum().item()))\n_, idx = torch.topk(confidence[b], k=k)\n",
+         3),
     ]
     passes = [
         # diffusers z_image/pipeline_z_image_omni.py:332: the sizes of one image, from its processor's batch
@@ -85,6 +97,28 @@ class ShapeFromValue(Rule):
         # mmdet horizontal_boxes.py:353: a numpy mask array sliced by box coordinates
         "import numpy as np\nimport torch\ndef f(boxes, h, w):\n    m = np.zeros((len(boxes), h, w))\n"
         "    m[0, int(boxes[0, 1]):int(boxes[0, 3])] = 1\n    return m\n",
+        # a Python number computed from a static size (diffusers autoencoder_kl_kvae_video.py:454)
+        "import torch\ndef f(input: torch.Tensor):\n    time_factor = 1.0 + 1.0 * (input.size(2) > 1)\n"
+        "    if isinstance(time_factor, torch.Tensor):\n        time_factor = time_factor.item()\n"
+        "    return input.repeat_interleave(int(time_factor), dim=2)\n",
+        # a table of sizes read back (diffusers pipeline_ernie_image.py:201)
+        "import torch\ndef f(hs, device):\n    lens = torch.tensor([t.shape[0] for t in hs], device=device)\n"
+        "    Tmax = int(lens.max().item())\n    return torch.zeros((len(hs), Tmax, 8), device=device)\n",
+        "import torch\nt = torch.tensor([2, 3])\nparts = torch.split(x, t.tolist())\n",
+        # once per request in an inference pipeline (diffusers pipeline_qwenimage.py:183, kolors img2img :597)
+        "import torch\nclass Pipe:\n    def _extract_masked_hidden(self, hidden_states, mask):\n"
+        "        valid_lengths = mask.bool().sum(dim=1)\n"
+        "        return torch.split(hidden_states[mask.bool()], valid_lengths.tolist(), dim=0)\n"
+        "    @torch.no_grad()\n    def __call__(self, h, m):\n        return self._extract_masked_hidden(h, m)\n",
+        "import torch\nclass Pipe:\n    def get_timesteps(self, cutoff):\n"
+        "        n = (self.scheduler.timesteps < cutoff).sum().item()\n"
+        "        return self.scheduler.timesteps[len(self.scheduler.timesteps) - n:]\n"
+        "    @torch.no_grad()\n    def __call__(self, cutoff):\n        timesteps = self.get_timesteps(cutoff)\n",
+        # construction runs once (diffusers autoencoder_vidtok.py:84)
+        "import torch\nclass Q(torch.nn.Module):\n    def __init__(self, levels):\n        super().__init__()\n"
+        "        self.register_buffer('_levels', torch.tensor(levels))\n"
+        "        self.codebook_size = self._levels.prod().item()\n"
+        "        self.codes = self.indices_to_codes(torch.arange(self.codebook_size))\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -94,7 +128,8 @@ class ShapeFromValue(Rule):
                 return  # slicing a numpy array or a list by a tensor's value keeps the NPU out of it
         else:
             found = self._in_sizes(node, ctx)
-        if found is not None:
+        if found is not None and not ctx.memo("once_per_call", lambda c: OncePerCall(c.model)).runs_once(
+                node, ctx.stack):  # once per object or per request: one shape, reused by every step after
             text = ast.unparse(found)[:40]
             ctx.report(node, self.code, f"shape taken from a tensor value ({text}): every new value is a new "
                        "shape for the NPU", api=text, tips="keep sizes static: pad to a maximum or mask")
@@ -126,8 +161,10 @@ class ShapeFromValue(Rule):
             sizes += call.args
         else:
             sizes += [call.args[p] for p in positions if p < len(call.args)]
+        # tensor repeats are a tensor's job, not a size read out of one (ASC401 has them)
+        elements = not (qualname or getattr(func, "attr", "")).endswith("repeat_interleave")
         for size in sizes:
-            found = _mentions_readout(size, ctx)
+            found = _mentions_readout(size, ctx, elements)
             if found is not None:
                 return found
         return None
@@ -155,19 +192,28 @@ def _mentions_readout(node: Optional[ast.AST], ctx, direct: bool = True) -> Opti
     return None
 
 
-def _tensor_element(node: ast.AST, ctx) -> bool:
-    """``counts[i]`` of a tensor (or ``n`` of ``for n in counts``): a 0-d tensor that a size converts with
-    an implicit ``.item()``.  Slices and index tensors keep a tensor a tensor; constant tables are not data."""
+def _tensor_element(node: ast.AST, ctx, depth: int = 0) -> bool:
+    """``counts[i]`` of a tensor, ``lengths.max()``, or a name bound to one (``n = counts[i]``, ``for n in
+    counts``): a 0-d tensor that a size converts with an implicit ``.item()``.  Slices and index tensors keep a
+    tensor a tensor; reductions along a dimension are tensors of sizes; constant tables are not data."""
     if isinstance(node, ast.Subscript):
         parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         if any(isinstance(p, ast.Slice) or ctx.values.is_tensor(p) for p in parts):
             return False
         value = ctx.values.of(node.value)
+    elif isinstance(node, ast.Call):
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr in _SCALAR_REDUCTIONS) or node.args or node.keywords:
+            return False
+        value = ctx.values.of(func.value)  # ``t.max()``: the whole tensor reduced to one element
     elif isinstance(node, ast.Name):
         owner = ctx.model.function(node)
         binding = ctx.model.flow(owner or ctx.tree).binding(node)
-        if binding is None or binding.each is None:
+        if binding is None:
             return False
+        if binding.each is None:  # ``n = counts[i]`` on an earlier line
+            return binding.value is not None and binding.index is None and depth < _NAME_STEPS and \
+                _tensor_element(binding.value, ctx, depth + 1)
         value = ctx.values.of(binding.each)
     else:
         return False

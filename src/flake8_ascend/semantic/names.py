@@ -54,10 +54,12 @@ class Binding:
     ``line`` is where name resolution sees it (the statement's first line); ``end`` is where the binding
     statement ends (the data flow sees it only after, so in ``x = x * 2`` the right-hand ``x`` is the
     previous binding).  ``value`` is the assigned expression (None when unknown), ``index`` the position
-    in a tuple unpack, ``each`` the iterable a plain ``for`` target takes its elements from.
+    in a tuple unpack, ``each`` the iterable a plain ``for`` target takes its elements from.  ``fallback``: made
+    in the body of ``if <name> is None:``, where that body ends: after it, the name holds this value or what it
+    held before.
     """
 
-    __slots__ = ("kind", "line", "end", "qualname", "value", "index", "each")
+    __slots__ = ("kind", "line", "end", "qualname", "value", "index", "each", "fallback")
 
     def __init__(self, kind: str, line: int, end: Tuple[int, int], qualname: Optional[str] = None,
                  value: Optional[ast.AST] = None, index: Optional[int] = None,
@@ -69,6 +71,7 @@ class Binding:
         self.value = value
         self.index = index
         self.each = each
+        self.fallback: Optional[Tuple[int, int]] = None
 
 
 @dataclass
@@ -105,6 +108,7 @@ class ScopeBuilder(ast.NodeVisitor):
         self.calls: Dict[str, List[ast.Call]] = {}  # ``f(...)`` and ``x.f(...)`` by the called name
         self.current: Optional[Scope] = None
         self._dispatch: Dict[type, object] = {}
+        self._fallbacks: List[Tuple[str, Tuple[int, int]]] = []  # enclosing ``if <name> is None:``: name, end
 
     # NodeVisitor looks its method up by name for every node; a per-class table is much faster.
     def visit(self, node: ast.AST) -> None:
@@ -269,6 +273,21 @@ class ScopeBuilder(ast.NodeVisitor):
             self.current.bind(node.name, Binding(EXCEPT, node.lineno, _start(node)))
         self.generic_visit(node)
 
+    def visit_If(self, node: ast.If) -> None:
+        test = node.test
+        name = test.left.id if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) \
+            and len(test.ops) == 1 and isinstance(test.ops[0], ast.Is) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None else None
+        self.visit(test)
+        if name is not None:
+            self._fallbacks.append((name, _end(node.body[-1])))
+        for stmt in node.body:
+            self.visit(stmt)
+        if name is not None:
+            self._fallbacks.pop()
+        for stmt in node.orelse:
+            self.visit(stmt)
+
     def visit_Global(self, node) -> None:  # the names live in another scope: nothing is bound here
         self.current.shared.update(node.names)
 
@@ -278,7 +297,9 @@ class ScopeBuilder(ast.NodeVisitor):
                      value: Optional[ast.AST] = None, alias: Optional[str] = None, index: Optional[int] = None) -> None:
         """Bind the names of an assignment target; ``a, b = v`` binds a and b to items 0 and 1 of ``v``."""
         if isinstance(target, ast.Name):
-            self.current.bind(target.id, Binding(kind, line, end, alias, value, index))
+            binding = Binding(kind, line, end, alias, value, index)
+            binding.fallback = next((end for tested, end in reversed(self._fallbacks) if tested == target.id), None)
+            self.current.bind(target.id, binding)
         elif isinstance(target, (ast.Tuple, ast.List)):
             for position, element in enumerate(target.elts):
                 if isinstance(element, ast.Name) and value is not None and index is None:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_NUMBERS = frozenset(("int", "float"))  # annotations of Python numbers (the builtins, not a local class)
 
 
 def enclosing_class(scope: Optional[Scope]) -> Optional[Scope]:
@@ -150,7 +151,7 @@ class Summaries:
         return found
 
     def annotated(self, annotation: ast.AST, scope: Scope) -> Value:
-        """An annotation: ``Tensor``, ``np.ndarray``, ``Tuple[np.ndarray, np.ndarray]``."""
+        """An annotation: ``Tensor``, ``np.ndarray``, ``int``, ``Tuple[np.ndarray, np.ndarray]``."""
         resolver = self.model.resolver(scope)
         if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr) and is_constant(
                 annotation.right, None):
@@ -167,6 +168,8 @@ class Summaries:
             return Value(TENSOR) if annotation_is_tensor(annotation, resolver) else UNKNOWN_VALUE
         if annotation_is_tensor(annotation, resolver):
             return Value(TENSOR)
+        if isinstance(annotation, ast.Name) and annotation.id in _NUMBERS and scope.home(annotation.id) is None:
+            return Value(NUMBER)  # ``stride: int``: a Python number
         qualname = resolver.qualname(annotation) if isinstance(annotation, (ast.Name, ast.Attribute)) else None
         return Value(ARRAY, HOST) if qualname in ("numpy.ndarray", "pandas.DataFrame") else UNKNOWN_VALUE
 

@@ -146,6 +146,7 @@ _BUILTIN_CONTAINERS = frozenset(("list", "dict", "tuple", "set", "sorted", "zip"
                                  "reversed", "map", "filter", "frozenset", "defaultdict", "OrderedDict"))
 _BUILTIN_OTHER = frozenset(("str", "bool", "repr", "format", "isinstance", "hasattr", "getattr", "type", "open",
                             "print", "id", "callable", "iter", "next"))
+_BOUNDING = frozenset(("min", "max", "abs", "round", "pow"))  # numbers of numbers: data in, data out
 _CONSTANT_NUMBERS = frozenset(f"{m}.{c}" for m in ("math", "numpy", "torch") for c in ("inf", "nan", "pi", "e"))
 # Tensor methods that read values out to the host.
 _READOUT = frozenset(("item", "tolist"))
@@ -169,12 +170,14 @@ ARRAY_ONLY = frozenset("astype copy iloc loc values to_numpy tobytes reset_index
 class _Evidence:
     """What the uses of each name in one function say it holds."""
 
-    __slots__ = ("tensor", "array", "indexes")
+    __slots__ = ("tensor", "array", "indexes", "written")
 
     def __init__(self) -> None:
         self.tensor: Set[str] = set()
         self.array: Set[str] = set()
         self.indexes: Dict[str, List[ast.AST]] = {}  # name -> what it indexes (``boxes`` in ``boxes[keep]``)
+        # names written in place: (a store?, the index or None, the value): ``x[i] = v``, ``x[m] /= 8``, ``x.add_(y)``
+        self.written: Dict[str, List[Tuple[bool, Optional[ast.AST], ast.AST]]] = {}
 
 
 def _argument_names(arg: ast.AST):
@@ -392,7 +395,12 @@ class Values:
         evidence = _Evidence()
         resolver = self.model.resolver(scope)
         for node in walk(owner):
-            if isinstance(node, ast.Subscript):
+            if isinstance(node, (ast.Assign, ast.AugAssign)):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                        evidence.written.setdefault(target.value.id, []).append(
+                            (isinstance(node, ast.Assign), target.slice, node.value))
+            elif isinstance(node, ast.Subscript):
                 parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
                 for part in parts:
                     if isinstance(part, ast.Name):
@@ -405,6 +413,8 @@ class Values:
             elif isinstance(node, ast.Call):
                 func = node.func
                 if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                    if func.attr.endswith("_") and not func.attr.startswith("_"):  # ``x.index_put_(...)``
+                        evidence.written.setdefault(func.value.id, []).extend((False, None, a) for a in node.args)
                     if func.attr == "size" or (func.attr == "view" and node.args and all(
                             isinstance(a, (ast.Constant, ast.UnaryOp, ast.Name)) for a in node.args)
                             and not any(isinstance(a, ast.Constant) and isinstance(a.value, str)
@@ -487,7 +497,10 @@ class Values:
         if isinstance(expr, (ast.Tuple, ast.List)):
             return Value(CONTAINER, items=tuple(self._value(e, scope, depth) for e in expr.elts)
                          if isinstance(expr, ast.Tuple) else None)
-        if isinstance(expr, (ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp, ast.GeneratorExp)):
+        if isinstance(expr, (ast.ListComp, ast.GeneratorExp)):  # ``[torch.tensor(u.shape) for u in xs]``
+            element = self._value(expr.elt, scope, depth)
+            return Value(CONTAINER, items=(element,)) if element.tensor else Value(CONTAINER)
+        if isinstance(expr, (ast.Dict, ast.Set, ast.DictComp, ast.SetComp)):
             return Value(CONTAINER)
         if isinstance(expr, ast.JoinedStr):
             return Value(OTHER)
@@ -523,6 +536,12 @@ class Values:
             value = _item(value, binding.index)
         elif isinstance(binding.value, ast.List):
             value = self._grown_list(binding.value, name.id, home, depth)
+        if value.const and (binding.fallback is not None and binding.fallback <= (name.lineno, name.col_offset) or (
+                isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module))
+                and self._written_with_data(name.id, owner, home, depth))):
+            # read after ``if mask is None: mask = torch.ones(n)`` (the default, or what was passed), or a table
+            # the function writes data into (``ids = torch.full((n,), -1)`` then ``ids[c] = ...``)
+            value = Value(value.kind, value.device, readout=value.readout, items=value.items, boolean=value.boolean)
         return self._refine(value, name.id, owner, home, depth)
 
     def _grown_list(self, literal: ast.List, name: str, home: Scope, depth: int) -> Value:
@@ -543,6 +562,23 @@ class Values:
         if elements and all(v.tensor for v in elements):
             return Value(CONTAINER, items=(agree(elements),))
         return Value(CONTAINER)
+
+    def _written_with_data(self, name: str, owner: ast.AST, scope: Scope, depth: int) -> bool:
+        """Does the function write data into ``name`` in place?  A store of anything but a number or a constant
+        table (``ids[c] = active_ids[r]``), an in-place op with a tensor of data (``x += y``), or any write at
+        positions that are not literals, slices or sizes (``counts[hits] += 1``); scaling a table by numbers
+        (``table[:, :, 0] /= (size - 1)``) keeps it a table."""
+        for store, index, value in self._evidence_of(owner, scope).written.get(name, ()):
+            written = self._value(value, scope, depth)
+            if not (written.const or written.kind in (NUMBER, OTHER)) and (store or written.tensor):
+                return True
+            for part in (index.elts if isinstance(index, ast.Tuple) else [index]) if index is not None else ():
+                if isinstance(part, (ast.Slice, ast.Constant)):
+                    continue
+                where = self._value(part, scope, depth)
+                if not (where.const or where.kind == NUMBER):
+                    return True
+        return False
 
     def _refine(self, value: Value, name: str, owner: ast.AST, scope: Scope, depth: int = 0) -> Value:
         """Evidence from use settles what the assignment left open (``m = a > b``, ``x = f(y)``)."""
@@ -566,9 +602,8 @@ class Values:
             if arg.arg == name:
                 if arg.annotation is not None:
                     annotated = self.summaries.annotated(arg.annotation, scope.parent or scope)
-                    if annotated.kind in (TENSOR, ARRAY) or annotated.kind == CONTAINER and annotated.items \
-                            and annotated.items[0].kind == NUMBER and len(annotated.items) == 1:
-                        return annotated  # ``x: torch.Tensor``, ``x: Optional[Tensor]``, ``a: np.ndarray``
+                    if annotated.kind in (TENSOR, ARRAY, NUMBER, CONTAINER):
+                        return annotated  # ``x: torch.Tensor``, ``x: Optional[Tensor]``, ``a: np.ndarray``, ``n: int``
                 break
         else:
             return UNKNOWN_VALUE
@@ -664,6 +699,8 @@ class Values:
             return Value(ARRAY, HOST, boolean=True)
         if left.kind == UNKNOWN and right.kind in (UNKNOWN, NUMBER) or right.kind == UNKNOWN and left.kind == NUMBER:
             return Value(COMPARE)  # a mask if the unknown side is a tensor: decided by evidence
+        if left.kind == NUMBER and right.kind == NUMBER:  # a bool, which Python arithmetic takes for an int:
+            return Value(NUMBER, readout=left.readout or right.readout)  # ``1.0 + 1.0 * (x.size(2) > 1)``
         return Value(OTHER)
 
     def _binop(self, expr: ast.BinOp, scope: Scope, depth: int) -> Value:
@@ -726,7 +763,11 @@ class Values:
             if name in ("int", "float", "round") and len(call.args) == 1:
                 arg = call.args[0]
                 inner = self._value(arg, scope, depth)
-                readout = inner.tensor or inner.readout or _reduction_of_unknown(arg, self, scope, depth)
+                readout = (inner.tensor and not inner.const) or inner.readout or _reduction_of_unknown(
+                    arg, self, scope, depth)
+            elif name in _BOUNDING and call.args and not call.keywords:
+                # ``min(int(mask.sum()), k)``: a bound on a value read from data is still read from data
+                readout = any(self._value(a, scope, depth).readout for a in call.args)
             return Value(NUMBER, readout=readout)
         if name in _BUILTIN_CONTAINERS:
             return Value(CONTAINER)
@@ -793,10 +834,10 @@ class Values:
             if name == "numpy":
                 return Value(ARRAY, HOST)
             if name in _READOUT and not call.args and receiver.kind == UNKNOWN:
-                return Value(NUMBER if name == "item" else CONTAINER, readout=True)
+                return Value(NUMBER if name == "item" else CONTAINER, readout=not receiver.const)
             return UNKNOWN_VALUE
-        if name in _READOUT:
-            return Value(NUMBER if name == "item" else CONTAINER, readout=True)
+        if name in _READOUT:  # a constant tensor's values are the literals and sizes it was built from, not data
+            return Value(NUMBER if name == "item" else CONTAINER, readout=not receiver.const)
         if name == "numpy":
             return Value(ARRAY, HOST)
         if name in ("unique", "unique_consecutive"):
@@ -817,6 +858,8 @@ class Values:
         if "tensor" not in kinds:
             if kinds and kinds <= {"int", "float", "number"}:
                 return Value(NUMBER)
+            if kinds == {"int", "size"}:  # ``x.size()`` is the sizes, ``x.size(2)`` / ``x.size(dim=2)`` one of them
+                return Value(NUMBER) if len(call.args) > 1 - receiver_args or call.keywords else SIZES
             return Value(OTHER) if kinds else UNKNOWN_VALUE
         device = self._device(name, call, first, receiver_args, scope, depth)
         const = self._constant(name, call, first, receiver_args, scope, depth)
@@ -889,14 +932,16 @@ class Values:
                   depth: int) -> bool:
         """Built from literals and sizes only: factories, or ops whose tensor inputs are all constant."""
         if receiver_args == 0 and name in _FACTORIES and name not in _LIKE:
-            return name in _CONSTANT_FACTORIES and not any(self._value(a, scope, depth).tensor for a in call.args)
+            return name in _CONSTANT_FACTORIES and not any(_data(self._value(a, scope, depth)) for a in call.args)
         if receiver_args and name == "new_tensor":  # like torch.tensor: values given by the code, not data
-            return bool(call.args) and not any(self._value(a, scope, depth).tensor for a in call.args)
+            return bool(call.args) and not any(_data(self._value(a, scope, depth)) for a in call.args)
         inputs = ([first] if receiver_args and first is not None else []) + [
             self._value(a, scope, depth) for a in call.args]
-        for arg in call.args:
+        for arg, value in zip(call.args, inputs[len(inputs) - len(call.args):]):
             if isinstance(arg, (ast.List, ast.Tuple)):
                 inputs += [self._value(e, scope, depth) for e in arg.elts]
+            elif value.kind == CONTAINER and value.items is not None and len(value.items) == 1 and value.items[0].tensor:
+                inputs.append(value.items[0])  # ``torch.stack(sizes)`` of a list of tensors
         tensors = [v for v in inputs if v.tensor or v.const]
         return bool(tensors) and all(v.const for v in tensors) and not any(
             v.kind == UNKNOWN and not v.const for v in inputs if v is not first)
@@ -919,7 +964,7 @@ def agree(values: List[Value]) -> Value:
     if all(v.tensor for v in values):
         devices = {v.device for v in values}
         return Value(MASK if all(v.kind == MASK for v in values) else TENSOR, devices.pop() if len(devices) == 1
-                     else None)
+                     else None, all(v.const for v in values))
     if all(v.kind == CONTAINER and v.items for v in values) and len({len(v.items) for v in values}) == 1:
         return Value(CONTAINER, items=tuple(agree([v.items[i] for v in values]) for i in range(len(values[0].items))))
     kinds = {v.kind for v in values}
@@ -949,6 +994,11 @@ def _item(value: Value, index: int) -> Value:
         return items[index]
     except IndexError:
         return UNKNOWN_VALUE
+
+
+def _data(value: Value) -> bool:
+    """Holds values that came from a tensor's data: a tensor, or numbers read out of one (``x.tolist()``)."""
+    return value.tensor or value.readout
 
 
 def _combine(kind: str, left: Value, right: Value) -> Value:

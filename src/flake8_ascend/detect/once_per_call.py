@@ -1,0 +1,129 @@
+"""Code that runs once per call of an inference entry point, once per object or on the way to an error, never
+once per step.
+
+A dynamic shape costs on an NPU when it comes back step after step: each new shape compiles new kernels. Code
+that runs once per object or once per request brings at most one new shape each time, and the steps that follow
+reuse it. The definitions:
+
+- *Construction*: the body of an ``__init__``.
+- An *error path*: the body of an ``if`` that ends in ``raise`` (the message of ``ValueError`` built from
+  ``(counts == 0).nonzero().tolist()``): it runs once, and the call ends there.
+- An *inference entry class* defines ``__call__`` under ``@torch.no_grad()`` or ``@torch.inference_mode()``
+  (a diffusion or generation pipeline: one call builds the inputs once, then loops over the denoising steps).
+- Code *runs once per call* when it is in such a ``__call__`` outside its loops, or in a method of the class or
+  a module-level function of the file whose every call site in the file runs once per call (a call site inside
+  a loop of ``__call__`` runs per step). A method nobody in the file calls is the class's public API
+  (``encode_prompt``), called once per request like ``__call__``; a module-level function nobody calls is not
+  known to be part of a pipeline. Loops inside the helpers (over the prompts of a batch) do not count as steps.
+
+``once_per_call(model, node, ancestors)``: does ``node`` run once per object or per call (``ancestors``: its
+enclosing nodes, outermost first, as the engine's walk has them)?
+"""
+from __future__ import annotations
+
+import ast
+from typing import Dict, Optional, Sequence
+
+from ..semantic.model import SemanticModel
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_NO_GRAD = frozenset(("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
+                      "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"))
+_HOPS = 4  # call-site steps followed from a helper back to the entry point
+
+
+class OncePerCall:
+    """The per-file answers (functions and classes memoised by id)."""
+
+    def __init__(self, model: SemanticModel) -> None:
+        self.model = model
+        self._entries: Dict[int, bool] = {}
+        self._functions: Dict[int, bool] = {}
+
+    def runs_once(self, node: ast.AST, ancestors: Sequence[ast.AST]) -> bool:
+        if _error_path(node, ancestors):
+            return True
+        function = self.model.function(node)
+        if function is None:
+            return False
+        if function.name == "__call__" and self._entry_call(function):
+            return not _in_loop(ancestors, function)
+        return self._once(function, 0)
+
+    def _entry_call(self, function: ast.AST) -> bool:
+        """Is ``function`` the ``__call__`` of an inference entry class?"""
+        outer = self.model.scope(function)  # a def's own scope is the one it is defined in
+        return function.name == "__call__" and outer.is_class and self._entry_class(outer.node)
+
+    def _entry_class(self, cls: ast.ClassDef) -> bool:
+        found = self._entries.get(id(cls))
+        if found is None:
+            found = self._entries[id(cls)] = any(
+                isinstance(stmt, _FUNCTIONS) and stmt.name == "__call__" and any(
+                    self.model.qualname(d.func if isinstance(d, ast.Call) else d) in _NO_GRAD
+                    for d in stmt.decorator_list) for stmt in cls.body)
+        return found
+
+    def _once(self, function: ast.AST, hops: int) -> bool:
+        found = self._functions.get(id(function))
+        if found is None:
+            self._functions[id(function)] = False  # recursion guard
+            found = self._functions[id(function)] = self._decide(function, hops)
+        return found
+
+    def _decide(self, function: ast.AST, hops: int) -> bool:
+        scope = self.model.scope(function)
+        in_class = scope.is_class
+        if in_class and function.name == "__init__":
+            return True
+        if in_class:
+            if not self._entry_class(scope.node):
+                return False
+        elif scope is not self.model.module:
+            return False  # a nested def: called from anywhere, loops included
+        sites = self.model.summaries.call_sites(function)
+        if not sites:
+            return in_class  # a pipeline's public method; an unused module function says nothing
+        if hops >= _HOPS:
+            return False
+        for site in sites:
+            caller = self.model.function(site)
+            if caller is None:
+                return False
+            if self._entry_call(caller):
+                if _in_loop(self.model.ancestors(site), caller):
+                    return False
+            elif not self._once(caller, hops + 1):
+                return False
+        return True
+
+
+def _error_path(node: ast.AST, ancestors: Sequence[ast.AST]) -> bool:
+    """Is ``node`` in the body of an ``if`` that ends in ``raise`` (not in a def nested below that ``if``)?"""
+    path = [*ancestors, node]
+    for parent, child in zip(reversed(path[:-1]), reversed(path[1:])):
+        if isinstance(parent, _FUNCTIONS + (ast.Lambda, ast.ClassDef)):
+            return False
+        if isinstance(parent, ast.If) and parent.body and isinstance(parent.body[-1], ast.Raise) and any(
+                child is stmt for stmt in parent.body):
+            return True
+    return False
+
+
+def _in_loop(ancestors: Sequence[ast.AST], function: ast.AST) -> bool:
+    """Is a loop of ``function`` among ``ancestors`` (below ``function``)?"""
+    inside = False
+    for node in ancestors:
+        if node is function:
+            inside = True
+        elif inside and isinstance(node, _LOOPS):
+            return True
+    return False
+
+
+def once_per_call(model: SemanticModel, node: ast.AST, ancestors: Sequence[ast.AST],
+                  memo: Optional[OncePerCall] = None) -> bool:
+    """Does ``node`` run once per object or per call of an inference entry point (module docstring)?  Pass the
+    file's ``OncePerCall`` as ``memo`` when asking more than once."""
+    return (memo or OncePerCall(model)).runs_once(node, ancestors)
