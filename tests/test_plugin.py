@@ -77,6 +77,22 @@ def test_asc103_is_off_unless_named(tmp_path):
     assert "ASC103" in flake8("--extend-select", "ASC103", "a.py", cwd=tmp_path).stdout
 
 
+def test_static_dynamic_shape_hints_are_advisory_but_the_dynamic_shape_mode_reports_them(tmp_path):
+    """ASC401-403 and ASC508 are off by default (docs/accuracy.md, "The default set"); -m dynamic_shape is
+    asked for the hints, so it reports them unless --select narrows the run."""
+    (tmp_path / "a.py").write_text("import torch\ndef f(x):\n    return torch.nonzero(x).double()\n")
+    assert "ASC401" not in flake8("--select", "ASC", "a.py", cwd=tmp_path).stdout
+    assert "ASC508" not in flake8("--select", "ASC", "a.py", cwd=tmp_path).stdout
+    assert "ASC401" in flake8("--extend-select", "ASC401", "a.py", cwd=tmp_path).stdout
+    for extra, expected in (((), True), (("--select", "ASC2"), False)):
+        out = tmp_path / f"out{len(extra)}"
+        run = subprocess.run([sys.executable, "-m", "flake8_ascend.cli", "-m", "dynamic_shape", "-i", str(tmp_path / "a.py"),
+                              "-o", str(out), "-q", *extra], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        hints = next(out.rglob("dynamic_shape_hints.csv")).read_text(encoding="utf-8")
+        assert ("ASC401" in hints) is expected
+
+
 def test_noqa(tmp_path):
     (tmp_path / "a.py").write_text(
         "import torch\n"

@@ -472,6 +472,8 @@ def _run(args: argparse.Namespace, modes: Dict[str, type], out: TextIO, err: Tex
     mode = _choose_mode(args.mode, modes, fixing=args.fix or args.diff, select=args.select)
     source, out_dir = _check_args(args, mode)
     root = source if source.is_dir() else source.parent
+    if mode.enables and not args.select:
+        args.extend_select = [*args.extend_select, *(c for c in mode.enables if c not in args.extend_select)]
     try:
         settings = read_settings(root, args)
         if args.torch_version is None and settings.options.ascend_torch_version is not None:

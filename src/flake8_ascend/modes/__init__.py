@@ -111,6 +111,8 @@ class Mode:
     outputs: ClassVar[Tuple[str, ...]] = ()  # the files it writes besides pytorch_analysis.txt
     formats: ClassVar[Tuple[str, ...]] = ("csv",)  # --format values it supports
     uses_rules: ClassVar[bool] = False  # whether --select/--ignore apply (its reports are rule findings)
+    # advisory codes the mode is about, reported as if named in --extend-select (unless --select narrows the run)
+    enables: ClassVar[Tuple[str, ...]] = ()
     fixes: ClassVar[bool] = False  # whether --fix/--diff make sense (the first such mode is their default)
     reads_python: ClassVar[bool] = True  # whether -i is Python source (a .py file or a folder of them)
 

@@ -7,7 +7,7 @@ the static dynamic-shape hints (ASC401-404) to ``dynamic_shape_hints.csv``.
 """
 from __future__ import annotations
 
-from ..codes import Report
+from ..codes import CODES, Report
 from ..runtime.inject import PACKAGE, REPORT_NAME
 from ..runtime.runtime_copy import SHAPES, make_copy
 from ._lint import LintMode, Table
@@ -33,6 +33,8 @@ class DynamicShape(Mode):
     outputs = (Report.DYNAMIC_SHAPE_HINTS.value, f"{PACKAGE}/", "the instrumented copy of the input")
     formats = ("csv", "json", "sarif")  # the hints; the page (html) is for the lint and migrate modes
     uses_rules = True
+    # the static hints are advisory in flake8 (docs/accuracy.md, "The default set"); this mode is asked for them
+    enables = tuple(code for code, row in CODES.items() if row.report is Report.DYNAMIC_SHAPE_HINTS and row.default_off)
 
     @classmethod
     def add_arguments(cls, group) -> None:
