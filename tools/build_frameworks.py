@@ -349,6 +349,14 @@ def _cite(fact: dict) -> str:
     return f"{fact['package']} {fact['version']} {fact['file']}:{fact['line']}"
 
 
+def _launcher_why(package: str, overriding: dict, facts: dict) -> str:
+    """Why a backend given to ``package``'s init_dist is no finding: its launchers that pick 'hccl' on an NPU."""
+    return (f"{package}'s launcher " + ", ".join(repr(k) for k in sorted(overriding)) + " initialises 'hccl' on an "
+            "NPU whatever backend it is given (" + "; ".join(
+                f"{_cite(v)}, {v['calls']}: {_cite(facts['npu_backend'][v['calls']])}" for v in overriding.values())
+            + ")")
+
+
 def build(facts: dict) -> dict:
     """The tables ASC202/ASC204 read: each entry says why, with the line it comes from."""
     f = facts["facts"]
@@ -357,9 +365,7 @@ def build(facts: dict) -> dict:
     chosen: Dict[str, dict] = {}
     config_keys: Dict[str, str] = {}
     if overriding:
-        why = ("mmengine's launcher " + ", ".join(repr(k) for k in sorted(overriding)) + " initialises 'hccl' on an "
-               "NPU whatever backend it is given (" + "; ".join(
-                   f"{_cite(v)}, {v['calls']}: {_cite(mm['npu_backend'][v['calls']])}" for v in overriding.values()) + ")")
+        why = _launcher_why("mmengine", overriding, mm)
         chosen["mmengine.dist.init_dist"] = {"keyword": "backend", "why": why}
         chosen["mmengine.dist.utils.init_dist"] = {"keyword": "backend", "why": why}
         config_keys = {key: f"{why}; the Runner passes this config to init_dist ({_cite(v)})"
@@ -367,9 +373,7 @@ def build(facts: dict) -> dict:
     mc = f["mmcv"]
     overriding = {k: v for k, v in mc["launchers"].items() if v["npu_backend"] == "hccl"}
     if overriding:
-        why = ("mmcv's launcher " + ", ".join(repr(k) for k in sorted(overriding)) + " initialises 'hccl' on an "
-               "NPU whatever backend it is given (" + "; ".join(
-                   f"{_cite(v)}, {v['calls']}: {_cite(mc['npu_backend'][v['calls']])}" for v in overriding.values()) + ")")
+        why = _launcher_why("mmcv", overriding, mc)
         chosen["mmcv.runner.init_dist"] = {"keyword": "backend", "why": why}
         chosen["mmcv.runner.dist_utils.init_dist"] = {"keyword": "backend", "why": why}
         config_keys.update({key: f"{why}; mmdet {PINNED['mmdet']}'s tools pass this config to mmcv's init_dist "
