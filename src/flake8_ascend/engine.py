@@ -14,7 +14,7 @@ from ast import AST
 import re
 import tokenize
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Type, TypeVar
 
 from flake8.defaults import NOQA_FILE, NOQA_INLINE_REGEXP
 from flake8.utils import parse_comma_separated_list
@@ -234,29 +234,18 @@ def once_per_function(findings: List[Finding], owners: Dict[Finding, int], lines
         return findings
     hidden = set(findings) - set(unsuppressed(findings, lines))
     first: Dict[Tuple[int, str, str], Finding] = {}
-    repeats: Dict[Finding, List[int]] = {}
+    repeats: Dict[Finding, Set[int]] = {}  # the first finding of a group -> the lines of its repeats
+    kept: List[Finding] = []
     for finding in findings:
         owner = owners.get(finding)
-        if owner is None or finding in hidden:
-            continue
-        lead = first.setdefault((owner, finding.code, finding.api), finding)
-        if lead is not finding:
-            repeats.setdefault(lead, []).append(finding.line)
-    if not repeats:
-        return findings
-    dropped = {id(f) for f in findings if f in owners and f not in hidden
-               and first[(owners[f], f.code, f.api)] is not f}
-    kept = []
-    for finding in findings:
-        if id(finding) in dropped:
-            continue
-        more = repeats.get(finding)
-        if more:
-            lines_text = ", ".join(map(str, sorted(set(more))))
-            finding = replace(finding, message=f"{finding.message} (again in this function on line"
-                                               f"{'s' if len(set(more)) > 1 else ''} {lines_text})")
-        kept.append(finding)
-    return kept
+        lead = first.setdefault((owner, finding.code, finding.api), finding) if (
+            owner is not None and finding not in hidden) else finding
+        if lead is finding:
+            kept.append(finding)
+        else:
+            repeats.setdefault(lead, set()).add(finding.line)
+    return [replace(f, message=f"{f.message} (again in this function on line{'s' if len(repeats[f]) > 1 else ''} "
+                               f"{', '.join(map(str, sorted(repeats[f])))})") if f in repeats else f for f in kept]
 
 
 def _statement_lines(lines: Sequence[str]) -> Dict[int, str]:
