@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 from bisect import bisect_left
+from functools import lru_cache
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ..data import load_frameworks
@@ -257,18 +258,24 @@ def training(ctx) -> Training:
     return ctx.memo("training", build)
 
 
+@lru_cache(maxsize=None)
+def _step_method_defs() -> Tuple[str, ...]:
+    """``def compute_loss``, ``def training_step``: how a file spells a framework's step method (once per process)."""
+    methods = {name for table in load_frameworks()["step_methods"].values() for name in table}
+    return tuple(sorted(f"def {name}" for name in methods))
+
+
 def step_words() -> Tuple[str, ...]:
     """What a file with per-step code spells: a training step call, or the def of a framework's step method."""
-    methods = {name for table in load_frameworks()["step_methods"].values() for name in table}
-    return _STEP_WORDS + tuple(sorted(f"def {name}" for name in methods))
+    return _STEP_WORDS + _step_method_defs()
 
 
 def framework_steps(ctx, text: str) -> Set[int]:
     """Ids of the methods a framework calls on every training step: ``compute_loss`` of a ``Trainer``
     subclass, ``training_step`` of a ``LightningModule`` (directly or through a class of the same file)."""
-    table: Dict[str, Dict[str, str]] = load_frameworks()["step_methods"]
-    if not any(word in text for word in step_words()[len(_STEP_WORDS):]):
+    if not any(word in text for word in _step_method_defs()):
         return set()
+    table: Dict[str, Dict[str, str]] = load_frameworks()["step_methods"]
     classes = [node for node in ast.walk(ctx.tree) if isinstance(node, ast.ClassDef)]
     methods_of: Dict[str, Set[str]] = {}  # class name of this file -> the methods its framework calls per step
     grew = True
