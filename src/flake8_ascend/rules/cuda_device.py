@@ -6,6 +6,7 @@ import ast
 import re
 from typing import FrozenSet, List, Optional, Tuple
 
+from ..calls import MISSING, argument
 from ..data import load_frameworks
 from ..registry import Rule
 from .cuda_api import DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
@@ -322,21 +323,16 @@ def _cuda_default_parameter(function: ast.AST) -> Optional[ast.arg]:
     """The device parameter of ``function`` whose default is a CUDA device string."""
     if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
-    args = function.args
-    positional = args.posonlyargs + args.args
-    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + list(
-        zip(args.kwonlyargs, args.kw_defaults))
-    return next((a for a, d in pairs if _mentions_device_arg(a) and isinstance(d, ast.Constant)
-                 and isinstance(d.value, str) and _CUDA_STRING.fullmatch(d.value)), None)
+    return next((a for a, d in _parameter_defaults(function.args) if _mentions_device_arg(a)
+                 and isinstance(d, ast.Constant) and isinstance(d.value, str) and _CUDA_STRING.fullmatch(d.value)),
+                None)
 
 
 def _passes(call: ast.Call, function: ast.AST, arg: ast.arg, method: bool) -> bool:
     """Does ``call`` give ``arg`` a value (by keyword, by position, or through ``*args``/``**kwargs``)?"""
-    if any(k.arg == arg.arg or k.arg is None for k in call.keywords) or any(
-            isinstance(a, ast.Starred) for a in call.args):
-        return True
     positional = [a.arg for a in function.args.posonlyargs + function.args.args][1 if method else 0:]
-    return arg.arg in positional and positional.index(arg.arg) < len(call.args)
+    index = positional.index(arg.arg) if arg.arg in positional else None
+    return argument(call, arg.arg, index) is not MISSING
 
 
 def _default_unused(ctx, function: Optional[ast.AST], arg: ast.arg) -> bool:
@@ -373,10 +369,13 @@ def _mentions_device_arg(arg: ast.arg) -> bool:
     return "device" in name or name == "dev"
 
 
+def _parameter_defaults(args: ast.arguments) -> List[Tuple[ast.arg, Optional[ast.AST]]]:
+    """(parameter, its default) for every parameter that has one (a keyword-only one without: None)."""
+    positional = args.posonlyargs + args.args
+    return list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + list(
+        zip(args.kwonlyargs, args.kw_defaults))
+
+
 def _defaulted(args: ast.arguments, default: ast.AST) -> List[ast.arg]:
     """The parameter whose default is ``default``."""
-    positional = args.posonlyargs + args.args
-    for arg, value in zip(positional[len(positional) - len(args.defaults):], args.defaults):
-        if value is default:
-            return [arg]
-    return [arg for arg, value in zip(args.kwonlyargs, args.kw_defaults) if value is default]
+    return [arg for arg, value in _parameter_defaults(args) if value is default]
