@@ -44,7 +44,9 @@ SEPARATE = set(OPTIONAL_CODES) - JUDGED_ADVISORY  # scored on their own, not in 
 DEFAULT_VERSION = "default"
 
 Site = Tuple[str, str, int, str]  # corpus, path, line, code
-REPEATS = re.compile(r"\(again in this function on lines? ([\d, ]+)\)$")
+REPEATS = re.compile(r"\(again in this function on lines? ([\d, ]+)\)")
+BRANCH = re.compile(r"\(the CUDA branch also has: ([^()]*(?:\([^()]*\)[^()]*)*)\)$")
+BRANCH_ITEM = re.compile(r"(ASC\d+)\b.*? on lines? ([\d, ]+)$")
 
 
 def findings(corpus: corpora.Corpus, version: str) -> Dict[Site, str]:
@@ -90,12 +92,18 @@ def chosen(split: Optional[str], names: List[str]) -> List[corpora.Corpus]:
 
 
 def covered(found: Dict[Site, str]) -> Set[Site]:
-    """Sites a finding names as repeats of itself in the same function (engine.once_per_function)."""
+    """Sites a finding names as folded into it (engine.fold): repeats of itself in the same function, and the
+    findings of the CUDA branch its test guards."""
     sites: Set[Site] = set()
     for (corpus, path, _, code), text in found.items():
         match = REPEATS.search(text)
         if match:
             sites.update((corpus, path, int(line), code) for line in match.group(1).split(", "))
+        match = BRANCH.search(text)
+        for item in match.group(1).split("; ") if match else ():
+            inner = BRANCH_ITEM.search(item)
+            if inner:
+                sites.update((corpus, path, int(line), inner.group(1)) for line in inner.group(2).split(", "))
     return sites
 
 

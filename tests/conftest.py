@@ -27,7 +27,8 @@ def run_rules(source: str, version: str = None, codes=None, **settings):
     """Findings of the engine on ``source`` (dedented), optionally only for ``codes`` prefixes."""
     source = textwrap.dedent(source)
     config = Config(version or default_version(), **settings)
-    findings = engine.lint(ast.parse(source), source.splitlines(keepends=True), "snippet.py", config)
+    shown = (lambda code: code.startswith(tuple(codes))) if codes else None  # as flake8 --select CODES would
+    findings = engine.lint(ast.parse(source), source.splitlines(keepends=True), "snippet.py", config, shown=shown)
     if codes:
         findings = [f for f in findings if f.code.startswith(tuple(codes))]
     return findings

@@ -292,10 +292,10 @@ def test_unreadable_and_odd_files_are_logged_and_skipped(tmp_path):
 
 
 def test_an_engine_error_skips_only_that_file(tmp_path, monkeypatch):
-    def broken(tree, lines, path, config, rules):
+    def broken(tree, lines, path, config, rules, visitors, shown):
         if path == "dist.py":
             raise KeyError("boom")
-        return real(tree, lines, path, config, rules)
+        return real(tree, lines, path, config, rules, visitors, shown)
 
     real = lintmode.lint
     monkeypatch.setattr(lintmode, "lint", broken)

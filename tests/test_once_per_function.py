@@ -1,7 +1,13 @@
-"""One finding per (function, code, API): the same advice down one function is one problem to a reader."""
+"""One finding per (function, code, API), and the findings of a CUDA-only branch folded into its test: the same
+problem down one function is one problem to a reader; ``--fix`` still sees every site."""
 from __future__ import annotations
 
+import textwrap
+
 from conftest import run_rules
+from flake8_ascend import fix
+from flake8_ascend.config import Config
+from flake8_ascend.data import default_version
 
 REPEATED_SYNC = """\
 import torch
@@ -39,18 +45,73 @@ def test_different_apis_in_one_function_stay_apart():
     assert [f.line for f in found] == [4, 5]
 
 
-def test_module_level_lines_and_sites_with_a_rewrite_are_each_kept():
-    found = run_rules("""\
-        import torch
-        a = torch.ones(2).cuda()
-        b = torch.ones(2).cuda()
+MOVES = """\
+import torch
+a = torch.ones(2).cuda()
+b = torch.ones(2).cuda()
 
-        def f(x):
-            y = x.cuda()
-            return y.cuda()
-        """, codes=["ASC202"])
-    assert [f.line for f in found] == [2, 3, 6, 7]  # each has a rewrite --fix applies
-    assert all(f.rewrite is not None for f in found)
+def f(x):
+    y = x.cuda()
+    return y.cuda()
+"""
+
+
+def test_module_level_lines_stay_apart_and_repeats_with_a_rewrite_fold_but_are_still_fixed():
+    found = run_rules(MOVES, codes=["ASC202"])
+    assert [f.line for f in found] == [2, 3, 6]  # module-level script lines are separate statements to change
+    assert found[2].message.endswith("(again in this function on line 7)")
+    assert [f.line for f in found[2].with_folded()] == [6, 7]
+    fixable = fix.fixable_findings(MOVES, "m.py", Config(default_version()), ["ASC202"])
+    assert [f.line for f in fixable] == [2, 3, 6, 7]  # --fix rewrites every one
+
+
+GUARDED = """\
+import torch
+
+def setup(device, rank, model):
+    if device.type == 'cuda':
+        torch.cuda.set_device(rank)
+        model = model.cuda()
+    return model
+"""
+
+
+def test_the_calls_of_a_cuda_only_branch_fold_into_the_finding_on_its_test():
+    found = run_rules(GUARDED, codes=["ASC2"])
+    assert [(f.line, f.code) for f in found] == [(4, "ASC202")]
+    assert "turns off there" in found[0].message
+    assert found[0].message.endswith(
+        "(the CUDA branch also has: ASC201 torch.cuda.set_device on line 5; ASC202 .cuda() on line 6)")
+    fixable = fix.fixable_findings(GUARDED, "m.py", Config(default_version()), ["ASC201", "ASC202"])
+    assert [(f.line, f.code) for f in fixable] == [(5, "ASC201"), (6, "ASC202")]
+
+
+def test_a_branch_folds_only_into_a_code_the_front_end_shows():
+    # flake8 --select ASC201: the test's ASC202 is not shown, so the call keeps its own finding
+    found = run_rules(GUARDED, codes=["ASC201"])
+    assert [(f.line, f.code) for f in found] == [(5, "ASC201")]
+
+
+def test_a_test_hidden_by_noqa_takes_no_branch_in():
+    source = GUARDED.replace("if device.type == 'cuda':", "if device.type == 'cuda':  # noqa: ASC202")
+    found = run_rules(source, codes=["ASC2"])
+    assert [(f.line, f.code) for f in found] == [(4, "ASC202"), (5, "ASC201"), (6, "ASC202")]
+
+
+def test_near_misses_a_flag_and_the_npu_path_keep_their_findings():
+    # a flag (no finding on the test) and the else branch (what the NPU runs) are not CUDA-only branches
+    found = run_rules(textwrap.dedent("""\
+        import torch
+
+        def setup(use_gpu, device, rank):
+            if use_gpu:
+                torch.cuda.set_device(rank)
+            if device.type == 'cuda':
+                pass
+            else:
+                torch.cuda.synchronize()
+        """), codes=["ASC201"])
+    assert [f.line for f in found] == [5, 9]
 
 
 def test_a_first_site_hidden_by_noqa_does_not_hide_the_repeat():

@@ -161,3 +161,25 @@ def test_test_files_are_left_out_unless_asked(tmp_path):
     assert "test_model.py:2" in flake8("--select", "ASC2", "--ascend-lint-tests", ".", cwd=tmp_path).stdout
     (tmp_path / "setup.cfg").write_text("[flake8]\nascend-lint-tests = true\n")
     assert "test_model.py:2" in flake8("--select", "ASC2", ".", cwd=tmp_path).stdout
+
+
+GUARDED = """\
+import torch
+
+def setup(device, rank):
+    if device.type == 'cuda':
+        torch.cuda.set_device(rank)
+"""
+
+
+def test_a_cuda_only_branch_folds_into_its_test_only_where_flake8_shows_the_test(tmp_path):
+    (tmp_path / "a.py").write_text(GUARDED)
+    (tmp_path / "b.py").write_text(GUARDED)
+    def found(*args):
+        return sorted(f"{line.split(':')[0]} {line.split()[1]}" for line in flake8(*args, ".", cwd=tmp_path).stdout.splitlines())
+
+    assert found("--select", "ASC2") == ["./a.py ASC202", "./b.py ASC202"]
+    assert "also has: ASC201 torch.cuda.set_device on line 5" in flake8("--select", "ASC2", "a.py", cwd=tmp_path).stdout
+    assert found("--select", "ASC201") == ["./a.py ASC201", "./b.py ASC201"]
+    # per-file-ignores hide the test in b.py only: there the call keeps its own finding
+    assert found("--select", "ASC2", "--per-file-ignores", "b.py:ASC202") == ["./a.py ASC202", "./b.py ASC201"]

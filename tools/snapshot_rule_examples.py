@@ -33,7 +33,8 @@ def findings(rule, source: str):
     """The findings of ``rule``'s code on one example, under the example's settings (as the tests run them)."""
     source = textwrap.dedent(source)
     config = Config(default_version(), **rule.example_settings_dict())
-    found = lint(ast.parse(source), source.splitlines(keepends=True), "snippet.py", config)
+    found = lint(ast.parse(source), source.splitlines(keepends=True), "snippet.py", config,
+                 shown=lambda code: code == rule.code)  # as ``flake8 --select`` of the code would
     return source, [f for f in found if f.code == rule.code]
 
 

@@ -4,8 +4,10 @@
 (``semantic.model.SemanticModel``), then walks the tree once, handing each
 node to the rules registered for its type.  A
 rule reports through ``Context.report``; the result is a sorted list of
-``Finding``, one per (line, column, code), and one per (function, code, API) where
-the finding has no rewrite: the same advice repeated down one function is one problem to a reader.
+``Finding``, one per (line, column, code), and one per (function, code, API): the same advice repeated down one
+function is one problem to a reader. A finding inside a branch that only CUDA takes folds into the finding on the
+branch's test, which says that the branch turns off on an NPU. Folded findings travel with the one they fold
+into (``Finding.folded``), so ``--fix`` still rewrites every site.
 """
 from __future__ import annotations
 
@@ -42,6 +44,14 @@ class Finding:
     path: str = ""
     # The safe rewrite ``fix.py`` may apply (None: report only); not part of what the finding is.
     rewrite: Optional[Rewrite] = field(default=None, compare=False)
+    # findings folded into this one (repeats in its function, or the calls of the CUDA branch its test guards)
+    folded: Tuple["Finding", ...] = field(default=(), compare=False)
+
+    def with_folded(self) -> Iterator["Finding"]:
+        """This finding and those folded into it: every site ``--fix`` may rewrite."""
+        yield self
+        for finding in self.folded:
+            yield from finding.with_folded()
 
     @property
     def text(self) -> str:
@@ -62,6 +72,7 @@ class Context:
         self._chains: Dict[int, Optional[str]] = {}
         self._memo: Dict[str, object] = {}
         self.owners: Dict[Finding, int] = {}  # finding -> id of the innermost function it sits in
+        self.guards: Dict[Finding, Tuple[int, int]] = {}  # finding -> lines of the CUDA test guarding its branch
         self.model = SemanticModel(tree, lines)  # scopes, bindings, values: independent of the walk
         self.values = self.model.values  # the value model: what an expression is, where it lives
 
@@ -119,7 +130,9 @@ class Context:
 
     # -- reporting ---------------------------------------------------------
     def report(self, node: ast.AST, code: str, message: str, api: str = "", tips: str = "",
-               rewrite: Optional[Rewrite] = None) -> None:
+               rewrite: Optional[Rewrite] = None, guard: Optional[ast.AST] = None) -> None:
+        """``guard``: the test of a branch only CUDA takes, around ``node``; a finding on that test stands for this
+        one (``fold``)."""
         if rewrite is not None and "--fix" not in message:  # a finding with a safe rewrite names its command
             message += f"; ascend-analyse --fix --select {code} rewrites it"
         finding = Finding(
@@ -135,8 +148,10 @@ class Context:
         )
         self.findings.append(finding)
         function = self.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
-        if function is not None and rewrite is None:
+        if function is not None:
             self.owners[finding] = id(function)
+        if guard is not None:
+            self.guards[finding] = (guard.lineno, getattr(guard, "end_lineno", None) or guard.lineno)
 
 
 # test code: a tests/, test/ or testing/ folder, test_*.py, *_test.py, conftest.py (pytest's and unittest's
@@ -174,8 +189,12 @@ def lint(
     config: Config,
     rules: Optional[Iterable[Type[Rule]]] = None,
     visitors: Sequence[object] = (),
+    shown: Optional[Callable[[str], bool]] = None,
 ) -> List[Finding]:
     """Run the rules on one parsed module and return its findings, sorted.
+
+    ``shown(code)``: whether the front end reports ``code`` in this file (flake8's selection; default: every code
+    the rules report). A finding folds into one of another code only where that one is shown.
 
     ``visitors`` are objects shaped like rule instances (``node_types``, ``check(node, ctx)``) that gather facts
     during the same walk instead of reporting; they run whatever the file's words.
@@ -207,7 +226,7 @@ def lint(
         stack.pop()
 
     visit(tree)
-    return once_per_function(one_per_site(ctx.findings), ctx.owners, lines)
+    return fold(one_per_site(ctx.findings), ctx.owners, ctx.guards, lines, shown)
 
 
 def one_per_site(findings: Iterable[Finding]) -> List[Finding]:
@@ -223,29 +242,71 @@ def one_per_site(findings: Iterable[Finding]) -> List[Finding]:
     return list(kept.values())
 
 
-def once_per_function(findings: List[Finding], owners: Dict[Finding, int], lines: Sequence[str]) -> List[Finding]:
-    """The sorted findings with later repeats of a (function, code, API) folded into the first one's message.
+def _lines(numbers: Iterable[int]) -> str:
+    numbers = sorted(set(numbers))
+    return f"line{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))}"
 
-    Only findings without a rewrite fold (``--fix`` must still see every site it edits), and only those inside a
-    function (module-level script lines are separate statements to change). A repeat on a line whose ``# noqa``
-    hides the first stays as it is, so a suppressed first site never hides the rest in either front end.
+
+def fold(findings: List[Finding], owners: Dict[Finding, int], guards: Dict[Finding, Tuple[int, int]],
+         lines: Sequence[str], shown: Optional[Callable[[str], bool]] = None) -> List[Finding]:
+    """The sorted findings with two kinds folded into another one (its message names them, ``folded`` keeps them):
+
+    - a finding in a branch only CUDA takes, into an ASC2 finding on the branch's test: on an NPU the test turns
+      the branch off, which that finding says; the calls inside matter once the test lets the NPU in;
+    - a later repeat of a (function, code, API) into the first (module-level script lines are separate statements
+      to change, so only repeats inside a function fold).
+
+    A finding whose ``# noqa`` hides it, or whose code the front end does not show (``shown``), neither folds
+    nor takes others in, so a suppressed site never hides the rest in either front end.
     """
-    if len(owners) < 2:
+    if not owners and not guards:
         return findings
     hidden = set(findings) - set(unsuppressed(findings, lines))
+    into: Dict[Finding, Finding] = {}  # folded finding -> the one it folds into
+    if guards:
+        tests = [f for f in findings if f.code.startswith("ASC2") and f not in hidden and (shown is None or shown(f.code))]
+        for finding in findings:
+            span = guards.get(finding)
+            if span is not None and finding not in hidden:
+                lead = next((t for t in tests if span[0] <= t.line <= span[1] and t.line < finding.line), None)
+                if lead is not None:
+                    into[finding] = lead
     first: Dict[Tuple[int, str, str], Finding] = {}
-    repeats: Dict[Finding, Set[int]] = {}  # the first finding of a group -> the lines of its repeats
-    kept: List[Finding] = []
     for finding in findings:
         owner = owners.get(finding)
-        lead = first.setdefault((owner, finding.code, finding.api), finding) if (
-            owner is not None and finding not in hidden) else finding
-        if lead is finding:
-            kept.append(finding)
-        else:
-            repeats.setdefault(lead, set()).add(finding.line)
-    return [replace(f, message=f"{f.message} (again in this function on line{'s' if len(repeats[f]) > 1 else ''} "
-                               f"{', '.join(map(str, sorted(repeats[f])))})") if f in repeats else f for f in kept]
+        if finding not in into and owner is not None and finding not in hidden:
+            lead = first.setdefault((owner, finding.code, finding.api), finding)
+            if lead is not finding:
+                into[finding] = lead
+
+    def root(finding: Finding) -> Finding:
+        while finding in into:
+            finding = into[finding]
+        return finding
+
+    repeats: Dict[Finding, List[Finding]] = {}
+    branch: Dict[Finding, List[Finding]] = {}
+    for finding in findings:
+        if finding in into:
+            lead = root(finding)
+            same = (finding.code, finding.api) == (lead.code, lead.api) and owners.get(finding) == owners.get(lead)
+            (repeats if same else branch).setdefault(lead, []).append(finding)
+    kept = []
+    for finding in findings:
+        if finding in into:
+            continue
+        message = finding.message
+        if finding in repeats:
+            message += f" (again in this function on {_lines(f.line for f in repeats[finding])})"
+        if finding in branch:
+            groups: Dict[Tuple[str, str], List[int]] = {}
+            for inner in branch[finding]:
+                groups.setdefault((inner.code, inner.api), []).append(inner.line)
+            message += " (the CUDA branch also has: " + "; ".join(
+                f"{code} {api} on {_lines(numbers)}".replace("  ", " ") for (code, api), numbers in groups.items()) + ")"
+        folded = tuple(repeats.get(finding, ())) + tuple(branch.get(finding, ()))
+        kept.append(replace(finding, message=message, folded=folded) if folded else finding)
+    return kept
 
 
 def _statement_lines(lines: Sequence[str]) -> Dict[int, str]:

@@ -91,7 +91,8 @@ def fixable_findings(source: str, path: str, config: Config, codes: Sequence[str
     text = Source.of(source)
     tree = parse(text, path)
     rules = [rule_for(code) for code in codes]
-    return [f for f in unsuppressed(deep(lint, tree, text.lines, path, config, rules), text.lines) if f.rewrite]
+    found = unsuppressed(deep(lint, tree, text.lines, path, config, rules), text.lines)
+    return sorted(site for f in found for site in f.with_folded() if site.rewrite)
 
 
 def _char_column(lines: Sequence[str], line: int, byte_col: int) -> int:

@@ -1,7 +1,9 @@
 """The flake8 adapter: options, configuration and the checker class."""
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 from typing import FrozenSet, Iterator, Optional, Tuple
 
 from . import __version__
@@ -9,7 +11,7 @@ from .codes import OPTIONAL_CODES, named_optional_codes
 from .config import Config, ConfigError, make_config
 from .data import resolve_version
 from .engine import lint
-from .flake8_settings import add_ascend_options
+from .flake8_settings import Selection, add_ascend_options
 from .sources import deep
 
 
@@ -23,6 +25,7 @@ class AscendChecker:
     version = __version__
     config: Optional[Config] = None
     suppressed: FrozenSet[str] = frozenset()  # optional codes the user did not switch on
+    selection: Optional[Selection] = None  # flake8's selection, for findings that fold into another code's
     config_error = ""  # a configuration error while linting stdin (an editor): reported as a finding
 
     def __init__(self, tree, lines, filename: str) -> None:
@@ -54,6 +57,16 @@ class AscendChecker:
             cls.config_error = str(error)
         selections = [*(getattr(options, "select", None) or ()), *(getattr(options, "extend_select", None) or ())]
         cls.suppressed = OPTIONAL_CODES - named_optional_codes(selections)
+        try:
+            cls.selection = Selection(options, Path.cwd())
+        except (AttributeError, ValueError):  # options of a flake8 run that set no selection (an API caller)
+            cls.selection = None
+
+    def _shown(self, code: str) -> bool:
+        """Whether flake8 reports ``code`` in this file (select, ignore, per-file-ignores, default-off codes)."""
+        if self.selection is None:
+            return code not in self.suppressed
+        return self.selection.selects(code, os.path.abspath(self.filename))
 
     def run(self) -> Iterator[Tuple[int, int, str, type]]:
         if self.config_error:
@@ -61,7 +74,7 @@ class AscendChecker:
             return
         config = self.config or make_config()
         try:
-            findings = deep(lint, self.tree, self.lines, self.filename, config)
+            findings = deep(lint, self.tree, self.lines, self.filename, config, None, (), self._shown)
         except RecursionError:  # deeper than even ``deep`` walks: flake8's own checks fail on it too
             return
         for finding in findings:

@@ -77,13 +77,81 @@ _REPORTING = frozenset({"print", "log", "info", "debug", "warning", "warn", "wri
                         "round", "int", "float", "str", "len", "max", "min", "sum", "abs", "log_dict", "log_metrics"})
 
 
+# calls that show a value to a person: the console, a logger, a progress bar, a metrics writer
+_SHOWN_BY = frozenset({"print", "log", "info", "debug", "warning", "warn", "write", "log_dict", "log_metrics",
+                       "add_scalar", "set_postfix", "set_description"})
+_TYPING_WRAPPERS = frozenset({"typing.Union", "typing.Optional"})
+
+
+def only_reported(node: ast.AST, qualname: str, ctx) -> bool:
+    """``node`` is a CUDA statistic (``torch.cuda.max_memory_allocated()``, which is 0 where CUDA never started)
+    whose value only goes into a report of the same statement: ``print(f"Memory used: {...} GB")`` (litgpt 0.5.13
+    generate/sequentially.py:287). On an NPU only the figure is missing; nothing runs differently."""
+    if not _DIAGNOSTIC_CUDA.fullmatch(qualname):
+        return False
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, ast.Call) and child is not parent.func:
+            func = parent.func
+            if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in _SHOWN_BY:
+                return True
+        if isinstance(parent, (ast.stmt, ast.Lambda, ast.comprehension)):
+            return False
+    return False
+
+
+def names_a_type(node: ast.AST, ctx) -> bool:
+    """``node`` is only named as a type: in an annotation or a ``Union[...]``/``Optional[...]`` (mmpose 1.3.2
+    structures/multilevel_pixel_data.py:12, ``IndexType = Union[..., torch.cuda.BoolTensor, ...]``): nothing runs."""
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, (ast.arg, ast.AnnAssign)) and child is parent.annotation or (
+                isinstance(parent, _FUNCTIONS) and child is parent.returns):
+            return True
+        if isinstance(parent, ast.Subscript) and child is parent.slice and ctx.qualname(parent.value) in _TYPING_WRAPPERS:
+            return True
+        if isinstance(parent, (ast.stmt, ast.Call)):
+            return False
+    return False
+
+
 def _positive_cuda_test(test: ast.AST, ctx) -> bool:
-    """``x.type == 'cuda'``, ``torch.cuda.is_available()``, possibly ``and``-ed with more, never negated."""
+    """``x.type == 'cuda'``, ``torch.cuda.is_available()``, ``x.is_cuda``, possibly ``and``-ed with more, never
+    negated: False on an NPU."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return any(_positive_cuda_test(v, ctx) for v in test.values)
     if isinstance(test, ast.Compare):
         return len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)) and _compares_with(test, _CUDA)
+    if isinstance(test, ast.Attribute):
+        return test.attr == "is_cuda"
     return isinstance(test, ast.Call) and ctx.qualname(test.func) == "torch.cuda.is_available"
+
+
+def tensor_dispatch(test: Optional[ast.AST]) -> bool:
+    """``x.is_cuda`` (possibly ``and``-ed with more) on a tensor, not a ``self.is_cuda`` flag: the tensor's own
+    device picks the CUDA kernel, and a tensor on the NPU takes the code's other path (whisper 20250625
+    timing.py:142, diffusers 0.42.1 quantizers/bfl/utils.py:177)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(tensor_dispatch(value) for value in test.values)
+    return isinstance(test, ast.Attribute) and test.attr == "is_cuda" and not (
+        isinstance(test.value, ast.Name) and test.value.id == "self")
+
+
+def cuda_branch_test(node: ast.AST, ctx) -> Optional[ast.AST]:
+    """The CUDA test (False on an NPU) that ``node`` runs behind: the test of an ``if``/``x if ... else`` whose
+    body holds ``node``, or a test ``and``-ed before it. A finding on that test says the branch turns off on an
+    NPU; findings inside it fold into that one (``engine.fold``)."""
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, _FUNCTIONS + (ast.ClassDef, ast.Lambda)):
+            return None
+        if (isinstance(parent, ast.If) and any(s is child for s in parent.body)) or (
+                isinstance(parent, ast.IfExp) and child is parent.body):
+            if _positive_cuda_test(parent.test, ctx):
+                return parent.test
+        elif isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And):
+            before = parent.values[:next(i for i, v in enumerate(parent.values) if v is child)]
+            test = next((v for v in before if _positive_cuda_test(v, ctx)), None)
+            if test is not None:
+                return test
+    return None
 
 
 def _seeds_all_devices(scope: ast.AST, ctx) -> bool:

@@ -12,6 +12,7 @@ import os
 import shlex
 import sys
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable, ClassVar, Dict, Iterator, List, Optional, Sequence, Tuple, Type
 
@@ -21,6 +22,7 @@ from ..config import Config
 from ..data import load_version
 from ..engine import Finding, lint, unsuppressed
 from ..files import SourceError
+from ..flake8_settings import Selection
 from ..pools import process_pool
 from . import Job, JobError, Mode
 from ..progress import plural
@@ -42,12 +44,14 @@ class Table:
 _worker_config: Optional[Config] = None
 _worker_rules: List[Type[Rule]] = []
 _worker_disable_noqa = False
+_worker_selection: Optional[Selection] = None
 
 
-def _init_worker(config: Config, codes: Tuple[str, ...], disable_noqa: bool) -> None:
-    global _worker_config, _worker_rules, _worker_disable_noqa
+def _init_worker(config: Config, codes: Tuple[str, ...], disable_noqa: bool, selection: Selection) -> None:
+    global _worker_config, _worker_rules, _worker_disable_noqa, _worker_selection
     _worker_config = config
     _worker_disable_noqa = disable_noqa
+    _worker_selection = selection
     wanted = set(codes)
     _worker_rules = [rule for rule in all_rules() if rule.code in wanted]
 
@@ -61,7 +65,8 @@ def _analyse_file(task: Tuple[str, str]) -> Tuple[str, List[Finding], str, str]:
     except SourceError as error:
         return rel, [], str(error), ""
     try:
-        findings = deep(lint, tree, source.lines, rel, _worker_config, _worker_rules)
+        shown = partial(_worker_selection.selects, path=path)  # what folds into what, as flake8 decides
+        findings = deep(lint, tree, source.lines, rel, _worker_config, _worker_rules, (), shown)
     except RecursionError:
         return rel, [], "nested too deeply to analyse", ""
     except Exception as error:  # a rule bug must not cost the whole report; the log names it
@@ -73,7 +78,7 @@ def analyse_files(job: Job, rules: Sequence[Type[Rule]]) -> Iterator[Tuple[str, 
     """Results of every file of the job, in file order, in parallel for large inputs."""
     tasks = [(str(path), job.rel(path)) for path in job.files]
     codes = tuple(rule.code for rule in rules)
-    setup = (job.config, codes, job.selection.disable_noqa)
+    setup = (job.config, codes, job.selection.disable_noqa, job.selection)
     workers = job.args.jobs or os.cpu_count() or 1
     if len(tasks) < PARALLEL_MIN_FILES or workers == 1:
         _init_worker(*setup)
@@ -202,7 +207,7 @@ class LintMode(Mode):
         command = ""
         if self.fixes:
             codes = self.selected_fix_codes(job)
-            fixable = {f.path for f in findings if f.rewrite and f.code in codes}
+            fixable = {f.path for f in findings for site in f.with_folded() if site.rewrite and site.code in codes}
             results, _ = fix.fix_paths([job.root / rel for rel in sorted(fixable)], job.root, job.config, False, codes)
             diffs = {result.rel: result.diff() for result in results}
             command = fix_command(self.name, job, codes)

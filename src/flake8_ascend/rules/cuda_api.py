@@ -4,8 +4,9 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ..detect.device_dispatch import (cuda_guarded, guarded_branch, has_npu_branch, offline_cpu_fallback,
-                                      optional_cuda_branch, turns_off)
+from ..detect.device_dispatch import (cuda_branch_test, cuda_guarded, guarded_branch, has_npu_branch, names_a_type,
+                                      offline_cpu_fallback, only_reported, optional_cuda_branch, tensor_dispatch,
+                                      turns_off)
 from ..detect.training import last_name
 from ..detect.cuda_fixes import name_fix
 from ..detect.cuda_packages import on_cuda_package_path
@@ -38,8 +39,13 @@ class CudaApi(Rule):
         "`torch_npu.npu` also provides; every other name must be rewritten by hand. A file that imports "
         "transfer_to_npu is only told about the names it does not map. Not reported where an NPU run skips the "
         "call without loss (a report, an estimate left `None`, a CUDA reseed after `torch.manual_seed`, a "
-        "CUDA-graph step marker, a CUDA case that only raises), on the opt-in path of a package with no NPU build "
-        "(xformers, bitsandbytes), under a CPU fallback in an offline converter, or in test code (`--lint-tests`)."
+        "CUDA-graph step marker, a CUDA case that only raises, a memory figure that only goes into a print or a log), "
+        "where a tensor's own `.is_cuda` picks a CUDA kernel (a tensor on the NPU takes the other path), where the "
+        "name is only a type (an annotation, a `Union[...]`), on the opt-in path of a package with no NPU build "
+        "(xformers, bitsandbytes), under a CPU fallback in an offline converter, or in test code (`--lint-tests`). "
+        "Inside a branch that only CUDA takes (`if torch.cuda.is_available():`, `if device.type == 'cuda':`) the "
+        "finding on the test stands for the calls inside: it says the branch turns off on an NPU and names them, "
+        "and `--fix` still rewrites each."
     )
     example = "torch.cuda.set_device(local_rank)"
     use_instead = ("Call `torch_npu.npu.<name>` (or `torch.npu.<name>`), or import `torch_npu.contrib.transfer_to_npu` "
@@ -68,6 +74,14 @@ class CudaApi(Rule):
         ("import torch\ndef check():\n    if not torch.cuda.is_available():\n        raise ValueError('no GPU')\n", 3),
         ("import torch\ndef attn(use_xformers):\n    if use_xformers:\n        pass\n    else:\n"
          "        torch.cuda.synchronize()\n", 6),
+        # near misses of a value only reported, a tensor's dispatch and a type: the statistic kept for later use,
+        # a self.is_cuda flag set from the configuration (timm 1.0.31 data/loader.py:127-135), a runtime type check
+        ("import torch\ndef peak():\n    used = torch.cuda.max_memory_allocated()\n    return used\n", 3),
+        ("import torch\nclass Prefetcher:\n    def __iter__(self):\n        if self.is_cuda:\n"
+         "            stream = torch.cuda.Stream()\n", 5),
+        ("import torch\ndef check(x):\n    return isinstance(x, torch.cuda.FloatTensor)\n", 3),
+        # the calls of a CUDA-only branch whose test has no finding of its own (a flag)
+        ("import torch\ndef setup(use_gpu, rank):\n    if use_gpu:\n        torch.cuda.set_device(rank)\n", 4),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
@@ -102,6 +116,17 @@ class CudaApi(Rule):
         "            raise ValueError('xformers needs a GPU')\n",
         "import torch\nclass BnB8BitQuantizer:\n    def update_device_map(self, device_map):\n"
         "        return device_map or {'': torch.cuda.current_device()}\n",
+        # a memory figure that only goes into a print (litgpt 0.5.13 generate/sequentially.py:287)
+        "import sys\nimport torch\ndef main():\n"
+        "    print(f'Memory used: {torch.cuda.max_memory_allocated() / 1e9:.02f} GB', file=sys.stderr)\n",
+        # a tensor's own device picks the CUDA kernel; on the NPU it takes the other path (diffusers 0.42.1
+        # quantizers/bfl/utils.py:176-193)
+        "import torch\ndef forward(self, inputs):\n    if inputs.is_cuda and torch.cuda.get_device_capability("
+        "inputs.device) >= (8, 9):\n        return fp8_linear(inputs)\n    return reference_linear(inputs)\n",
+        # only a type (mmpose 1.3.2 structures/multilevel_pixel_data.py:10-12)
+        "from typing import Union\nimport torch\nIndexType = Union[str, slice, torch.cuda.LongTensor, "
+        "torch.cuda.BoolTensor]\n",
+        "import torch\ndef to_mask(x: torch.cuda.BoolTensor) -> torch.cuda.BoolTensor:\n    return x\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -110,6 +135,9 @@ class CudaApi(Rule):
             return
         if quiet(ctx, qualname) or (cuda_guarded(node, ctx) and has_npu_branch(ctx)) or optional_cuda_branch(
                 node, ctx) or on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx):
+            return
+        guard = cuda_branch_test(node, ctx)
+        if tensor_dispatch(guard) or only_reported(node, qualname, ctx) or names_a_type(node, ctx):
             return
         name = qualname.split(".")[2]
         data = ctx.data
@@ -123,7 +151,8 @@ class CudaApi(Rule):
         if branch is not None:  # the test decides the training path
             how = f"{how}; without it {turns_off(branch)}"
         rewrite = None if qualname == "torch.cuda.is_available" and _kept_as_cuda_flag(ctx) else name_fix(qualname, ctx)
-        ctx.report(node, self.code, f"{qualname} is a CUDA API ({how})", api=qualname, tips=how, rewrite=rewrite)
+        ctx.report(node, self.code, f"{qualname} is a CUDA API ({how})", api=qualname, tips=how, rewrite=rewrite,
+                   guard=guard)
 
 
 def _kept_as_cuda_flag(ctx) -> bool:

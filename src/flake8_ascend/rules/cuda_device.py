@@ -10,7 +10,7 @@ from ..calls import MISSING, argument
 from ..data import load_frameworks
 from ..registry import Rule
 from .cuda_api import DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
-from ..detect.device_dispatch import (guarded_branch, has_npu_branch, offline_cpu_fallback, optional_cuda_branch,
+from ..detect.device_dispatch import (cuda_branch_test, guarded_branch, has_npu_branch, offline_cpu_fallback, optional_cuda_branch,
                                       turns_off)
 from ..detect.cuda_fixes import method_fix, string_fix
 from ..detect.cuda_packages import on_cuda_package_path
@@ -242,7 +242,8 @@ class HardCodedCudaDevice(Rule):
                     and not on_cuda_package_path(node, ctx) and not offline_cpu_fallback(node, ctx)):
                 ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or .to(device))",
                            api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu",
-                           rewrite=None if _defines_cuda(ctx) else method_fix(func.attr, ctx))
+                           rewrite=None if _defines_cuda(ctx) else method_fix(func.attr, ctx),
+                           guard=cuda_branch_test(node, ctx))
             return
         if not isinstance(node.value, str):
             return
@@ -257,7 +258,7 @@ class HardCodedCudaDevice(Rule):
         built = _formatted(node, ctx)
         if built and self._device_context(ctx, built[0], built[1]) and not migrated(ctx):
             ctx.report(node, self.code, f"hard-coded CUDA device {ast.unparse(built[0])} (use 'npu:N' or a configured "
-                       "device)", api=repr(node.value), tips="cuda device string -> npu")
+                       "device)", api=repr(node.value), tips="cuda device string -> npu", guard=cuda_branch_test(node, ctx))
             return
         if (_CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
                 and (not migrated(ctx) or self._compared(ctx)) and not (self._compared(ctx) and has_npu_branch(ctx))
@@ -268,7 +269,8 @@ class HardCodedCudaDevice(Rule):
                     f"hard-coded CUDA device string {node.value!r} (use 'npu' or a configured device)")
             ctx.report(node, self.code, what,
                        api=repr(node.value), tips="cuda device string -> npu",
-                       rewrite=None if self._compared(ctx) else string_fix(node.value, ctx))  # a comparison gates code
+                       rewrite=None if self._compared(ctx) else string_fix(node.value, ctx),  # a comparison gates code
+                       guard=cuda_branch_test(node, ctx))
 
     @staticmethod
     def _forwarding(ctx) -> bool:
