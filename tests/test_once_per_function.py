@@ -118,3 +118,18 @@ def test_a_first_site_hidden_by_noqa_does_not_hide_the_repeat():
     source = REPEATED_SYNC.replace("print(loss.item())", "print(loss.item())  # noqa: ASC501")
     found = run_rules(source, codes=["ASC501"])
     assert [(f.line, f.message.endswith("line 9)")) for f in found] == [(8, False), (9, False)]
+
+
+def test_a_test_that_turns_a_branch_off_is_never_folded_as_a_repeat():
+    # yolov5 7.0.14 utils/torch_utils.py:118-130: an assert asks first, then an if decides the device
+    found = run_rules(textwrap.dedent("""\
+        import torch
+
+        def select_device(device):
+            assert torch.cuda.is_available()
+            if torch.cuda.is_available():
+                arg = 'cuda:0'
+            return torch.device(arg)
+        """), codes=["ASC2"])
+    assert [(f.line, f.code) for f in found] == [(4, "ASC201"), (5, "ASC201")]
+    assert "turns off there" in found[1].message and found[1].message.endswith("ASC202 'cuda:0' on line 6)")

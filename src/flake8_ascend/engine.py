@@ -272,9 +272,10 @@ def fold(findings: List[Finding], owners: Dict[Finding, int], guards: Dict[Findi
                 if lead is not None:
                     into[finding] = lead
     first: Dict[Tuple[int, str, str], Finding] = {}
+    tests = set(into.values())  # a test that turns a branch off says so in its own finding: never a repeat
     for finding in findings:
         owner = owners.get(finding)
-        if finding not in into and owner is not None and finding not in hidden:
+        if finding not in into and finding not in tests and owner is not None and finding not in hidden:
             lead = first.setdefault((owner, finding.code, finding.api), finding)
             if lead is not finding:
                 into[finding] = lead

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from ..detect import affinity
 from ..semantic.flow import Flow
 from ..detect.fused import STARTS, function_patterns, sdpa_in_other_branch
+from ..detect.once_per_call import OncePerCall
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
 from ..semantic.values import ARRAY, COMPARE, MASK, NUMBER
 from ..registry import Rule
@@ -33,6 +34,22 @@ _LLAMA_MLP = (
     "        self.proj = nn.Linear(h, d, bias=False)\n\n    def forward(self, x):\n        x_fc_1 = self.fc_1(x)\n"
     "        x_fc_2 = self.fc_2(x)\n        x = F.silu(x_fc_1) * x_fc_2\n        return self.proj(x)\n"
 )
+
+
+_PIPELINE_EMBEDS = (
+    "import torch\nclass Pipeline:\n    def process_embeds(self, embeds, mask):\n        keep = mask == 0\n"
+    "        embeds[keep] = torch.zeros_like(embeds[keep])\n        return embeds, mask\n\n"
+    "    @torch.no_grad()\n    def __call__(self, embeds, mask, latents):\n"
+    "        embeds, mask = self.process_embeds(embeds, mask)\n"
+    "        for t in self.timesteps:\n            latents = self.unet(latents, t, embeds)\n        return latents\n"
+)
+
+
+def _one_off(node: ast.AST, ctx) -> bool:
+    """``node`` runs once per object or per call of an inference entry point (``detect/once_per_call.py``: a
+    pipeline's ``__call__`` outside its loop, ``encode_prompt``, an ``__init__``), not once per step: a faster
+    kernel there saves nothing worth a change."""
+    return ctx.memo("once_per_call", lambda c: OncePerCall(c.model)).runs_once(node, ctx.stack)
 
 
 class AffinityPattern(Rule):
@@ -95,8 +112,15 @@ class AffinityPattern(Rule):
         ("import torch\ndef f(x: torch.Tensor, mask: torch.Tensor):\n    m = mask > 0\n    x[:, m] *= 0\n", 4),
         ("import torch\ndef f(scores, labels):\n    ignore = labels == -1\n    scores[ignore] -= scores.new_tensor(1.0)\n"
          "    return scores.softmax(-1)\n", 4),
+        # near miss of a one-off: the same put inside the pipeline's denoising loop runs every step
+        (_PIPELINE_EMBEDS.replace("        for t in self.timesteps:\n            latents = self.unet(latents, t, embeds)\n",
+                                  "        for t in self.timesteps:\n            embeds, mask = self.process_embeds(embeds, mask)\n"
+                                  "            latents = self.unet(latents, t, embeds)\n"), 5),
     ]
     passes = [
+        # once per call of an inference pipeline, before its denoising loop (diffusers 0.42.1
+        # pipelines/kandinsky3/pipeline_kandinsky3.py:83-85, process_embeds called from __call__)
+        _PIPELINE_EMBEDS,
         # the hand-written fallback of a module whose default path is scaled_dot_product_attention (NPU-fused)
         _TIMM_SDPA_OR_MANUAL,
         "import numpy as np\nimport torch\na = np.zeros(3)\na[a > 0] = 0\n",
@@ -146,7 +170,7 @@ class AffinityPattern(Rule):
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
         masks = [p for p in parts if isinstance(p, (ast.Compare, ast.UnaryOp, ast.BinOp, ast.Name, ast.Call,
                                                     ast.Subscript, ast.Attribute)) and self._mask(p, ctx)]
-        if len(masks) != 1 or not self._tensor(x, masks[0], ctx):
+        if len(masks) != 1 or not self._tensor(x, masks[0], ctx) or _one_off(node, ctx):
             return
         value = ctx.values.of(node.value)
         if isinstance(node, ast.AugAssign):
@@ -229,7 +253,8 @@ class AffinityPattern(Rule):
             gated = patterns.gated(node)
             found = [gated] if gated else []
         for pattern, span in found:
-            if span is not None and not (pattern == "attention" and sdpa_in_other_branch(node, ctx)):
+            if span is not None and not (pattern == "attention" and sdpa_in_other_branch(node, ctx)) and not _one_off(
+                    node, ctx):
                 self._report_fused(pattern, span, ctx)
 
     def _report_fused(self, pattern: str, span, ctx) -> None:
