@@ -133,3 +133,16 @@ def test_a_test_that_turns_a_branch_off_is_never_folded_as_a_repeat():
         """), codes=["ASC2"])
     assert [(f.line, f.code) for f in found] == [(4, "ASC201"), (5, "ASC201")]
     assert "turns off there" in found[1].message and found[1].message.endswith("ASC202 'cuda:0' on line 6)")
+
+
+def test_amp_of_a_cuda_only_branch_folds_into_its_test():
+    found = run_rules(textwrap.dedent("""\
+        import torch
+
+        def build(args):
+            if torch.cuda.is_available():
+                scaler = torch.cuda.amp.GradScaler()
+            return scaler
+        """), codes=["ASC2"])
+    assert [(f.line, f.code) for f in found] == [(4, "ASC201")]
+    assert found[0].message.endswith("(the CUDA branch also has: ASC207 torch.cuda.amp.GradScaler on line 5)")

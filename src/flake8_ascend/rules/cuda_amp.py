@@ -5,6 +5,7 @@ import ast
 
 from ..registry import Rule
 from ..detect.cuda_fixes import name_fix
+from ..detect.device_dispatch import cuda_branch_test
 from ..detect.transfer_to_npu import quiet
 
 
@@ -13,13 +14,17 @@ class CudaAmp(Rule):
     summary = "CUDA AMP API (torch.cuda.amp.autocast, GradScaler, custom_fwd, custom_bwd)"
     node_types = (ast.Name, ast.Attribute)
     trigger_words = ("amp",)
-    why = "`torch.cuda.amp` drives CUDA autocast; on NPU the same API lives in `torch_npu.npu.amp` / `torch.amp` with device 'npu'."
+    why = ("`torch.cuda.amp` drives CUDA autocast; on NPU the same API lives in `torch_npu.npu.amp` / `torch.amp` with "
+           "device 'npu'. In a branch only CUDA takes (`if torch.cuda.is_available():`) the finding on the test names "
+           "it (ASC201/ASC202 fold).")
     example = "scaler = torch.cuda.amp.GradScaler()"
     use_instead = ("Use `torch.amp.autocast('npu')` / `torch.amp.GradScaler('npu')` or `torch_npu.npu.amp.*`; "
                    "`ascend-analyse --fix --select ASC2` rewrites `torch.cuda.amp.X` to `torch_npu.npu.amp.X`.")
     source = "torch_npu transfer_to_npu.py (torch.cuda.amp -> torch_npu.npu.amp); rules_data/sources/cuda/cuda_api_catalog.tsv"
     fires = [
         ("import torch\nscaler = torch.cuda.amp.GradScaler()\n", 2),
+        # under a CUDA test that is no finding of its own (a flag), the call keeps its finding
+        ("import torch\ndef build(amp):\n    if amp:\n        return torch.cuda.amp.GradScaler()\n", 4),
         ("from torch.cuda.amp import autocast\nwith autocast():\n    pass\n", 2),
     ]
     passes = ["import torch\nwith torch.autocast('cpu'):\n    pass\n", "from apex import amp\nm = amp.initialize(m)\n",
@@ -31,4 +36,5 @@ class CudaAmp(Rule):
         if qualname and qualname.startswith("torch.cuda.amp.") and not quiet(ctx, qualname):
             name = qualname[len("torch.cuda.amp."):]
             ctx.report(node, self.code, f"{qualname} is CUDA AMP (use torch_npu.npu.amp.{name} or torch.amp with 'npu')",
-                       api=qualname, tips=f"torch_npu.npu.amp.{name}", rewrite=name_fix(qualname, ctx))
+                       api=qualname, tips=f"torch_npu.npu.amp.{name}", rewrite=name_fix(qualname, ctx),
+                       guard=cuda_branch_test(node, ctx))

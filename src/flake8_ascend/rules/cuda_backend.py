@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 
+from ..detect.device_dispatch import cuda_branch_test
 from ..detect.training import source_text
 from ..registry import Rule
 
@@ -95,4 +96,4 @@ class CudaBackendSwitch(Rule):
         listed = (f"torch_npu {ctx.data.version} lists it as {_STATUS_WORDS.get(row[0], row[0])}" if row
                   else f"not in the torch_npu {ctx.data.version} list")
         ctx.report(node, self.code, f"{qualname} is a CUDA backend switch ({listed}; it does not tune the NPU)",
-                   api=qualname, tips=listed)
+                   api=qualname, tips=listed, guard=cuda_branch_test(node, ctx))
