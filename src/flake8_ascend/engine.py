@@ -163,15 +163,17 @@ _TEST_PATH = re.compile(r"(^|[\\/])(tests?[\\/]|testing[\\/]|test_[^\\/]*\.py$|[
 def is_test_path(path: str) -> bool:
     """Is ``path`` test code by the usual conventions (``tests/``, ``test/``, ``testing/``, ``test_*.py``,
     ``*_test.py``, ``conftest.py``, ``testing_utils.py``)? Its CUDA cases are skipped or faked where CUDA is
-    missing (``skipif(not torch.cuda.is_available())``), so the rules with ``silent_in_tests`` leave it out
-    unless ``Config.lint_tests`` (docs/accuracy.md)."""
+    missing (``skipif(not torch.cuda.is_available())``), it picks data and sizes for its own case, and a test that
+    breaks on the NPU shows itself when the suite runs there: no rule reports in it unless ``Config.lint_tests``
+    (docs/accuracy.md)."""
     return bool(_TEST_PATH.search(path))
 
 
 def _active_rules(source: str, rules: Iterable[Type[Rule]], tests: bool = False) -> List[Rule]:
-    """Rules whose trigger words occur in the file (the cheap pre-filter), less those left out of test code."""
-    return [rule() for rule in rules if (not rule.trigger_words or any(w in source for w in rule.trigger_words))
-            and not (tests and rule.silent_in_tests)]
+    """Rules whose trigger words occur in the file (the cheap pre-filter); none in test code."""
+    if tests:
+        return []
+    return [rule() for rule in rules if not rule.trigger_words or any(w in source for w in rule.trigger_words)]
 
 
 def _handlers(rules: Sequence[Rule]) -> Dict[type, List[Rule]]:

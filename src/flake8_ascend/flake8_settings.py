@@ -110,8 +110,8 @@ def add_ascend_options(parser) -> None:
         default=False,
         action="store_true",
         parse_from_config=True,
-        help="report the CUDA device, backend and package codes (ASC201, ASC202, ASC204, ASC206) in test files "
-        "too (tests/ folders, test_*.py, *_test.py, conftest.py; default: test code is left out)",
+        help="report in test files too (tests/ folders, test_*.py, *_test.py, conftest.py; default: test code is "
+        "left out)",
     )
     parser.extend_default_ignore(sorted(OPTIONAL_CODES))
 

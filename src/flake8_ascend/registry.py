@@ -40,9 +40,6 @@ class Rule:
     passes: ClassVar[List[str]] = []
     # Config fields the examples need (e.g. third_party_apis for ASC104); None: the defaults.
     example_settings: ClassVar[Optional[dict]] = None
-    # left out of test files unless Config.lint_tests (engine.is_test_path): the rule's subject is the device or
-    # backend the code runs on, which a test chooses for its own case
-    silent_in_tests: ClassVar[bool] = False
 
     _registry: ClassVar[Dict[str, Type["Rule"]]] = {}
 

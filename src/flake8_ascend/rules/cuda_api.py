@@ -33,7 +33,6 @@ class CudaApi(Rule):
     summary = "torch.cuda API use; says whether transfer_to_npu maps it or it needs a manual rewrite"
     node_types = (ast.Name, ast.Attribute)
     trigger_words = ("cuda",)
-    silent_in_tests = True  # test code picks CUDA for its own case (engine.is_test_path)
     why = (
         "`torch.cuda` drives NVIDIA devices. `torch_npu.contrib.transfer_to_npu` redirects the names that "
         "`torch_npu.npu` also provides; every other name must be rewritten by hand. A file that imports "

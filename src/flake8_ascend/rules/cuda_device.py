@@ -119,7 +119,6 @@ class HardCodedCudaDevice(Rule):
     summary = "hard-coded CUDA device (.cuda(), 'cuda:N' device strings)"
     node_types = (ast.Call, ast.Constant)
     trigger_words = ("cuda", "accelerator")
-    silent_in_tests = True  # test code picks CUDA for its own case (engine.is_test_path)
     why = (
         "An NPU is device type `npu`: `.cuda()` and `'cuda'` device strings fail on a machine without CUDA. "
         "In a file that imports transfer_to_npu only comparisons are reported: it rewrites `.cuda()` and the "

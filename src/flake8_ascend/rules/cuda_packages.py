@@ -125,7 +125,6 @@ class CudaOnlyPackage(Rule):
     summary = "import of a CUDA-only third-party package (apex, flash_attn, xformers, bitsandbytes, triton, mmcv.ops...)"
     node_types = (ast.Import, ast.ImportFrom)
     trigger_words = tuple(sorted({p.split(".")[0] for p in CUDA_ONLY_PACKAGES}))
-    silent_in_tests = True  # test code picks CUDA for its own case (engine.is_test_path)
     why = (
         "These packages ship CUDA kernels; they do not install or do not run on an Ascend NPU. An import the code "
         "does without where the package is missing is not reported: in a `try` whose `except ImportError` falls "

@@ -61,7 +61,6 @@ class NcclBackend(Rule):
     summary = "NCCL collective backend ('nccl', Backend.NCCL, is_nccl_available)"
     node_types = (ast.Constant, ast.Name, ast.Attribute)
     trigger_words = ("nccl", "NCCL")
-    silent_in_tests = True  # test code picks CUDA for its own case (engine.is_test_path)
     why = ("NCCL is NVIDIA's collective library; on Ascend the backend is HCCL (`'hccl'`). Not reported where the "
            "framework picks HCCL itself on an NPU (mmengine's `dist_cfg`, an mmdet-2.x config's `dist_params` that "
            "mmcv 1.x's launcher reads); reported for deepspeed's `dist_backend` (used as given) and the HF Trainer's "

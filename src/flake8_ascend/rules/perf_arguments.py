@@ -107,15 +107,22 @@ def _bound_value(name: str, call: ast.Call, ctx):
     return value
 
 
-def pinning_evidence(call: ast.Call, ctx) -> str:
-    """Why this loader's batches are large enough for pinned memory to matter, or ``""``: a media library
-    imported by the file, media names on its batches, or a TensorDataset of rank-3+ float tensors."""
+def media_evidence(call: ast.Call, ctx) -> str:
+    """Why this loader's items are decoded media, or ``""``: a media library imported by the file, media names
+    on its batches."""
     library = ctx.memo("media_import", lambda c: _media_import(c.tree))
     if library:
         return f"the file imports {library}"
     name = _batch_names(call, ctx)
-    if name:
-        return f"its batches are {name}"
+    return f"its batches are {name}" if name else ""
+
+
+def pinning_evidence(call: ast.Call, ctx) -> str:
+    """Why this loader's batches are large enough for pinned memory to matter, or ``""``: decoded media, or a
+    TensorDataset of rank-3+ float tensors."""
+    evidence = media_evidence(call, ctx)
+    if evidence:
+        return evidence
     if _float_tensor_dataset(call, ctx):
         return "it collates float tensors of rank 3 or more"
     return ""
@@ -185,21 +192,31 @@ class DataLoaderWithoutPinMemory(Rule):
 
 class DataLoaderWithoutWorkers(Rule):
     code = "ASC504"
-    summary = "DataLoader with num_workers=0 (the default)"
+    summary = "DataLoader of image, audio or video items with num_workers=0 (the default)"
     node_types = (ast.Call,)
     trigger_words = ("DataLoader",)
     why = (
         "With `num_workers=0` the training process itself loads and augments every batch between steps, "
-        "so the NPU waits for data on each step. Worker processes prepare batches in parallel with training."
+        "so the NPU waits for data on each step. Worker processes prepare batches in parallel with training. "
+        "That is worth a change when loading an item is work: decoding and augmenting images, audio or video. "
+        "Items already in memory (token ids, a `TensorDataset`, a table) are indexed in microseconds and "
+        "workers only add start-up time, so the advice needs the same evidence as ASC503: the file imports an "
+        "image/audio/video library or the batches, loader or dataset are named as media."
     )
-    example = "loader = DataLoader(dataset, batch_size=64, pin_memory=True)"
+    example = "from torchvision import datasets\nloader = DataLoader(datasets.ImageFolder(root), batch_size=64, pin_memory=True)"
     use_instead = "`DataLoader(dataset, ..., num_workers=N)` with N > 0 (e.g. the CPU cores per device)."
     source = f"{OFFICIAL_ADVICE} api_parameters_performance_dict; {ADVISOR_RULES}dataloader.yaml; {ADVICE_TABLE}"
     fires = [
-        ("from torch.utils.data import DataLoader\nl = DataLoader(ds, batch_size=8, pin_memory=True)\n", 2),
-        ("from torch.utils.data import DataLoader\nl = DataLoader(ds, 8, num_workers=0)\n", 2),
+        ("import torchvision\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, batch_size=8, pin_memory=True)\n", 3),
+        ("from PIL import Image\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, 8, num_workers=0)\n", 3),
+        ("from torch.utils.data import DataLoader\nloader = DataLoader(data, batch_size=8)\nfor images, labels in loader:\n"
+         "    pass\n", 2),
     ]
     passes = [
+        # items already in memory: token ids, a table, tensors (pytorch-forecasting-like and SFT loaders)
+        "from torch.utils.data import DataLoader\nl = DataLoader(ds, batch_size=8, pin_memory=True)\n",
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\nx = torch.randn(64, 3, 32, 32)\n"
+        "l = DataLoader(TensorDataset(x), batch_size=8)\n",
         "from torch.utils.data import DataLoader\nl = DataLoader(ds, num_workers=4)\n",
         "from torch.utils.data import DataLoader\nl = DataLoader(ds, num_workers=args.workers)\n",
         "from torch.utils.data import DataLoader\nl = DataLoader(ds, **kw)\n",
@@ -207,9 +224,12 @@ class DataLoaderWithoutWorkers(Rule):
     ]
 
     def check(self, node, ctx) -> None:
-        if callee(node, ctx, _LASTS) == _DATALOADER and _left_default(node, "num_workers", 5, 0):
-            ctx.report(node, self.code, "DataLoader loads batches in the training process (num_workers=0): the NPU "
-                       "waits for data every step (pass num_workers > 0) [num_workers defaults to 0]",
+        if callee(node, ctx, _LASTS) != _DATALOADER or not _left_default(node, "num_workers", 5, 0):
+            return
+        evidence = media_evidence(node, ctx)
+        if evidence:
+            ctx.report(node, self.code, f"DataLoader decodes media in the training process ({evidence}; "
+                       "num_workers=0): the NPU waits for data every step (pass num_workers > 0) [num_workers defaults to 0]",
                        api=_DATALOADER, tips="set num_workers > 0")
 
 
