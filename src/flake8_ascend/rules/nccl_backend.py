@@ -51,6 +51,34 @@ def _key(container: ast.AST, child: ast.AST) -> Optional[str]:
     return None
 
 
+_LOOKUPS = ("get", "setdefault", "pop")  # mapping lookups with a default: cfg.get('backend', 'nccl')
+
+
+def _says_backend(node: ast.AST) -> bool:
+    """A string naming a backend option or key: ``'--dist-backend'``, ``'backend'``, ``'ddp_backend'``."""
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and "backend" in node.value.lower()
+
+
+def _lists_hccl(strings: ast.AST) -> bool:
+    return any(isinstance(e, ast.Constant) and e.value == "hccl" for e in strings.elts)
+
+
+def _option_of_backend(stack, i: int) -> bool:
+    """``stack[i]`` (a call) declares a backend option: ``parser.add_argument('--dist-backend', ...)`` (an option
+    string names it), or ``field(...)`` as the value of a dataclass field named after it (``ddp_backend: str =
+    field(default='nccl')``)."""
+    call = stack[i]
+    if not isinstance(call, ast.Call):
+        return False
+    if any(_says_backend(a) for a in call.args):
+        return True
+    owner = stack[i - 1] if i else None
+    if isinstance(owner, (ast.Assign, ast.AnnAssign)) and owner.value is call:
+        targets = owner.targets if isinstance(owner, ast.Assign) else [owner.target]
+        return any("backend" in _call_name(t).lower() for t in targets)
+    return False
+
+
 def _mentions_backend(node: ast.AST) -> bool:
     """``backend``, ``args.dist_backend``, ``get_backend()``: a name or call that says it is a backend."""
     return "backend" in _call_name(node.func if isinstance(node, ast.Call) else node).lower()
@@ -93,6 +121,14 @@ class NcclBackend(Rule):
         ("import torch\ntorch.distributed.init_process_group(backend='cpu:gloo,cuda:nccl')\n", 2),
         # a dist_params that no mmcv launcher reads: the backend of a call of one's own
         ("dist_params = dict(backend='nccl')\ndist.init_process_group(**dist_params)\n", 1),
+        # backends declared as options and configuration: a command-line default, the choices it accepts, a
+        # dataclass field, a default looked up in a mapping
+        ("parser.add_argument('--dist-backend', default='nccl', type=str)\n", 1),
+        ("parser.add_argument('--backend', type=str, choices=['nccl', 'gloo'])\n", 1),
+        ("from dataclasses import dataclass\n@dataclass\nclass Args:\n    ddp_backend: str = 'nccl'\n", 4),
+        ("from dataclasses import dataclass, field\n@dataclass\nclass Args:\n"
+         "    dist_backend: str = field(default='nccl', metadata={'help': 'backend'})\n", 4),
+        ("backend = cfg.get('backend', 'nccl')\n", 1),
     ]
     passes = ["print('nccl')\n", "name = 'nccl_tests.log'\n", "dist.init_process_group('gloo')\n",
               # mmengine's pytorch launcher initialises 'hccl' on an NPU whatever dist_cfg says
@@ -109,6 +145,11 @@ class NcclBackend(Rule):
               # a check that accepts both, and strings that are not a backend
               "assert backend in ('nccl', 'hccl', 'gloo')\n", "if name in ['nccl', 'gloo']:\n    pass\n",
               "def f(kind='nccl'):\n    pass\n",
+              # near misses of options: another option's default, choices that take 'hccl', another key's default
+              "parser.add_argument('--log-name', default='nccl')\n",
+              "parser.add_argument('--backend', choices=['nccl', 'hccl', 'gloo'])\n",
+              "from dataclasses import dataclass\n@dataclass\nclass Args:\n    log_prefix: str = 'nccl'\n",
+              "name = cfg.get('name', 'nccl')\n",
               # transfer_to_npu rewrites init_process_group's backend and maps is_nccl_available
               "import torch.distributed as dist\nfrom torch_npu.contrib import transfer_to_npu\n"
               "dist.init_process_group(backend='nccl')\nok = dist.is_nccl_available()\n",
@@ -151,7 +192,15 @@ class NcclBackend(Rule):
         frameworks = load_frameworks()
         if isinstance(holder, (ast.List, ast.Tuple, ast.Set)) and i and isinstance(stack[i - 1], ast.Compare):
             return NcclBackend._rejects_hccl(stack[i - 1], holder)
+        if isinstance(holder, (ast.List, ast.Tuple, ast.Set)) and i >= 2 and isinstance(stack[i - 1], ast.keyword) \
+                and stack[i - 1].arg == "choices":  # add_argument('--backend', choices=['nccl', 'gloo'])
+            return _option_of_backend(stack, i - 2) and not _lists_hccl(holder)
         key = _key(holder, stack[i + 1] if i + 1 < len(stack) else node)
+        if key == "default" and i >= 1:  # add_argument('--dist-backend', default='nccl'), field(default='nccl')
+            return _option_of_backend(stack, i - 1)
+        if isinstance(holder, ast.Call) and _call_name(holder.func) in _LOOKUPS and len(holder.args) == 2 \
+                and holder.args[1] is (stack[i + 1] if i + 1 < len(stack) else node):  # cfg.get('backend', 'nccl')
+            return _says_backend(holder.args[0])
         if key is not None:
             if key not in frameworks["backend_keywords"]:
                 return False
@@ -173,8 +222,9 @@ class NcclBackend(Rule):
             return _call_name(holder.func) in _GROUP_FUNCTIONS
         if isinstance(holder, ast.Compare):
             return any(_mentions_backend(side) for side in [holder.left, *holder.comparators])
-        if isinstance(holder, ast.Assign):
-            return any("backend" in _call_name(t).lower() for t in holder.targets)
+        if isinstance(holder, (ast.Assign, ast.AnnAssign)):  # also a dataclass field: ddp_backend: str = 'nccl'
+            targets = holder.targets if isinstance(holder, ast.Assign) else [holder.target]
+            return any("backend" in _call_name(t).lower() for t in targets)
         if isinstance(holder, ast.arguments):  # a parameter default: def init_dist(backend='nccl')
             default = stack[i + 1] if i + 1 < len(stack) else node
             return any("backend" in a.arg.lower() for a in _defaulted(holder, default))
@@ -184,4 +234,4 @@ class NcclBackend(Rule):
     def _rejects_hccl(compare: ast.Compare, strings: ast.AST) -> bool:
         """``backend in ['gloo', 'nccl']``: a membership test of a backend that lists 'nccl' but not 'hccl'."""
         return (all(isinstance(op, (ast.In, ast.NotIn)) for op in compare.ops) and _mentions_backend(compare.left)
-                and not any(isinstance(e, ast.Constant) and e.value == "hccl" for e in strings.elts))
+                and not _lists_hccl(strings))
