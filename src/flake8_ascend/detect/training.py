@@ -33,7 +33,7 @@ from __future__ import annotations
 import ast
 from bisect import bisect_left
 from functools import lru_cache
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from ..data import load_frameworks
 from ..semantic.values import returns_tensor_method
@@ -290,8 +290,25 @@ def framework_steps(ctx, text: str) -> Set[int]:
                 if methods:
                     methods_of[cls.name], grew = set(methods), True
                     break
-    return {id(node) for cls in classes for node in cls.body
-            if isinstance(node, _FUNCTIONS) and node.name in methods_of.get(cls.name, ())}
+    shared = _shared_step_methods()
+    return {id(node) for cls in classes for node in cls.body if isinstance(node, _FUNCTIONS) and (
+        node.name in methods_of.get(cls.name, ()) or (node.name in shared and _subclass(cls)))}
+
+
+@lru_cache(maxsize=None)
+def _shared_step_methods() -> FrozenSet[str]:
+    """Step-method names that more than one framework calls on every step (``training_step``: Lightning and the HF
+    Trainer): the name is the contract, so a subclass whose base lives in another file (``class TFT(BaseModel)``,
+    a project's own LightningModule) has one too."""
+    owners: Dict[str, Set[str]] = {}
+    for framework, methods in load_frameworks()["step_methods"].items():
+        for name in methods:
+            owners.setdefault(name, set()).add(framework.split(".")[0].replace("pytorch_lightning", "lightning"))
+    return frozenset(name for name, frameworks in owners.items() if len(frameworks) > 1)
+
+
+def _subclass(cls: ast.ClassDef) -> bool:
+    return any(not (isinstance(base, ast.Name) and base.id == "object") for base in cls.bases)
 
 
 def source_text(ctx) -> str:

@@ -102,6 +102,11 @@ class HostSyncInTrainingLoop(Rule):
          "for batch in data:\n    step(batch)\n", 4),
         # Lightning calls training_step on every batch (its docs' LitAutoEncoder, printing the loss)
         (_LIT_STEP.replace('        self.log("train_loss", loss)', '        print(loss.item())'), 9),
+        # the project's own LightningModule lives in another file (pytorch-forecasting-style `class TFT(BaseModel)`):
+        # training_step is the per-step hook of Lightning and of the HF Trainer alike
+        (_LIT_STEP.replace("import lightning as L\n", "from .base import BaseModel\n")
+         .replace("(L.LightningModule)", "(BaseModel)").replace('        self.log("train_loss", loss)',
+                                                               '        self.log("train_loss", loss.item())'), 9),
     ]
     passes = [
         "loss = f(x)\nloss.backward()\nprint(loss.item())\n",
@@ -115,6 +120,8 @@ class HostSyncInTrainingLoop(Rule):
         "def log(loss):\n    print(loss.item())\nfor x in data:\n    loss = f(x)\n    loss.backward()\n",
         _LIT_STEP,  # self.log keeps the value on the device
         _LIT_STEP + "    def validation_step(self, batch, batch_idx):\n        print(self.encoder(batch).sum().item())\n",
+        # a training_step of a class that subclasses nothing: no framework calls it
+        "class Plain:\n    def training_step(self, batch):\n        return self.loss(batch).item()\n",
     ]
 
     def check(self, node, ctx) -> None:
