@@ -37,12 +37,33 @@ def _compares_with(test: ast.AST, pattern: re.Pattern) -> bool:
     return False
 
 
+_NPU_FLAG = re.compile(r"(^|_)(is|use|on|can_use)_npu($|_)")
+
+
+def _npu_probe(node: ast.AST) -> bool:
+    """A question that is True on an NPU machine: ``is_torch_npu_available()``, ``torch.npu.is_available()``,
+    ``hasattr(torch, 'npu')``, or a flag named for it (``self.is_npu``, ``_CAN_USE_NPU_ATTN``)."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")).lower()
+        if name == "hasattr" and len(node.args) == 2:
+            return isinstance(node.args[1], ast.Constant) and node.args[1].value == "npu"
+        owner = func.value if isinstance(func, ast.Attribute) else None
+        owner_name = (owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")).lower()
+        return "avail" in name and ("npu" in name or owner_name == "npu")
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return bool(_NPU_FLAG.search((node.attr if isinstance(node, ast.Attribute) else node.id).lower()))
+    return False
+
+
 def has_npu_branch(ctx) -> bool:
-    """The function around the checked node also tests for ``'npu'`` (memoised per function)."""
+    """The function around the checked node also has an NPU case: a test for ``'npu'`` or an NPU availability
+    question (memoised per function)."""
     function = ctx.enclosing(*_FUNCTIONS)
     if function is None:
         return False
-    return ctx.memo(f"npu_branch.{id(function)}", lambda _: _compares_with(function, _NPU))
+    return ctx.memo(f"npu_branch.{id(function)}", lambda _: _compares_with(function, _NPU) or any(
+        isinstance(n, (ast.If, ast.IfExp)) and any(_npu_probe(t) for t in ast.walk(n.test)) for n in ast.walk(function)))
 
 
 def cuda_guarded(node: ast.AST, ctx) -> bool:
@@ -264,9 +285,12 @@ def offline_cpu_fallback(node: ast.AST, ctx) -> bool:
 
 
 def _npu_test(test: ast.AST) -> bool:
-    """``x.type == 'npu'`` or ``x.type in {'mps', 'npu'}``, possibly ``or``-ed with more: True on an NPU."""
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
-        return any(_npu_test(v) for v in test.values)
+    """``x.type == 'npu'``, ``x.type in {'mps', 'npu'}``, ``is_torch_npu_available()``, possibly ``or``-ed with
+    more or ``and``-ed with another NPU question: True on an NPU."""
+    if isinstance(test, ast.BoolOp):
+        return (any if isinstance(test.op, ast.Or) else all)(_npu_test(v) for v in test.values)
+    if _npu_probe(test):
+        return True
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return False
     if isinstance(test.ops[0], (ast.Eq, ast.Is)):
@@ -279,13 +303,33 @@ def _npu_test(test: ast.AST) -> bool:
 
 def npu_skips(node: ast.AST, ctx) -> bool:
     """``node`` is in the ``else`` of a test that is True on an NPU (diffusers adaptive_projected_guidance.py:240:
-    ``if diff.device.type in {"mps", "npu"}: ... .cpu().double() else: diff.double()``): an NPU run never gets
-    there, the NPU has its own branch."""
+    ``if diff.device.type in {"mps", "npu"}: ... .cpu().double() else: diff.double()``; training_utils.py:75:
+    ``if is_torch_npu_available(): torch.npu.manual_seed_all(seed) else: torch.cuda.manual_seed_all(seed)``): an
+    NPU run never gets there, the NPU has its own branch. So is code after ``if is_torch_npu_available(): return
+    ...`` in the same block (the early return is the ``else``)."""
     for parent, child in ctx.lineage(node):
+        if isinstance(child, ast.stmt) and _after_npu_exit(parent, child):
+            return True
         if isinstance(parent, _FUNCTIONS + (ast.ClassDef,)):
             return False
         if isinstance(parent, ast.If) and any(s is child for s in parent.orelse) or (
                 isinstance(parent, ast.IfExp) and child is parent.orelse):
             if _npu_test(parent.test):
                 return True
+    return False
+
+
+_EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+def _after_npu_exit(parent: ast.AST, statement: ast.stmt) -> bool:
+    """An earlier statement of ``statement``'s block is ``if <NPU test>:`` whose body always leaves the block."""
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and any(s is statement for s in block):
+            for earlier in block[:next(i for i, s in enumerate(block) if s is statement)]:
+                if isinstance(earlier, ast.If) and not earlier.orelse and earlier.body and isinstance(
+                        earlier.body[-1], _EXITS) and _npu_test(earlier.test):
+                    return True
+            return False
     return False

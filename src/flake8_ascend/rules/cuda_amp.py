@@ -5,7 +5,7 @@ import ast
 
 from ..registry import Rule
 from ..detect.cuda_fixes import name_fix
-from ..detect.device_dispatch import cuda_branch_test
+from ..detect.device_dispatch import cuda_branch_test, npu_skips
 from ..detect.transfer_to_npu import quiet
 
 
@@ -33,7 +33,7 @@ class CudaAmp(Rule):
 
     def check(self, node, ctx) -> None:
         qualname = ctx.chain(node)
-        if qualname and qualname.startswith("torch.cuda.amp.") and not quiet(ctx, qualname):
+        if qualname and qualname.startswith("torch.cuda.amp.") and not quiet(ctx, qualname) and not npu_skips(node, ctx):
             name = qualname[len("torch.cuda.amp."):]
             ctx.report(node, self.code, f"{qualname} is CUDA AMP (use torch_npu.npu.amp.{name} or torch.amp with 'npu')",
                        api=qualname, tips=f"torch_npu.npu.amp.{name}", rewrite=name_fix(qualname, ctx),

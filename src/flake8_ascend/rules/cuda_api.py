@@ -5,8 +5,8 @@ import ast
 
 from ..registry import Rule
 from ..detect.device_dispatch import (cuda_branch_test, cuda_guarded, guarded_branch, has_npu_branch, names_a_type,
-                                      offline_cpu_fallback, only_reported, optional_cuda_branch, tensor_dispatch,
-                                      turns_off)
+                                      npu_skips, offline_cpu_fallback, only_reported, optional_cuda_branch,
+                                      tensor_dispatch, turns_off)
 from ..detect.training import last_name
 from ..detect.cuda_fixes import name_fix
 from ..detect.cuda_packages import on_cuda_package_path
@@ -79,6 +79,11 @@ class CudaApi(Rule):
         ("import torch\nclass Prefetcher:\n    def __iter__(self):\n        if self.is_cuda:\n"
          "            stream = torch.cuda.Stream()\n", 5),
         ("import torch\ndef check(x):\n    return isinstance(x, torch.cuda.FloatTensor)\n", 3),
+        # near misses of an NPU case: another accelerator's question, an NPU question and-ed with more
+        ("import torch\ndef sync():\n    if is_torch_xpu_available():\n        torch.xpu.synchronize()\n    else:\n"
+         "        torch.cuda.synchronize()\n", 6),
+        ("import torch\ndef sync(fast):\n    if is_torch_npu_available() and fast:\n        pass\n    else:\n"
+         "        torch.cuda.synchronize()\n", 6),
         # the calls of a CUDA-only branch whose test has no finding of its own (a flag)
         ("import torch\ndef setup(use_gpu, rank):\n    if use_gpu:\n        torch.cuda.set_device(rank)\n", 4),
     ]
@@ -126,6 +131,12 @@ class CudaApi(Rule):
         "from typing import Union\nimport torch\nIndexType = Union[str, slice, torch.cuda.LongTensor, "
         "torch.cuda.BoolTensor]\n",
         "import torch\ndef to_mask(x: torch.cuda.BoolTensor) -> torch.cuda.BoolTensor:\n    return x\n",
+        # the code's own NPU case comes first; the NPU never reaches the CUDA one (diffusers 0.42.1
+        # training_utils.py:75-78)
+        "import torch\ndef set_seed(seed):\n    torch.manual_seed(seed)\n    if is_torch_npu_available():\n"
+        "        torch.npu.manual_seed_all(seed)\n    else:\n        torch.cuda.manual_seed_all(seed)\n",
+        "import torch\ndef sync():\n    if hasattr(torch, 'npu') and torch.npu.is_available():\n        torch.npu.synchronize()\n"
+        "    elif torch.cuda.is_available():\n        torch.cuda.synchronize()\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -136,7 +147,7 @@ class CudaApi(Rule):
                 node, ctx) or on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx):
             return
         guard = cuda_branch_test(node, ctx)
-        if tensor_dispatch(guard) or only_reported(node, qualname, ctx) or names_a_type(node, ctx):
+        if tensor_dispatch(guard) or only_reported(node, qualname, ctx) or names_a_type(node, ctx) or npu_skips(node, ctx):
             return
         name = qualname.split(".")[2]
         data = ctx.data

@@ -10,7 +10,7 @@ from ..calls import MISSING, argument
 from ..data import load_frameworks
 from ..registry import Rule
 from .cuda_api import DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
-from ..detect.device_dispatch import (cuda_branch_test, guarded_branch, has_npu_branch, offline_cpu_fallback, optional_cuda_branch,
+from ..detect.device_dispatch import (cuda_branch_test, guarded_branch, has_npu_branch, npu_skips, offline_cpu_fallback, optional_cuda_branch,
                                       turns_off)
 from ..detect.cuda_fixes import method_fix, string_fix
 from ..detect.cuda_packages import on_cuda_package_path
@@ -138,6 +138,9 @@ class HardCodedCudaDevice(Rule):
     source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu)"
     fires = [
         ("model = Net().cuda()\n", 1),
+        # near miss of an NPU case: an NPU question and-ed with something else decides nothing alone
+        ("def place(model, fast):\n    if is_torch_npu_available() and fast:\n        return model.npu()\n"
+         "    return model.cuda()\n", 4),
         ("import torch\nd = torch.device('cuda:0')\n", 2),
         ("state = torch.load(p, map_location='cuda')\n", 1),
         ("device = 'cuda' if ok else 'cpu'\n", 1),
@@ -184,6 +187,9 @@ class HardCodedCudaDevice(Rule):
          "def reduce(obj):\n    return obj2tensor(obj)\n", 1),
     ]
     passes = [
+        # the code's own NPU case comes first (transformers/accelerate style)
+        "def get_device():\n    if is_torch_npu_available():\n        return 'npu:0'\n    else:\n        return 'cuda:0'\n",
+        "def get_device():\n    if torch.npu.is_available():\n        return 'npu:0'\n    return 'cuda:0'\n",
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
         "path = 'data/cuda/kernels.txt'\n",
         "open('cuda')\n",
@@ -238,7 +244,8 @@ class HardCodedCudaDevice(Rule):
             func = node.func
             if (isinstance(func, ast.Attribute) and func.attr == "cuda" and ctx.qualname(func) is None
                     and not migrated(ctx) and not self._forwarding(ctx) and not optional_cuda_branch(node, ctx)
-                    and not on_cuda_package_path(node, ctx) and not offline_cpu_fallback(node, ctx)):
+                    and not on_cuda_package_path(node, ctx) and not offline_cpu_fallback(node, ctx)
+                    and not npu_skips(node, ctx)):
                 ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or .to(device))",
                            api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu",
                            rewrite=None if _defines_cuda(ctx) else method_fix(func.attr, ctx),
@@ -252,7 +259,7 @@ class HardCodedCudaDevice(Rule):
                        "from configuration, e.g. an NPU accelerator registered with Lightning)",
                        api=f"accelerator={node.value!r}", tips=cuda_accelerators[node.value])
             return
-        if on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx):
+        if on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx) or npu_skips(node, ctx):
             return
         built = _formatted(node, ctx)
         if built and self._device_context(ctx, built[0], built[1]) and not migrated(ctx):

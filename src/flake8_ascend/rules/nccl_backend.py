@@ -14,6 +14,7 @@ from typing import Optional
 from ..data import load_frameworks, load_transfer_to_npu
 from ..registry import Rule
 from ..detect.cuda_fixes import string_fix
+from ..detect.device_dispatch import npu_skips
 from .cuda_device import _defaulted
 from ..detect.transfer_to_npu import migrated, quiet
 
@@ -114,6 +115,8 @@ class NcclBackend(Rule):
         ("import deepspeed\ndeepspeed.init_distributed(dist_backend='nccl')\n", 2),
         ("from transformers import TrainingArguments\nargs = TrainingArguments('out', ddp_backend='nccl')\n", 2),
         ("cfg = {'backend': 'nccl', 'port': 29500}\n", 1),
+        # near miss of an NPU case: the question is about another accelerator
+        ("backend = 'xccl' if is_torch_xpu_available() else 'nccl'\n", 1),
         # transfer_to_npu rewrites no comparison: the backend is then 'hccl'
         ("import torch.distributed as dist\nimport torch_npu.contrib.transfer_to_npu\n"
          "if dist.get_backend() == 'nccl':\n    pass\n", 3),
@@ -145,6 +148,8 @@ class NcclBackend(Rule):
               # a check that accepts both, and strings that are not a backend
               "assert backend in ('nccl', 'hccl', 'gloo')\n", "if name in ['nccl', 'gloo']:\n    pass\n",
               "def f(kind='nccl'):\n    pass\n",
+              # the code's own NPU case comes first (accelerate-style backend choice)
+              "backend = 'hccl' if is_torch_npu_available() else 'nccl'\n",
               # near misses of options: another option's default, choices that take 'hccl', another key's default
               "parser.add_argument('--log-name', default='nccl')\n",
               "parser.add_argument('--backend', choices=['nccl', 'hccl', 'gloo'])\n",
@@ -159,7 +164,7 @@ class NcclBackend(Rule):
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.Constant):
             if (isinstance(node.value, str) and node.value.lower() == "nccl" and self._backend_context(ctx, node)
-                    and not (migrated(ctx) and self._rewritten(ctx))):
+                    and not (migrated(ctx) and self._rewritten(ctx)) and not npu_skips(node, ctx)):
                 ctx.report(node, self.code, "NCCL backend 'nccl' does not exist on NPU (use 'hccl')",
                            api="nccl", tips="nccl -> hccl", rewrite=string_fix(node.value, ctx))
             elif isinstance(node.value, str) and _HYBRID.fullmatch(node.value) and self._backend_context(ctx, node):
