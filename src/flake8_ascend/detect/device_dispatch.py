@@ -67,19 +67,18 @@ def has_npu_branch(ctx) -> bool:
 
 
 def cuda_guarded(node: ast.AST, ctx) -> bool:
-    """``node`` runs only after a ``== 'cuda'`` test: in the body of ``if``/``x if ... else``, or after it
-    in an ``and`` (``device.type == 'cuda' and torch.cuda.is_available()``)."""
+    """``node`` is a CUDA test or runs only after one: ``x.type == 'cuda'``, ``torch.cuda.is_available()``,
+    ``x.is_cuda`` (in the test, the body of ``if``/``x if ... else``, or after it in an ``and``:
+    ``device.type == 'cuda' and torch.cuda.is_available()``)."""
+    if cuda_branch_test(node, ctx) is not None:
+        return True
     for parent, child in ctx.lineage(node):
-        if isinstance(parent, _FUNCTIONS):
+        if isinstance(parent, _FUNCTIONS + (ast.ClassDef, ast.Lambda)):
             return False
-        if isinstance(parent, ast.If) and any(s is child for s in parent.body) or (
-                isinstance(parent, ast.IfExp) and child is parent.body):
-            if _compares_with(parent.test, _CUDA):
-                return True
-        elif isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And):
-            before = parent.values[:next(i for i, v in enumerate(parent.values) if v is child)]
-            if any(_compares_with(v, _CUDA) for v in before):
-                return True
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is parent.test:
+            return _positive_cuda_test(parent.test, ctx)
+        if not isinstance(parent, (ast.Call, ast.Attribute, ast.BoolOp, ast.Compare)):
+            return False
     return False
 
 

@@ -137,6 +137,9 @@ class CudaApi(Rule):
         "        torch.npu.manual_seed_all(seed)\n    else:\n        torch.cuda.manual_seed_all(seed)\n",
         "import torch\ndef sync():\n    if hasattr(torch, 'npu') and torch.npu.is_available():\n        torch.npu.synchronize()\n"
         "    elif torch.cuda.is_available():\n        torch.cuda.synchronize()\n",
+        # a CUDA case first and the NPU case next to it (trl/transformers style per-device dispatch)
+        "import torch\ndef free_memory():\n    if torch.cuda.is_available():\n        torch.cuda.empty_cache()\n"
+        "    elif is_torch_npu_available():\n        torch.npu.empty_cache()\n",
     ]
 
     def check(self, node, ctx) -> None:
