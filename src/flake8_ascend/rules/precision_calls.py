@@ -330,18 +330,28 @@ class MatmulNondeterministic(_CallAdvice):
         ("import torch\ny = torch.matmul(a, b)\n", 2),
         ("import torch\na = torch.ones(2, 2)\ny = a.matmul(a)\n", 3),
         ("import torch\ns = torch.matmul(q, k.transpose(0, 1))\n", 2),
+        # near miss of a host tensor: moved to the device before the product
+        ("import numpy as np\nimport torch\ndef relative(poses, device):\n"
+         "    c2w = torch.from_numpy(np.stack(poses)).to(device)\n    return torch.matmul(c2w.inverse(), c2w)\n", 5),
     ]
     passes = [
         "import numpy as np\ny = np.matmul(a, b)\n",
         "y = a.matmul(b)\n",
         "import torch\ns = torch.matmul(q, k.transpose(-2, -1))\n",  # ASC303's matmul_transpose
         "import torch\nq = torch.ones(2, 2)\ns = q.matmul(k.mT)\n",
+        # host tensors: built from numpy and never moved (diffusers 0.42.1 pipelines/sana_wm/cam_utils.py:277-style)
+        "import numpy as np\nimport torch\ndef relative(poses):\n    c2w = torch.from_numpy(np.stack(poses))\n"
+        "    return torch.matmul(c2w.inverse(), c2w)\n",
     ]
 
     def stays_quiet(self, node: ast.Call, ctx) -> bool:
-        """``matmul(q, k.transpose(-2, -1))`` is ASC303's (``torch_npu.contrib.function.matmul_transpose``)."""
-        args = node.args if isinstance(node.func, ast.Attribute) and ctx.chain(node.func) is None else node.args[1:]
-        return bool(args) and _transposed_last_two(args[0], ctx)
+        """``matmul(q, k.transpose(-2, -1))`` is ASC303's (``torch_npu.contrib.function.matmul_transpose``); a
+        matmul of two host tensors never runs on the NPU."""
+        method = isinstance(node.func, ast.Attribute) and ctx.chain(node.func) is None
+        args = node.args if method else node.args[1:]
+        operands = [node.func.value, *node.args[:1]] if method else node.args[:2]
+        return bool(args) and _transposed_last_two(args[0], ctx) or (
+            len(operands) == 2 and all(ctx.values.on_host(operand) for operand in operands))
 
     def message(self, api: str) -> str:
         return f"{api} results may differ slightly from run to run on NPU [nondeterministic result]"
