@@ -133,6 +133,11 @@ def names_a_type(node: ast.AST, ctx) -> bool:
     return False
 
 
+# a function whose name says it only diagnoses: checks, logs, prints or reports (litgpt 0.5.13
+# finetune/adapter.py:145, ``if torch.cuda.is_available() and devices > 1: check_nvlink_connectivity(fabric)``)
+_DIAGNOSES = re.compile(r"_?(check|verify|log|print|report|warn|show|dump)(_|$)")
+
+
 def _positive_cuda_test(test: ast.AST, ctx) -> bool:
     """``x.type == 'cuda'``, ``torch.cuda.is_available()``, ``x.is_cuda``, possibly ``and``-ed with more, never
     negated: False on an NPU."""
@@ -189,8 +194,8 @@ def _unknown_before(name: str, branch: ast.If, scope: ast.AST) -> bool:
 
 
 def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
-    """Both branches only do what an NPU run may skip: print, log, record a metric, ask ``torch.cuda`` for
-    statistics, mark a CUDA-graph step, reseed CUDA after ``torch.manual_seed``, and (the CUDA branch only) raise.
+    """Both branches only do what an NPU run may skip: print, log, record a metric, call a function named for a
+    check or a report (``check_nvlink_connectivity``), ask ``torch.cuda`` for statistics, mark a CUDA-graph step, reseed CUDA after ``torch.manual_seed``, and (the CUDA branch only) raise.
     A name assigned there is read nowhere else in ``scope`` (``memory_used = torch.cuda.max_memory_allocated()``),
     gains a string (``output += f'| Memory Used: ...'``), or was ``None`` before the ``if`` (an estimate that is
     otherwise unknown); a ``try`` there swallows its errors (``except Exception: pass``)."""
@@ -221,7 +226,8 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
             if isinstance(node, ast.Call) and id(node) not in raised:
                 qualname = ctx.qualname(node.func) or ""
                 name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-                if not (_DIAGNOSTIC_CUDA.fullmatch(qualname) or name in _REPORTING or qualname in _CUDAGRAPH_MARKERS
+                if not (_DIAGNOSTIC_CUDA.fullmatch(qualname) or name in _REPORTING or _DIAGNOSES.match(name)
+                        or qualname in _CUDAGRAPH_MARKERS
                         or (qualname in _CUDA_RESEEDS and _seeds_all_devices(scope, ctx))):
                     return False
     return True

@@ -73,6 +73,9 @@ class CudaApi(Rule):
         ("import torch\ndef check():\n    if not torch.cuda.is_available():\n        raise ValueError('no GPU')\n", 3),
         ("import torch\ndef attn(use_xformers):\n    if use_xformers:\n        pass\n    else:\n"
          "        torch.cuda.synchronize()\n", 6),
+        # near miss of a diagnostic: a function named for a setup, not a check
+        ("import torch\ndef setup(fabric, devices):\n    if torch.cuda.is_available() and devices > 1:\n"
+         "        setup_nvlink(fabric)\n    fabric.launch()\n", 3),
         # near misses of a value only reported, a tensor's dispatch and a type: the statistic kept for later use,
         # a self.is_cuda flag set from the configuration (timm 1.0.31 data/loader.py:127-135), a runtime type check
         ("import torch\ndef peak():\n    used = torch.cuda.max_memory_allocated()\n    return used\n", 3),
@@ -99,6 +102,9 @@ class CudaApi(Rule):
         DISPATCHES_PER_DEVICE,
         # an optional report the NPU run skips (litgpt 0.5.13 utils.py:860-863, api.py:612-615)
         OPTIONAL_REPORT,
+        # a diagnostic only CUDA runs (litgpt 0.5.13 finetune/adapter.py:145)
+        "import torch\ndef setup(fabric, devices):\n    if torch.cuda.is_available() and devices > 1:\n"
+        "        check_nvlink_connectivity(fabric)\n    fabric.launch()\n",
         "import torch\nif torch.cuda.is_available():\n    name = torch.cuda.get_device_name(0)\n"
         "    logger.info(f'running on {name}')\n",
         # an estimate that stays unknown (None) on an NPU (litgpt 0.5.13 utils.py:1102-1110)
