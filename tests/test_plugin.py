@@ -183,3 +183,13 @@ def test_a_cuda_only_branch_folds_into_its_test_only_where_flake8_shows_the_test
     assert found("--select", "ASC201") == ["./a.py ASC201", "./b.py ASC201"]
     # per-file-ignores hide the test in b.py only: there the call keeps its own finding
     assert found("--select", "ASC2", "--per-file-ignores", "b.py:ASC202") == ["./a.py ASC202", "./b.py ASC201"]
+
+
+def test_a_tests_folder_above_the_folder_flake8_runs_in_does_not_make_test_code(tmp_path):
+    project = tmp_path / "tests" / "proj"
+    project.mkdir(parents=True)
+    (project / "train.py").write_text("import torch\ntorch.cuda.synchronize()\n")
+    assert "ASC201" in flake8("--select", "ASC", str(project / "train.py"), cwd=project).stdout
+    (project / "tests").mkdir()
+    (project / "tests" / "test_train.py").write_text("import torch\ntorch.cuda.synchronize()\n")
+    assert flake8("--select", "ASC", str(project / "tests" / "test_train.py"), cwd=project).stdout == ""

@@ -74,9 +74,18 @@ class AscendChecker:
             return
         config = self.config or make_config()
         try:
-            findings = deep(lint, self.tree, self.lines, self.filename, config, None, (), self._shown)
+            findings = deep(lint, self.tree, self.lines, _linted_path(self.filename), config, None, (), self._shown)
         except RecursionError:  # deeper than even ``deep`` walks: flake8's own checks fail on it too
             return
         for finding in findings:
             if finding.code not in self.suppressed:
                 yield finding.line, finding.col, finding.text, type(self)
+
+
+def _linted_path(filename: str) -> str:
+    """The file's path below the folder flake8 runs in, as ascend-analyse's paths are below its input, so that a
+    ``tests/`` folder above the project (``/home/me/tests/proj/train.py``) does not make its code test code."""
+    if filename in ("-", "stdin") or not os.path.isabs(filename):
+        return filename
+    relative = os.path.relpath(filename)
+    return filename if relative.startswith(os.pardir) else relative
