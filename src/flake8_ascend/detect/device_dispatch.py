@@ -195,7 +195,8 @@ def _unknown_before(name: str, branch: ast.If, scope: ast.AST) -> bool:
 
 def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
     """Both branches only do what an NPU run may skip: print, log, record a metric, call a function named for a
-    check or a report (``check_nvlink_connectivity``), ask ``torch.cuda`` for statistics, mark a CUDA-graph step, reseed CUDA after ``torch.manual_seed``, and (the CUDA branch only) raise.
+    check or a report (``check_nvlink_connectivity``), ask ``torch.cuda`` for statistics, mark a CUDA-graph step,
+    reseed CUDA after ``torch.manual_seed``, and (the CUDA branch only) raise or assert.
     A name assigned there is read nowhere else in ``scope`` (``memory_used = torch.cuda.max_memory_allocated()``),
     gains a string (``output += f'| Memory Used: ...'``), or was ``None`` before the ``if`` (an estimate that is
     otherwise unknown); a ``try`` there swallows its errors (``except Exception: pass``)."""
@@ -203,9 +204,10 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
     read_outside = {n.id for n in ast.walk(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
                     and id(n) not in inside}
     cuda_side = {id(n) for s in branch.body for n in ast.walk(s)}
-    raised = {id(n) for s in branch.body for r in ast.walk(s) if isinstance(r, ast.Raise) for n in ast.walk(r)}
+    raised = {id(n) for s in branch.body for r in ast.walk(s) if isinstance(r, (ast.Raise, ast.Assert))
+              for n in ast.walk(r)}
     for statement in (n for s in branch.body + branch.orelse for n in ast.walk(s) if isinstance(n, ast.stmt)):
-        if isinstance(statement, ast.If) or (isinstance(statement, ast.Raise) and id(statement) in cuda_side):
+        if isinstance(statement, ast.If) or (isinstance(statement, (ast.Raise, ast.Assert)) and id(statement) in cuda_side):
             continue
         if isinstance(statement, ast.Try):
             if statement.orelse or statement.finalbody or not all(

@@ -138,6 +138,9 @@ class HardCodedCudaDevice(Rule):
     source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu)"
     fires = [
         ("model = Net().cuda()\n", 1),
+        # near miss of a CUDA case that only asserts: it also moves the model
+        ("import torch\ndef main(args, model):\n    if args.device == 'cuda:0':\n        assert torch.cuda.is_available()\n"
+         "        model.to(args.device)\n", 3),
         # near miss of an NPU case: an NPU question and-ed with something else decides nothing alone
         ("def place(model, fast):\n    if is_torch_npu_available() and fast:\n        return model.npu()\n"
          "    return model.cuda()\n", 4),
@@ -190,6 +193,9 @@ class HardCodedCudaDevice(Rule):
         # the code's own NPU case comes first (transformers/accelerate style)
         "def get_device():\n    if is_torch_npu_available():\n        return 'npu:0'\n    else:\n        return 'cuda:0'\n",
         "def get_device():\n    if torch.npu.is_available():\n        return 'npu:0'\n    return 'cuda:0'\n",
+        # a CUDA case that only asserts (mmpose 1.3.2 .mim/tools/analysis_tools/get_flops.py:122-124)
+        "import torch\ndef main(args):\n    if args.device == 'cuda:0':\n        assert torch.cuda.is_available(), 'no CUDA'\n"
+        "    run(args)\n",
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
         "path = 'data/cuda/kernels.txt'\n",
         "open('cuda')\n",
