@@ -138,6 +138,10 @@ class HardCodedCudaDevice(Rule):
     source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu)"
     fires = [
         ("model = Net().cuda()\n", 1),
+        # near miss of a constructor default: one construction relies on it
+        ("import torch\nclass Prefetcher:\n    def __init__(self, loader, device=torch.device('cuda')):\n"
+         "        self.device = device\n\ndef make(loader, device):\n    return Prefetcher(loader, device=device), "
+         "Prefetcher(loader)\n", 3),
         # near miss of a CUDA case that only asserts: it also moves the model
         ("import torch\ndef main(args, model):\n    if args.device == 'cuda:0':\n        assert torch.cuda.is_available()\n"
          "        model.to(args.device)\n", 3),
@@ -193,6 +197,10 @@ class HardCodedCudaDevice(Rule):
         # the code's own NPU case comes first (transformers/accelerate style)
         "def get_device():\n    if is_torch_npu_available():\n        return 'npu:0'\n    else:\n        return 'cuda:0'\n",
         "def get_device():\n    if torch.npu.is_available():\n        return 'npu:0'\n    return 'cuda:0'\n",
+        # a constructor's torch.device('cuda') default that every construction in the file overrides (timm 1.0.31
+        # data/naflex_loader.py:36 and :415)
+        "import torch\nclass Prefetcher:\n    def __init__(self, loader, device=torch.device('cuda')):\n"
+        "        self.device = device\n\ndef make(loader, device):\n    return Prefetcher(loader, device=device)\n",
         # a CUDA case that only asserts (mmpose 1.3.2 .mim/tools/analysis_tools/get_flops.py:122-124)
         "import torch\ndef main(args):\n    if args.device == 'cuda:0':\n        assert torch.cuda.is_available(), 'no CUDA'\n"
         "    run(args)\n",
@@ -318,7 +326,11 @@ class HardCodedCudaDevice(Rule):
             func = holder.func
             if isinstance(func, ast.Attribute) and func.attr in _DEVICE_METHODS and ctx.qualname(func) is None:
                 return True
-            return ctx.qualname(func) in _DEVICE_FUNCTIONS
+            if ctx.qualname(func) not in _DEVICE_FUNCTIONS:
+                return False
+            if i >= 1 and isinstance(stack[i - 1], ast.arguments):  # def f(device=torch.device('cuda'))
+                return HardCodedCudaDevice._device_context(ctx, holder, i - 1)
+            return True
         if isinstance(holder, (ast.Assign, ast.AnnAssign)):
             targets = holder.targets if isinstance(holder, ast.Assign) else [holder.target]
             return any(_mentions_device(t) or (isinstance(t, ast.Name) and t.id in _device_names(ctx))

@@ -103,10 +103,15 @@ class Summaries:
 
     def call_sites(self, function: ast.AST) -> List[ast.Call]:
         """The calls of ``function`` in this file: ``f(...)`` where the name ``f`` is this def, or
-        ``self.f(...)`` in another method of the same class."""
+        ``self.f(...)`` in another method of the same class; for an ``__init__``, also ``C(...)`` where ``C`` is
+        its class (timm 1.0.31 data/naflex_loader.py:415, ``NaFlexPrefetchLoader(loader, ..., device=device)``)."""
         model = self.model
         home = model.scope(function)
         found = []
+        if home.is_class and function.name == "__init__" and isinstance(home.node, ast.ClassDef):
+            name = home.node.name
+            found += [call for call in model.calls(name) if isinstance(call.func, ast.Name)
+                      and model.scope(call).home(name) is home.parent]
         for call in model.calls(function.name):
             func = call.func
             if home.is_class:
