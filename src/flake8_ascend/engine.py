@@ -23,7 +23,7 @@ from .config import Config
 from .registry import Rule, all_rules
 from .rewrite import Rewrite
 from .semantic.model import SemanticModel
-from .walk import child_fields
+from .walk import _FIELDS, child_fields
 
 T = TypeVar("T")
 
@@ -191,12 +191,21 @@ def lint(
     ctx = Context(tree, lines, path, config)
     stack = ctx.stack
 
+    push, pop, rules_of, fields_of = stack.append, stack.pop, handlers.get, _FIELDS.get
+
     def visit(node: ast.AST) -> None:
         cls = node.__class__
-        for rule in handlers.get(cls, ()):
-            rule.check(node, ctx)
-        stack.append(node)
-        for name in child_fields(cls):
+        rules = rules_of(cls)
+        if rules is not None:
+            for rule in rules:
+                rule.check(node, ctx)
+        fields = fields_of(cls)
+        if fields is None:
+            fields = child_fields(cls)
+        if not fields:  # a leaf (a name, a constant): no child to see it on the stack
+            return
+        push(node)
+        for name in fields:
             value = getattr(node, name, None)
             if value.__class__ is list:
                 for item in value:
@@ -204,7 +213,7 @@ def lint(
                         visit(item)
             elif isinstance(value, AST):
                 visit(value)
-        stack.pop()
+        pop()
 
     visit(tree)
     return once_per_function(one_per_site(ctx.findings), ctx.owners, lines)

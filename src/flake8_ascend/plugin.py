@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import sys
-from typing import FrozenSet, Iterator, Optional, Tuple
+from typing import FrozenSet, Iterator, List, Optional, Tuple, Type
 
 from . import __version__
 from .codes import OPTIONAL_CODES, named_optional_codes
@@ -10,6 +10,7 @@ from .config import Config, ConfigError, make_config
 from .data import resolve_version
 from .engine import lint
 from .flake8_settings import add_ascend_options
+from .registry import Rule, all_rules
 from .sources import deep
 
 
@@ -24,6 +25,7 @@ class AscendChecker:
     config: Optional[Config] = None
     suppressed: FrozenSet[str] = frozenset()  # optional codes the user did not switch on
     config_error = ""  # a configuration error while linting stdin (an editor): reported as a finding
+    rules: Optional[List[Type[Rule]]] = None  # the rules whose codes can be reported (None: every rule)
 
     def __init__(self, tree, lines, filename: str) -> None:
         self.tree = tree
@@ -54,6 +56,11 @@ class AscendChecker:
             cls.config_error = str(error)
         selections = [*(getattr(options, "select", None) or ()), *(getattr(options, "extend_select", None) or ())]
         cls.suppressed = OPTIONAL_CODES - named_optional_codes(selections)
+        # a suppressed code's rule does not run at all; rule modules and the version's data load here, once, before
+        # flake8 forks its workers
+        cls.rules = [rule for rule in all_rules() if rule.code not in cls.suppressed]
+        if cls.config is not None:
+            cls.config.data
 
     def run(self) -> Iterator[Tuple[int, int, str, type]]:
         if self.config_error:
@@ -61,7 +68,7 @@ class AscendChecker:
             return
         config = self.config or make_config()
         try:
-            findings = deep(lint, self.tree, self.lines, self.filename, config)
+            findings = deep(lint, self.tree, self.lines, self.filename, config, self.rules)
         except RecursionError:  # deeper than even ``deep`` walks: flake8's own checks fail on it too
             return
         for finding in findings:

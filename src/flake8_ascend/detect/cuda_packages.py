@@ -54,10 +54,22 @@ def _negated(test: ast.AST) -> bool:
     return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
 
 
+def _spells_package(lines) -> bool:
+    """Whether the file may name a package's opt-in at all: an ASCII source that spells none of the words names
+    none (a non-ASCII identifier may normalise to one, so such a file is always asked node by node)."""
+    source = "".join(lines)
+    if not source.isascii():
+        return True
+    source = source.lower()
+    return any(spelling in source for spelling in OPT_IN_SPELLINGS)
+
+
 def on_cuda_package_path(node: ast.AST, ctx) -> bool:
     """``node`` runs only on the path of a CUDA-only package the user opted into: in the body of an ``if`` that
     asks for it (``if use_xformers:``, ``if is_xformers_available():``), in the ``else`` of one that asks for its
     absence (``if not is_xformers_available(): raise ...``), or in a function or class named after it."""
+    if not ctx.memo("spells_cuda_only_package", lambda c: _spells_package(c.lines)):
+        return False
     for parent, child in ctx.lineage(node):
         if isinstance(parent, ast.If) and _asks_for_package(parent.test):
             if (any(s is child for s in parent.body) and not _negated(parent.test)) or (
