@@ -153,10 +153,11 @@ def is_test_path(path: str) -> bool:
     return bool(_TEST_PATH.search(path))
 
 
-def _active_rules(source: str, rules: Iterable[Type[Rule]], tests: bool = False) -> List[Rule]:
-    """Rules whose trigger words occur in the file (the cheap pre-filter), less those left out of test code."""
+def _active_rules(source: str, rules: Iterable[Type[Rule]], config: Config, tests: bool = False) -> List[Rule]:
+    """Rules whose trigger words occur in the file (the cheap pre-filter), less those left out of test code and
+    those with nothing to report under ``config`` (ASC104 without a third_party list)."""
     return [rule() for rule in rules if (not rule.trigger_words or any(w in source for w in rule.trigger_words))
-            and not (tests and rule.silent_in_tests)]
+            and not (tests and rule.silent_in_tests) and rule.runs_with(config)]
 
 
 def _handlers(rules: Sequence[Rule]) -> Dict[type, List[Rule]]:
@@ -184,7 +185,7 @@ def lint(
     """
     source = "".join(lines)
     tests = not config.lint_tests and is_test_path(path)
-    active = [*_active_rules(source, all_rules() if rules is None else rules, tests), *visitors]
+    active = [*_active_rules(source, all_rules() if rules is None else rules, config, tests), *visitors]
     if not active:
         return []
     handlers = _handlers(active)

@@ -115,8 +115,10 @@ def _redundant_type_check(node: ast.AST, ctx) -> bool:
     scope = ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef) or ctx.tree
     if not package or not _type_checks_only(node, scope):
         return False
-    used = ctx.memo("cuda_packages_used", lambda c: {_package(i) for i, owner in _imports_by_scope(c.tree)
-                                                     if not _type_checks_only(i, owner)})
+    # only imports of a package need the walks of ``_type_checks_only`` (the others' package is "")
+    used = ctx.memo("cuda_packages_used", lambda c: {found for i, owner in _imports_by_scope(c.tree)
+                                                     for found in (_package(i),)
+                                                     if found and not _type_checks_only(i, owner)})
     return package in used
 
 
