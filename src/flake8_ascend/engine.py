@@ -156,7 +156,9 @@ def is_test_path(path: str) -> bool:
 def _active_rules(source: str, rules: Iterable[Type[Rule]], config: Config, tests: bool = False) -> List[Rule]:
     """Rules whose trigger words occur in the file (the cheap pre-filter), less those left out of test code and
     those with nothing to report under ``config`` (ASC104 without a third_party list)."""
-    return [rule() for rule in rules if (not rule.trigger_words or any(w in source for w in rule.trigger_words))
+    rules = list(rules)
+    spelled = {word for word in {w for rule in rules for w in rule.trigger_words} if word in source}  # each once
+    return [rule() for rule in rules if (not rule.trigger_words or not spelled.isdisjoint(rule.trigger_words))
             and not (tests and rule.silent_in_tests) and rule.runs_with(config)]
 
 

@@ -91,23 +91,32 @@ def is_called(node: ast.AST, ctx) -> bool:
         bool(parent.args) and parent.args[0] is node and ctx.qualname(parent.func) == "functools.partial")
 
 
+_UNSET = object()
+
+
+def _new_cache(_ctx) -> dict:
+    return {}
+
+
 def status_of(node: ast.AST, ctx) -> Optional[Tuple[str, str, str, str]]:
     """(api, status, note, how decided) when the data knows the API *used* at ``node`` (see ``is_use``).
 
     With ``--official-lists`` the version's official table row wins, stale or not.  Memoised per
     node: ASC101, ASC102 and ASC103 all ask about every name.
     """
-    cache = ctx.memo("api_status", lambda _: {})
+    cache = ctx.memo("api_status", _new_cache)
     key = id(node)
-    if key not in cache:
-        api = api_of(node, ctx)
-        row = ctx.data.api_status(api, ctx.config.official_lists) if api else None
-        if row and (row[0] == "supported" or not is_use(node, ctx)):
-            row = None
-        if row and api.startswith("torch.Tensor.") and ctx.chain(node) is None:
-            row = row if ctx.is_tensor(node.value) else None  # the costly question, asked last
-        cache[key] = (api, *row) if row else None
-    return cache[key]
+    found = cache.get(key, _UNSET)
+    if found is not _UNSET:  # the second and third rule asking about this node
+        return found
+    api = api_of(node, ctx)
+    row = ctx.data.api_status(api, ctx.config.official_lists) if api else None
+    if row and (row[0] == "supported" or not is_use(node, ctx)):
+        row = None
+    if row and api.startswith("torch.Tensor.") and ctx.chain(node) is None:
+        row = row if ctx.is_tensor(node.value) else None  # the costly question, asked last
+    found = cache[key] = (api, *row) if row else None
+    return found
 
 
 class _ApiStatusRule(Rule):

@@ -119,7 +119,10 @@ class ScopeBuilder(ast.NodeVisitor):
         cls = node.__class__
         method = self._dispatch.get(cls)
         if method is None:
-            method = self._dispatch[cls] = getattr(self, "visit_" + cls.__name__, self._generic)
+            method = getattr(self, "visit_" + cls.__name__, self._generic)
+            if getattr(method, "__func__", None) is ast.NodeVisitor.visit_Constant:
+                method = self._generic  # NodeVisitor's looks for the pre-3.8 visit_Num & co. on every constant
+            self._dispatch[cls] = method
         if method is not self._generic:
             method(node)
             return
