@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 from ast import AST
+import gc
 import re
 import tokenize
 from dataclasses import dataclass, field, replace
@@ -190,6 +191,21 @@ def lint(
     active = [*_active_rules(source, all_rules() if rules is None else rules, config, tests), *visitors]
     if not active:
         return []
+    # The cyclic garbage collector pauses during the walk: what the walk allocates (the model, the memos) lives
+    # until it ends, so collections during it would only traverse the same objects again and promote them to
+    # the older generations; the first collection after it frees the file's model while it is still young.
+    collecting = gc.isenabled()
+    if collecting:
+        gc.disable()
+    try:
+        return _walk(tree, lines, path, config, active)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _walk(tree: ast.AST, lines: Sequence[str], path: str, config: Config, active: List) -> List[Finding]:
+    """``lint`` once the active rules (and visitors) are known: the model, the walk, the findings."""
     handlers = _handlers(active)
     ctx = Context(tree, lines, path, config)
     stack = ctx.stack

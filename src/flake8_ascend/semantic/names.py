@@ -88,6 +88,8 @@ class Scope:
 
     def bind(self, name: str, binding: Binding) -> None:
         self.bindings.setdefault(name, []).append(binding)
+        if binding.qualname is not None and self.resolver is not None:
+            self.resolver.imported.add(name)
 
     def home(self, name: str) -> Optional["Scope"]:
         """The scope that binds ``name`` as seen from here (a class scope only when it is this one)."""
@@ -108,6 +110,7 @@ class ScopeBuilder(ast.NodeVisitor):
         self.scopes: Dict[int, Scope] = {}
         self.node_scopes: Dict[int, Scope] = {}  # id(node) -> the scope its names are looked up in
         self.calls: Dict[str, List[ast.Call]] = {}  # ``f(...)`` and ``x.f(...)`` by the called name
+        self.imported: Set[str] = set()  # names that some binding of the file gives a qualified name
         self.current: Optional[Scope] = None
         self._dispatch: Dict[type, object] = {}
         self._generic = self.generic_visit
@@ -155,7 +158,7 @@ class ScopeBuilder(ast.NodeVisitor):
 
     def _enter(self, node: ast.AST, is_class: bool) -> Scope:
         scope = Scope(node, self.current, is_class)
-        scope.resolver = Resolver(self.scopes, scope)
+        scope.resolver = Resolver(self.scopes, scope, self.imported)
         self.scopes[id(node)] = scope
         self.current = scope
         return scope
@@ -355,11 +358,14 @@ def _loop_targets(target: ast.AST, iterable: ast.AST):
 class Resolver:
     """Resolves names and attribute chains in one scope of a module."""
 
-    __slots__ = ("scopes", "scope")
+    __slots__ = ("scopes", "scope", "imported")
 
-    def __init__(self, scopes: Dict[int, Scope], scope: Scope) -> None:
+    def __init__(self, scopes: Dict[int, Scope], scope: Scope, imported: Optional[Set[str]] = None) -> None:
         self.scopes = scopes
         self.scope = scope
+        # names bound with a qualified name anywhere in the file so far (an import or an alias of one): any other
+        # name resolves to no qualified name whatever its binding, so ``qualname`` need not look it up
+        self.imported: Set[str] = set() if imported is None else imported
 
     def binding(self, name: str, line: int) -> Optional[Binding]:
         """The binding of ``name`` in force at ``line``, or None if unbound (builtin)."""
@@ -382,14 +388,17 @@ class Resolver:
 
     def qualname(self, node: ast.AST) -> Optional[str]:
         """``F.relu`` -> ``torch.nn.functional.relu``; None when not an import chain."""
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name) or root.id not in self.imported:
+            return None
+        binding = self.binding(root.id, root.lineno)
+        if binding is None or binding.qualname is None:
+            return None
         parts: List[str] = []
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)
             node = node.value
-        if not isinstance(node, ast.Name):
-            return None
-        binding = self.binding(node.id, node.lineno)
-        if binding is None or binding.qualname is None:
-            return None
         parts.append(binding.qualname)
         return canonical(".".join(reversed(parts)))
