@@ -50,6 +50,17 @@ def _asks_for_package(test: ast.AST) -> bool:
     return any(names_cuda_only_package(name) for name in _spelled(test))
 
 
+def _new_cache(_ctx) -> dict:
+    return {}
+
+
+def _cached_asks(test: ast.AST, asks: dict) -> bool:
+    found = asks.get(id(test))
+    if found is None:
+        found = asks[id(test)] = _asks_for_package(test)
+    return found
+
+
 def _negated(test: ast.AST) -> bool:
     return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
 
@@ -70,8 +81,9 @@ def on_cuda_package_path(node: ast.AST, ctx) -> bool:
     absence (``if not is_xformers_available(): raise ...``), or in a function or class named after it."""
     if not ctx.memo("spells_cuda_only_package", lambda c: _spells_package(c.lines)):
         return False
+    asks = ctx.memo("cuda_package_tests", _new_cache)  # id of an ``if`` test -> whether it asks for a package
     for parent, child in ctx.lineage(node):
-        if isinstance(parent, ast.If) and _asks_for_package(parent.test):
+        if isinstance(parent, ast.If) and _cached_asks(parent.test, asks):
             if (any(s is child for s in parent.body) and not _negated(parent.test)) or (
                     any(s is child for s in parent.orelse) and _negated(parent.test)):
                 return True
