@@ -204,6 +204,9 @@ def lint(
             gc.enable()
 
 
+_LEAVES = frozenset((ast.Name, ast.Constant))  # no child worth visiting: the walk only runs their rules
+
+
 def _walk(tree: ast.AST, lines: Sequence[str], path: str, config: Config, active: List) -> List[Finding]:
     """``lint`` once the active rules (and visitors) are known: the model, the walk, the findings."""
     handlers = _handlers(active)
@@ -228,8 +231,14 @@ def _walk(tree: ast.AST, lines: Sequence[str], path: str, config: Config, active
             value = getattr(node, name, None)
             if value.__class__ is list:
                 for item in value:
-                    if isinstance(item, AST):
+                    if item.__class__ in _LEAVES:  # ``visit`` inlined for names and constants: only their rules
+                        for rule in rules_of(item.__class__, ()):
+                            rule.check(item, ctx)
+                    elif isinstance(item, AST):
                         visit(item)
+            elif value.__class__ in _LEAVES:
+                for rule in rules_of(value.__class__, ()):
+                    rule.check(value, ctx)
             elif isinstance(value, AST):
                 visit(value)
         pop()

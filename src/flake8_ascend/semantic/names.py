@@ -103,6 +103,11 @@ class Scope:
         return None
 
 
+# Nodes without child nodes that the builder has no ``visit_`` method for: visiting one only records its scope,
+# which the generic visits do in place (names and constants are about half of all nodes).
+_LEAVES = frozenset((ast.Name, ast.Constant))
+
+
 class ScopeBuilder(ast.NodeVisitor):
     """Collects the bindings of every scope of a module in source order."""
 
@@ -129,24 +134,32 @@ class ScopeBuilder(ast.NodeVisitor):
         if method is not self._generic:
             method(node)
             return
-        visit = self.visit  # most nodes: ``generic_visit`` inlined, one call less per node
+        visit, scopes = self.visit, self.node_scopes  # most nodes: ``generic_visit`` inlined, one call less per node
         for name in child_fields(cls):
             value = getattr(node, name, None)
             if value.__class__ is list:
                 for item in value:
-                    if isinstance(item, ast.AST):
+                    if item.__class__ in _LEAVES:
+                        scopes[id(item)] = self.current
+                    elif isinstance(item, ast.AST):
                         visit(item)
+            elif value.__class__ in _LEAVES:
+                scopes[id(value)] = self.current
             elif isinstance(value, ast.AST):
                 visit(value)
 
     def generic_visit(self, node: ast.AST) -> None:  # ``iter_children`` inlined: every node of the file passes here
-        visit = self.visit
+        visit, scopes = self.visit, self.node_scopes
         for name in child_fields(node.__class__):
             value = getattr(node, name, None)
             if value.__class__ is list:
                 for item in value:
-                    if isinstance(item, ast.AST):
+                    if item.__class__ in _LEAVES:
+                        scopes[id(item)] = self.current
+                    elif isinstance(item, ast.AST):
                         visit(item)
+            elif value.__class__ in _LEAVES:
+                scopes[id(value)] = self.current
             elif isinstance(value, ast.AST):
                 visit(value)
 
