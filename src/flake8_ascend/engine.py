@@ -24,9 +24,10 @@ from .config import Config
 from .registry import Rule, all_rules
 from .rewrite import Rewrite
 from .semantic.model import SemanticModel
-from .walk import _FIELDS, child_fields
+from .walk import child_fields, fields_table
 
 T = TypeVar("T")
+_UNSET = object()  # a memo's "not asked yet" (None is an answer)
 
 
 @dataclass(frozen=True, order=True)
@@ -84,8 +85,10 @@ class Context:
         bound (``x = torch.cuda.amp.GradScaler``) names nothing: only its value does.
         """
         key = id(node)
-        if key in self._chains:
-            return self._chains[key]
+        chains = self._chains
+        result = chains.get(key, _UNSET)
+        if result is not _UNSET:
+            return result
         parent = self.stack[-1] if self.stack else None
         if (isinstance(parent, ast.Attribute) and parent.value is node) or (
             isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)
@@ -93,14 +96,15 @@ class Context:
             result = None
         else:
             result = self.model.qualname(node)
-        self._chains[key] = result
+        chains[key] = result
         return result
 
     def memo(self, key: str, build: Callable[["Context"], T]) -> T:
         """A per-file result several rules share (e.g. the training-loop analysis), built on first use."""
-        if key not in self._memo:
-            self._memo[key] = build(self)
-        return self._memo[key]  # type: ignore[return-value]
+        found = self._memo.get(key, _UNSET)
+        if found is _UNSET:
+            found = self._memo[key] = build(self)
+        return found  # type: ignore[return-value]
 
     @property
     def parent(self) -> Optional[ast.AST]:
@@ -213,7 +217,7 @@ def _walk(tree: ast.AST, lines: Sequence[str], path: str, config: Config, active
     ctx = Context(tree, lines, path, config)
     stack = ctx.stack
 
-    push, pop, rules_of, fields_of = stack.append, stack.pop, handlers.get, _FIELDS.get
+    push, pop, rules_of, fields_of = stack.append, stack.pop, handlers.get, fields_table().get
 
     def visit(node: ast.AST) -> None:
         cls = node.__class__

@@ -25,6 +25,11 @@ def child_fields(cls: type) -> Tuple[str, ...]:
     return fields
 
 
+def fields_table() -> Dict[type, Tuple[str, ...]]:
+    """``child_fields``' own memo, for a hot loop that looks a class up inline (``None``: ask ``child_fields``)."""
+    return _FIELDS
+
+
 def iter_children(node: ast.AST) -> Iterator[ast.AST]:
     """Child nodes of ``node`` in source order, without contexts and operators."""
     for name in child_fields(node.__class__):
