@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from ..walk import walk_tree
+
 # package (or dotted prefix) -> what to use on NPU; facts from rules_data/sources/cuda/cuda_api_catalog.tsv
 CUDA_ONLY_PACKAGES = {
     "apex": "torch.amp / torch_npu.optim.NpuFused* (Ascend ships its own apex fork)",
@@ -39,7 +41,7 @@ def names_cuda_only_package(name: str) -> bool:
 
 
 def _spelled(test: ast.AST) -> Iterator[str]:
-    for node in ast.walk(test):
+    for node in walk_tree(test):
         if isinstance(node, ast.Name):
             yield node.id
         elif isinstance(node, ast.Attribute):
