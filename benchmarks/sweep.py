@@ -69,7 +69,10 @@ def measure(command: List[str], cwd: Path) -> Dict:
         stderr = err.read().decode("utf-8", "replace")
     code = os.waitstatus_to_exitcode(status)
     crashed = code not in EXPECTED_EXIT or "Traceback (most recent call last)" in stderr + stdout
-    return {"command": " ".join(command), "seconds": round(wall, 2), "peak_mib": round(usage.ru_maxrss / 1024, 1),
+    # CPU seconds of the process and the workers it waited for: steadier than wall time on a shared machine
+    cpu = usage.ru_utime + usage.ru_stime
+    return {"command": " ".join(command), "seconds": round(wall, 2), "cpu_seconds": round(cpu, 2),
+            "peak_mib": round(usage.ru_maxrss / 1024, 1),
             "exit": code, "crashed": crashed, "stderr_tail": stderr[-2000:] if crashed else "",
             "output_lines": stdout.count("\n")}
 
@@ -126,9 +129,14 @@ def sweep_corpus(corpus, run_flake8: bool, run_modes: bool = True) -> Dict:
 def table(results: List[Dict]) -> str:
     lines = ["| corpus | files | lines | run | seconds | files/s | peak MiB | crashed | rows |", "|---|---|---|---|---|---|---|---|---|"]
     for result in results:
-        plain = result["runs"].get("flake8 (plain)", {}).get("seconds")
+        plain = result["runs"].get("flake8 (plain)", {})
         for name, run in result["runs"].items():
-            ratio = f" ({run['seconds'] / plain:.2f}x plain)" if plain and name == "flake8 --select ASC" else ""
+            ratio = ""
+            if plain.get("seconds") and name == "flake8 --select ASC":
+                ratio = f" ({run['seconds'] / plain['seconds']:.2f}x plain"
+                if plain.get("cpu_seconds"):
+                    ratio += f"; CPU {run['cpu_seconds'] / plain['cpu_seconds']:.2f}x"
+                ratio += ")"
             rows = ", ".join(f"{k.replace('.csv', '')} {v}" for k, v in run.get("rows", {}).items())
             lines.append(f"| {result['corpus']} | {result['files']} | {result['lines']} | {name} | "
                          f"{run['seconds']}{ratio} | {run['files_per_s']} | {run['peak_mib']} | "

@@ -20,10 +20,15 @@ from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Union
 from .data import load_version, resolve_version
 from .files import SourceError, read_regular
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python < 3.11 only
-    import tomli as tomllib
+
+def _toml():
+    """The TOML parser, imported when a pyproject.toml is found (most runs find none: a lint run starts faster)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python < 3.11 only
+        import tomli as tomllib
+    return tomllib
+
 
 THIRD_PARTY_COLUMNS = ("File", "3rd-party API", "Message")
 SECTION = "flake8-ascend"
@@ -105,6 +110,7 @@ def find_pyproject_settings(start: Path) -> Dict[str, object]:
         candidate = folder / "pyproject.toml"
         if not os.path.lexists(candidate):
             continue
+        tomllib = _toml()
         try:
             document = tomllib.loads(read_regular(candidate, MAX_CONFIG_BYTES).decode("utf-8"))
         except SourceError as error:

@@ -64,8 +64,11 @@ class VersionData:
     def __init__(self, raw: dict) -> None:
         self.version: str = raw["meta"]["version"]
         self.meta: dict = raw["meta"]
-        self.apis: Dict[str, List[str]] = raw["apis"]
-        self.official: Dict[str, List[str]] = raw.get("official", {})  # table rows the evidence overrides
+        # rows as tuples: the garbage collector stops tracking tuples of strings, so the thousands of rows add
+        # nothing to every collection of the process that loaded them
+        self.apis: Dict[str, Tuple[str, ...]] = {api: tuple(row) for api, row in raw["apis"].items()}
+        self.official: Dict[str, Tuple[str, ...]] = {  # table rows the evidence overrides
+            api: tuple(row) for api, row in raw.get("official", {}).items()}
         self.restrictions: Dict[str, dict] = raw.get("restrictions", {})  # facts of each partial row's note
         self.npu_all = frozenset(raw.get("npu_all", ()))
         self.transfer_to_npu: Dict[str, List[str]] = raw.get("transfer_to_npu", {})

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 from ast import AST
+import gc
 import re
 import tokenize
 from dataclasses import dataclass, field, replace
@@ -25,9 +26,10 @@ from .config import Config
 from .registry import Rule, all_rules
 from .rewrite import Rewrite
 from .semantic.model import SemanticModel
-from .walk import child_fields
+from .walk import child_fields, fields_table
 
 T = TypeVar("T")
+_UNSET = object()  # a memo's "not asked yet" (None is an answer)
 
 
 @dataclass(frozen=True, order=True)
@@ -94,8 +96,10 @@ class Context:
         bound (``x = torch.cuda.amp.GradScaler``) names nothing: only its value does.
         """
         key = id(node)
-        if key in self._chains:
-            return self._chains[key]
+        chains = self._chains
+        result = chains.get(key, _UNSET)
+        if result is not _UNSET:
+            return result
         parent = self.stack[-1] if self.stack else None
         if (isinstance(parent, ast.Attribute) and parent.value is node) or (
             isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)
@@ -103,14 +107,15 @@ class Context:
             result = None
         else:
             result = self.model.qualname(node)
-        self._chains[key] = result
+        chains[key] = result
         return result
 
     def memo(self, key: str, build: Callable[["Context"], T]) -> T:
         """A per-file result several rules share (e.g. the training-loop analysis), built on first use."""
-        if key not in self._memo:
-            self._memo[key] = build(self)
-        return self._memo[key]  # type: ignore[return-value]
+        found = self._memo.get(key, _UNSET)
+        if found is _UNSET:
+            found = self._memo[key] = build(self)
+        return found  # type: ignore[return-value]
 
     @property
     def parent(self) -> Optional[ast.AST]:
@@ -169,11 +174,15 @@ def is_test_path(path: str) -> bool:
     return bool(_TEST_PATH.search(path))
 
 
-def _active_rules(source: str, rules: Iterable[Type[Rule]], tests: bool = False) -> List[Rule]:
-    """Rules whose trigger words occur in the file (the cheap pre-filter); none in test code."""
+def _active_rules(source: str, rules: Iterable[Type[Rule]], config: Config, tests: bool = False) -> List[Rule]:
+    """Rules whose trigger words occur in the file (the cheap pre-filter), less those with nothing to report under
+    ``config`` (ASC104 without a third_party list); none in test code."""
     if tests:
         return []
-    return [rule() for rule in rules if not rule.trigger_words or any(w in source for w in rule.trigger_words)]
+    rules = list(rules)
+    spelled = {word for word in {w for rule in rules for w in rule.trigger_words} if word in source}  # each once
+    return [rule() for rule in rules if (not rule.trigger_words or not spelled.isdisjoint(rule.trigger_words))
+            and rule.runs_with(config)]
 
 
 def _handlers(rules: Sequence[Rule]) -> Dict[type, List[Rule]]:
@@ -205,27 +214,61 @@ def lint(
     """
     source = "".join(lines)
     tests = not config.lint_tests and is_test_path(path)
-    active = [*_active_rules(source, all_rules() if rules is None else rules, tests), *visitors]
+    active = [*_active_rules(source, all_rules() if rules is None else rules, config, tests), *visitors]
     if not active:
         return []
+    # The cyclic garbage collector pauses during the walk: what the walk allocates (the model, the memos) lives
+    # until it ends, so collections during it would only traverse the same objects again and promote them to
+    # the older generations; the first collection after it frees the file's model while it is still young.
+    collecting = gc.isenabled()
+    if collecting:
+        gc.disable()
+    try:
+        return _walk(tree, lines, path, config, active, shown)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+_LEAVES = frozenset((ast.Name, ast.Constant))  # no child worth visiting: the walk only runs their rules
+
+
+def _walk(tree: ast.AST, lines: Sequence[str], path: str, config: Config, active: List,
+          shown: Optional[Callable[[str], bool]]) -> List[Finding]:
+    """``lint`` once the active rules (and visitors) are known: the model, the walk, the findings."""
     handlers = _handlers(active)
     ctx = Context(tree, lines, path, config)
     stack = ctx.stack
 
+    push, pop, rules_of, fields_of = stack.append, stack.pop, handlers.get, fields_table().get
+
     def visit(node: ast.AST) -> None:
         cls = node.__class__
-        for rule in handlers.get(cls, ()):
-            rule.check(node, ctx)
-        stack.append(node)
-        for name in child_fields(cls):
+        rules = rules_of(cls)
+        if rules is not None:
+            for rule in rules:
+                rule.check(node, ctx)
+        fields = fields_of(cls)
+        if fields is None:
+            fields = child_fields(cls)
+        if not fields:  # a leaf (a name, a constant): no child to see it on the stack
+            return
+        push(node)
+        for name in fields:
             value = getattr(node, name, None)
             if value.__class__ is list:
                 for item in value:
-                    if isinstance(item, AST):
+                    if item.__class__ in _LEAVES:  # ``visit`` inlined for names and constants: only their rules
+                        for rule in rules_of(item.__class__, ()):
+                            rule.check(item, ctx)
+                    elif isinstance(item, AST):
                         visit(item)
+            elif value.__class__ in _LEAVES:
+                for rule in rules_of(value.__class__, ()):
+                    rule.check(value, ctx)
             elif isinstance(value, AST):
                 visit(value)
-        stack.pop()
+        pop()
 
     visit(tree)
     return fold(one_per_site(ctx.findings), ctx.owners, ctx.guards, lines, shown)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import FrozenSet, Iterator, Optional, Tuple
+from typing import FrozenSet, Iterator, List, Optional, Tuple, Type
 
 from . import __version__
 from .codes import OPTIONAL_CODES, named_optional_codes
@@ -12,6 +12,7 @@ from .config import Config, ConfigError, make_config
 from .data import resolve_version
 from .engine import lint
 from .flake8_settings import Selection, add_ascend_options
+from .registry import Rule, all_rules
 from .sources import deep
 
 
@@ -27,6 +28,7 @@ class AscendChecker:
     suppressed: FrozenSet[str] = frozenset()  # optional codes the user did not switch on
     selection: Optional[Selection] = None  # flake8's selection, for findings that fold into another code's
     config_error = ""  # a configuration error while linting stdin (an editor): reported as a finding
+    rules: Optional[List[Type[Rule]]] = None  # the rules whose codes can be reported (None: every rule)
 
     def __init__(self, tree, lines, filename: str) -> None:
         self.tree = tree
@@ -61,6 +63,11 @@ class AscendChecker:
             cls.selection = Selection(options, Path.cwd())
         except (AttributeError, ValueError):  # options of a flake8 run that set no selection (an API caller)
             cls.selection = None
+        # a suppressed code's rule does not run at all; rule modules and the version's data load here, once, before
+        # flake8 forks its workers
+        cls.rules = [rule for rule in all_rules() if rule.code not in cls.suppressed]
+        if cls.config is not None:
+            cls.config.data
 
     def _shown(self, code: str) -> bool:
         """Whether flake8 reports ``code`` in this file (select, ignore, per-file-ignores, default-off codes)."""
@@ -74,7 +81,8 @@ class AscendChecker:
             return
         config = self.config or make_config()
         try:
-            findings = deep(lint, self.tree, self.lines, _linted_path(self.filename), config, None, (), self._shown)
+            findings = deep(lint, self.tree, self.lines, _linted_path(self.filename), config, self.rules, (),
+                            self._shown)
         except RecursionError:  # deeper than even ``deep`` walks: flake8's own checks fail on it too
             return
         for finding in findings:

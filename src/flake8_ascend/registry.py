@@ -56,6 +56,11 @@ class Rule:
             Rule._registry[cls.code] = cls
 
     @classmethod
+    def runs_with(cls, config) -> bool:
+        """Whether the rule can report anything under ``config`` (the engine does not run it otherwise)."""
+        return True
+
+    @classmethod
     def explanation(cls) -> List[Tuple[str, str]]:
         """(title, text) of the rule's documentation, in the order ``--explain`` and the report page show it."""
         return [("Why it matters on NPU", cls.why), ("Example", cls.example), ("Fix", cls.use_instead),

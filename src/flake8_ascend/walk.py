@@ -8,6 +8,7 @@ node class, only the fields that can hold nodes worth visiting.
 from __future__ import annotations
 
 import ast
+from collections import deque
 from typing import Dict, Iterator, Tuple
 
 # Fields that never hold a node worth visiting: names, flags, contexts and operator singletons.
@@ -25,6 +26,11 @@ def child_fields(cls: type) -> Tuple[str, ...]:
     return fields
 
 
+def fields_table() -> Dict[type, Tuple[str, ...]]:
+    """``child_fields``' own memo, for a hot loop that looks a class up inline (``None``: ask ``child_fields``)."""
+    return _FIELDS
+
+
 def iter_children(node: ast.AST) -> Iterator[ast.AST]:
     """Child nodes of ``node`` in source order, without contexts and operators."""
     for name in child_fields(node.__class__):
@@ -35,3 +41,14 @@ def iter_children(node: ast.AST) -> Iterator[ast.AST]:
                     yield item
         elif isinstance(value, ast.AST):
             yield value
+
+
+def walk_tree(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk`` without contexts and operators: the other nodes in the same (breadth-first) order, at about
+    half the cost (those singletons have no children, so leaving them out moves no other node)."""
+    todo = deque((node,))
+    pop, extend = todo.popleft, todo.extend
+    while todo:
+        node = pop()
+        extend(iter_children(node))
+        yield node

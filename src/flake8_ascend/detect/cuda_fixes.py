@@ -15,6 +15,7 @@ from typing import Optional
 
 from ..data import load_cuda_fixes
 from ..rewrite import Kind, Rewrite
+from ..walk import iter_children
 
 _DEVICE_INDEX = re.compile(r"\d+")
 _NPU_DATA = re.compile(r"npu(:\d+)?|hccl|HCCL")
@@ -22,9 +23,17 @@ _NPU_DATA = re.compile(r"npu(:\d+)?|hccl|HCCL")
 
 def names_npu(tree: ast.AST, lines) -> bool:
     """The module holds an NPU device or backend string: it has NPU cases of its own."""
-    return any("npu" in line or "hccl" in line.lower() for line in lines) and any(
-        isinstance(node, ast.Constant) and isinstance(node.value, str) and _NPU_DATA.fullmatch(node.value)
-        for node in ast.walk(tree))
+    if not any("npu" in line or "hccl" in line.lower() for line in lines):
+        return False
+    stack = [tree]  # every node, as ``ast.walk`` gives them (order does not matter), less contexts and operators
+    while stack:
+        node = stack.pop()
+        if node.__class__ is ast.Constant:
+            if isinstance(node.value, str) and _NPU_DATA.fullmatch(node.value):
+                return True
+            continue
+        stack.extend(iter_children(node))
+    return False
 
 
 def handles_npu(ctx) -> bool:

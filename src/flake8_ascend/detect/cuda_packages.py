@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from ..walk import walk_tree
+
 # package (or dotted prefix) -> what to use on NPU; facts from rules_data/sources/cuda/cuda_api_catalog.tsv
 CUDA_ONLY_PACKAGES = {
     "apex": "torch.amp / torch_npu.optim.NpuFused* (Ascend ships its own apex fork)",
@@ -39,7 +41,7 @@ def names_cuda_only_package(name: str) -> bool:
 
 
 def _spelled(test: ast.AST) -> Iterator[str]:
-    for node in ast.walk(test):
+    for node in walk_tree(test):
         if isinstance(node, ast.Name):
             yield node.id
         elif isinstance(node, ast.Attribute):
@@ -50,16 +52,40 @@ def _asks_for_package(test: ast.AST) -> bool:
     return any(names_cuda_only_package(name) for name in _spelled(test))
 
 
+def _new_cache(_ctx) -> dict:
+    return {}
+
+
+def _cached_asks(test: ast.AST, asks: dict) -> bool:
+    found = asks.get(id(test))
+    if found is None:
+        found = asks[id(test)] = _asks_for_package(test)
+    return found
+
+
 def _negated(test: ast.AST) -> bool:
     return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+
+
+def _spells_package(lines) -> bool:
+    """Whether the file may name a package's opt-in at all: an ASCII source that spells none of the words names
+    none (a non-ASCII identifier may normalise to one, so such a file is always asked node by node)."""
+    source = "".join(lines)
+    if not source.isascii():
+        return True
+    source = source.lower()
+    return any(spelling in source for spelling in OPT_IN_SPELLINGS)
 
 
 def on_cuda_package_path(node: ast.AST, ctx) -> bool:
     """``node`` runs only on the path of a CUDA-only package the user opted into: in the body of an ``if`` that
     asks for it (``if use_xformers:``, ``if is_xformers_available():``), in the ``else`` of one that asks for its
     absence (``if not is_xformers_available(): raise ...``), or in a function or class named after it."""
+    if not ctx.memo("spells_cuda_only_package", lambda c: _spells_package(c.lines)):
+        return False
+    asks = ctx.memo("cuda_package_tests", _new_cache)  # id of an ``if`` test -> whether it asks for a package
     for parent, child in ctx.lineage(node):
-        if isinstance(parent, ast.If) and _asks_for_package(parent.test):
+        if isinstance(parent, ast.If) and _cached_asks(parent.test, asks):
             if (any(s is child for s in parent.body) and not _negated(parent.test)) or (
                     any(s is child for s in parent.orelse) and _negated(parent.test)):
                 return True

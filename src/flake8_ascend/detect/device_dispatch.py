@@ -22,6 +22,8 @@ import ast
 import re
 from typing import Optional
 
+from ..walk import walk_tree
+
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _NPU = re.compile(r"npu(:\d+)?")
 _CUDA = re.compile(r"cuda(:\d+)?")
@@ -29,7 +31,7 @@ _CUDA = re.compile(r"cuda(:\d+)?")
 
 def _compares_with(test: ast.AST, pattern: re.Pattern) -> bool:
     """``test`` holds a comparison with a string constant ``pattern`` matches (``x.type == 'npu'``)."""
-    for node in ast.walk(test):
+    for node in walk_tree(test):
         if isinstance(node, ast.Compare):
             for side in (node.left, *node.comparators):
                 if isinstance(side, ast.Constant) and isinstance(side.value, str) and pattern.fullmatch(side.value):
@@ -182,7 +184,7 @@ def cuda_branch_test(node: ast.AST, ctx) -> Optional[ast.AST]:
 def _seeds_all_devices(scope: ast.AST, ctx) -> bool:
     """``scope`` calls ``torch.manual_seed`` (memoised per scope)."""
     return ctx.memo(f"manual_seed.{id(scope)}", lambda c: any(
-        isinstance(n, ast.Call) and c.qualname(n.func) == "torch.manual_seed" for n in ast.walk(scope)))
+        isinstance(n, ast.Call) and c.qualname(n.func) == "torch.manual_seed" for n in walk_tree(scope)))
 
 
 def _unknown_before(name: str, branch: ast.If, scope: ast.AST) -> bool:
@@ -190,7 +192,7 @@ def _unknown_before(name: str, branch: ast.If, scope: ast.AST) -> bool:
     "unknown" (``fits_in_memory = None``), which the code already handles."""
     return any(isinstance(n, ast.Assign) and n.lineno < branch.lineno and isinstance(n.value, ast.Constant)
                and n.value.value is None and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
-               for n in ast.walk(scope))
+               for n in walk_tree(scope))
 
 
 def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
@@ -200,13 +202,13 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
     A name assigned there is read nowhere else in ``scope`` (``memory_used = torch.cuda.max_memory_allocated()``),
     gains a string (``output += f'| Memory Used: ...'``), or was ``None`` before the ``if`` (an estimate that is
     otherwise unknown); a ``try`` there swallows its errors (``except Exception: pass``)."""
-    inside = {id(n) for n in ast.walk(branch)}
-    read_outside = {n.id for n in ast.walk(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    inside = {id(n) for n in walk_tree(branch)}
+    read_outside = {n.id for n in walk_tree(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
                     and id(n) not in inside}
-    cuda_side = {id(n) for s in branch.body for n in ast.walk(s)}
-    raised = {id(n) for s in branch.body for r in ast.walk(s) if isinstance(r, (ast.Raise, ast.Assert))
-              for n in ast.walk(r)}
-    for statement in (n for s in branch.body + branch.orelse for n in ast.walk(s) if isinstance(n, ast.stmt)):
+    cuda_side = {id(n) for s in branch.body for n in walk_tree(s)}
+    raised = {id(n) for s in branch.body for r in walk_tree(s) if isinstance(r, (ast.Raise, ast.Assert))
+              for n in walk_tree(r)}
+    for statement in (n for s in branch.body + branch.orelse for n in walk_tree(s) if isinstance(n, ast.stmt)):
         if isinstance(statement, ast.If) or (isinstance(statement, (ast.Raise, ast.Assert)) and id(statement) in cuda_side):
             continue
         if isinstance(statement, ast.Try):
@@ -222,7 +224,7 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
             if not all(isinstance(t, ast.Name) and (text or t.id not in read_outside or _unknown_before(
                     t.id, branch, scope)) for t in targets):
                 return False
-        for node in ast.walk(statement):
+        for node in walk_tree(statement):
             if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await, ast.Lambda)):
                 return False
             if isinstance(node, ast.Call) and id(node) not in raised:

@@ -15,6 +15,7 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from ..semantic.flow import MAX_DEPTH, Flow
 from ..semantic.summaries import enclosing_class
+from ..walk import walk_tree
 
 Span = Tuple[ast.AST, ast.AST]
 MODULE_OPS = {"torch.nn.SiLU": "silu", "torch.nn.GELU": "gelu", "torch.nn.LayerNorm": "layer_norm",
@@ -296,7 +297,7 @@ def attention_scores(ctx) -> FrozenSet[int]:
 
     def build(ctx) -> FrozenSet[int]:
         found = set()
-        for node in ast.walk(patterns.owner):
+        for node in walk_tree(patterns.owner):
             if isinstance(node, (ast.Call, ast.BinOp)):
                 span = patterns.attention(node)
                 if span is not None:
@@ -330,7 +331,7 @@ def sdpa_in_other_branch(node: ast.AST, ctx) -> bool:
 
 def _calls_sdpa(statements: List[ast.stmt]) -> bool:
     for statement in statements:
-        for sub in ast.walk(statement):
+        for sub in walk_tree(statement):
             if isinstance(sub, ast.Call):
                 func = sub.func
                 if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) == _SDPA:

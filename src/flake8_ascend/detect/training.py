@@ -37,6 +37,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from ..data import load_frameworks
 from ..semantic.values import returns_tensor_method
+from ..walk import walk_tree
 
 _STEP_WORDS = ("backward", ".step(")  # a training step call spells one of these
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -85,7 +86,7 @@ def _receiver_names(expr: ast.AST, names: Set[str]) -> None:
 
 
 def _periodic(test: ast.AST) -> bool:
-    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test))
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in walk_tree(test))
 
 
 def is_main_guard(stmt: ast.stmt) -> bool:
@@ -276,7 +277,7 @@ def framework_steps(ctx, text: str) -> Set[int]:
     if not any(word in text for word in _step_method_defs()):
         return set()
     table: Dict[str, Dict[str, str]] = load_frameworks()["step_methods"]
-    classes = [node for node in ast.walk(ctx.tree) if isinstance(node, ast.ClassDef)]
+    classes = [node for node in walk_tree(ctx.tree) if isinstance(node, ast.ClassDef)]
     methods_of: Dict[str, Set[str]] = {}  # class name of this file -> the methods its framework calls per step
     grew = True
     while grew:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import ast
 
 from ..data import load_transfer_to_npu
+from ..walk import walk_tree
 
 
 def _imports_it(tree: ast.AST, module: str) -> bool:
     parent, _, leaf = module.rpartition(".")
-    for node in ast.walk(tree):
+    for node in walk_tree(tree):
         if isinstance(node, ast.Import):
             if any(a.name == module or a.name.startswith(module + ".") for a in node.names):
                 return True

@@ -15,6 +15,7 @@ from ..detect.device_dispatch import (cuda_branch_test, guarded_branch, has_npu_
 from ..detect.cuda_fixes import method_fix, string_fix
 from ..detect.cuda_packages import on_cuda_package_path
 from ..detect.transfer_to_npu import migrated
+from ..walk import walk_tree
 
 _CUDA_STRING = re.compile(r"cuda(:\d+)?")
 _CUDA_TEMPLATE = re.compile(r"cuda:(\{[^{}]*\}|%[ds])")  # 'cuda:{}'.format(rank), 'cuda:%d' % rank
@@ -29,7 +30,7 @@ def _device_names(ctx) -> FrozenSet[str]:
     def build(_) -> FrozenSet[str]:
         keywords = set(ctx.data.transfer_to_npu.get("device_kwargs_list", ())) | {"device", "map_location"}
         names = set()
-        for node in ast.walk(ctx.tree):
+        for node in walk_tree(ctx.tree):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
@@ -70,7 +71,7 @@ def _accelerator_names(ctx) -> FrozenSet[str]:
     """Names the file passes as ``accelerator=`` to a Lightning class that takes one."""
     def build(_) -> FrozenSet[str]:
         calls = load_frameworks()["accelerator_calls"]
-        return frozenset(k.value.id for node in ast.walk(ctx.tree) if isinstance(node, ast.Call)
+        return frozenset(k.value.id for node in walk_tree(ctx.tree) if isinstance(node, ast.Call)
                          and ctx.qualname(node.func) in calls for k in node.keywords
                          if k.arg == "accelerator" and isinstance(k.value, ast.Name))
     return ctx.memo("accelerator_names", build)
@@ -111,7 +112,7 @@ def _accelerator_context(ctx, node: ast.Constant) -> bool:
 def _asks_for_cuda(test: ast.AST, ctx) -> bool:
     """The condition calls ``torch.cuda.is_available()``."""
     return any(isinstance(node, ast.Call) and ctx.qualname(node.func) == "torch.cuda.is_available"
-               for node in ast.walk(test))
+               for node in walk_tree(test))
 
 
 class HardCodedCudaDevice(Rule):
@@ -387,7 +388,7 @@ def _default_unused(ctx, function: Optional[ast.AST], arg: ast.arg) -> bool:
 def _defines_cuda(ctx) -> bool:
     """The file defines a ``cuda`` function or method: its ``.cuda()`` calls may be that one, which has no ``npu``."""
     return ctx.memo("defines_cuda", lambda c: any(
-        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "cuda" for n in ast.walk(c.tree)))
+        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "cuda" for n in walk_tree(c.tree)))
 
 
 def _mentions_device_arg(arg: ast.arg) -> bool:

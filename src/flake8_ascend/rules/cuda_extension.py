@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
+from ..walk import walk_tree
 
 _CPP_EXTENSION = "torch.utils.cpp_extension."
 
@@ -11,7 +12,7 @@ _CPP_EXTENSION = "torch.utils.cpp_extension."
 def _has_cuda_source(node: ast.AST) -> bool:
     """Any string literal under ``node`` that names a .cu/.cuh file."""
     return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.endswith((".cu", ".cuh"))
-               for n in ast.walk(node))
+               for n in walk_tree(node))
 
 
 class CudaExtension(Rule):

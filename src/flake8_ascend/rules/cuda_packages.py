@@ -17,6 +17,7 @@ from typing import List
 from ..data import load_mmcv_ops
 from ..detect.cuda_packages import CUDA_ONLY_PACKAGES
 from ..registry import Rule
+from ..walk import walk_tree
 
 MMCV_OPS = "mmcv.ops"
 
@@ -86,9 +87,9 @@ def _type_checks_only(node: ast.AST, scope: ast.AST) -> bool:
     """Every use of the names the import binds, in ``scope`` (its function, or the module), is the type of an
     ``isinstance``/``issubclass`` check (``import bitsandbytes as bnb`` then ``isinstance(m, bnb.nn.Int8Params)``)."""
     bound = {(alias.asname or alias.name).split(".")[0] for alias in node.names if alias.name != "*"}
-    types = {id(n) for call in ast.walk(scope) if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
-             and call.func.id in ("isinstance", "issubclass") and len(call.args) == 2 for n in ast.walk(call.args[1])}
-    uses = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id in bound and isinstance(n.ctx, ast.Load)]
+    types = {id(n) for call in walk_tree(scope) if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+             and call.func.id in ("isinstance", "issubclass") and len(call.args) == 2 for n in walk_tree(call.args[1])}
+    uses = [n for n in walk_tree(scope) if isinstance(n, ast.Name) and n.id in bound and isinstance(n.ctx, ast.Load)]
     return bool(bound) and bool(uses) and all(id(n) in types for n in uses)
 
 
@@ -115,8 +116,10 @@ def _redundant_type_check(node: ast.AST, ctx) -> bool:
     scope = ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef) or ctx.tree
     if not package or not _type_checks_only(node, scope):
         return False
-    used = ctx.memo("cuda_packages_used", lambda c: {_package(i) for i, owner in _imports_by_scope(c.tree)
-                                                     if not _type_checks_only(i, owner)})
+    # only imports of a package need the walks of ``_type_checks_only`` (the others' package is "")
+    used = ctx.memo("cuda_packages_used", lambda c: {found for i, owner in _imports_by_scope(c.tree)
+                                                     for found in (_package(i),)
+                                                     if found and not _type_checks_only(i, owner)})
     return package in used
 
 

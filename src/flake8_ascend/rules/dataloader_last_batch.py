@@ -21,6 +21,7 @@ from ..calls import passed
 from ..detect.loader_names import says_eval, says_train
 from ..registry import Rule
 from .value_dependent_ops import DYNAMIC_SOURCE
+from ..walk import walk_tree
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last)
 _POSITIONS = {"dataset": 0, "batch_size": 1, "shuffle": 2, "sampler": 3, "batch_sampler": 4, "drop_last": 8}
@@ -70,7 +71,7 @@ def _defined_function(expr: ast.AST, ctx) -> Optional[ast.AST]:
 
 def _says_padding(node: ast.AST) -> bool:
     """Does a name or attribute in ``node`` say padding (``pad_sequence``, ``F.pad``, ``DataCollatorWithPadding``)?"""
-    for sub in ast.walk(node):
+    for sub in walk_tree(node):
         name = sub.id if isinstance(sub, ast.Name) else sub.attr if isinstance(sub, ast.Attribute) else ""
         if any(word in name.lower() for word in _PADDING_WORDS):
             return True

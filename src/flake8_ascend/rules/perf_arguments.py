@@ -13,6 +13,7 @@ from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
 from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
 from ..detect.training import source_text, training
+from ..walk import walk_tree
 
 _DATALOADER = "torch.utils.data.DataLoader"
 _DDP = "torch.nn.parallel.DistributedDataParallel"
@@ -36,7 +37,7 @@ _FLOAT_FACTORIES = frozenset({"torch.randn", "torch.rand", "torch.zeros", "torch
 
 def _media_import(tree: ast.AST) -> str:
     """The first image/audio/video library the file imports, or ``""``."""
-    for node in ast.walk(tree):
+    for node in walk_tree(tree):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
             [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
         for name in names:
@@ -55,9 +56,9 @@ def _batch_names(call: ast.Call, ctx) -> str:
     if isinstance(target, (ast.Name, ast.Attribute)):
         loader = target.id if isinstance(target, ast.Name) else target.attr
         names.append(loader)
-        for node in ast.walk(ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef) or ctx.tree):
+        for node in walk_tree(ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef) or ctx.tree):
             if isinstance(node, (ast.For, ast.comprehension)) and _iterates(node.iter, loader):
-                names.extend(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+                names.extend(n.id for n in walk_tree(node.target) if isinstance(n, ast.Name))
     dataset = argument(call, "dataset", 0)
     if isinstance(dataset, (ast.Name, ast.Attribute)):
         names.append(dataset.id if isinstance(dataset, ast.Name) else dataset.attr)
@@ -100,7 +101,7 @@ def _float_tensor_dataset(call: ast.Call, ctx) -> bool:
 def _bound_value(name: str, call: ast.Call, ctx):
     """The value of the last ``name = value`` before ``call`` in its function (or module)."""
     value = None
-    for node in ast.walk(ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef) or ctx.tree):
+    for node in walk_tree(ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef) or ctx.tree):
         if isinstance(node, ast.Assign) and node.lineno < call.lineno and any(
                 isinstance(t, ast.Name) and t.id == name for t in node.targets):
             value = node.value if value is None or node.lineno > value.lineno else value

@@ -7,6 +7,7 @@ from ..calls import argument, callee, env_settings, is_constant, last_names
 from ..detect.device_dispatch import npu_skips
 from ..registry import Rule
 from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
+from ..walk import walk_tree
 
 _SET_ANOMALY = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})
 _DETECT_ANOMALY = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})
@@ -179,11 +180,11 @@ _NPU_NAMES = ("npu",)
 def _names_npu(test: ast.AST) -> bool:
     """A test that asks whether the device is an NPU: ``is_npu``, ``device.type == "npu"``,
     ``device.type in ("mps", "npu")``, ``is_mps or is_npu``; not a negated one (``is_mps`` alone is not)."""
-    for node in ast.walk(test):
+    for node in walk_tree(test):
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) or isinstance(node, ast.Compare) and any(
                 isinstance(op, (ast.NotEq, ast.NotIn, ast.IsNot)) for op in node.ops):
             return False
-    for node in ast.walk(test):
+    for node in walk_tree(test):
         text = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else \
             node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
         if any(word in text.lower().split("_") or text.lower() == word for word in _NPU_NAMES):

@@ -13,6 +13,7 @@ from ..registry import Rule
 from ..semantic.values import DEVICE
 from ..detect.training import step_words, training
 from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
+from ..walk import walk_tree
 
 _LOOP_WORDS = step_words()
 # The frameworks' own documented subclassing examples (transformers "Trainer" guide, Lightning's LitAutoEncoder)
@@ -208,7 +209,7 @@ def _loop_data(expr, ctx) -> bool:
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             return False
         if isinstance(parent, (ast.For, ast.AsyncFor)) and any(
-                isinstance(n, ast.Name) and n.id == expr.id for n in ast.walk(parent.target)):
+                isinstance(n, ast.Name) and n.id == expr.id for n in walk_tree(parent.target)):
             return True
     return False
 

@@ -8,6 +8,7 @@ from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
 from ..detect.training import last_name, source_text
 from ._sources import ADVICE_TABLE, ASCEND_API_DOCS, OFFICIAL_ADVICE
+from ..walk import walk_tree
 
 _DETERMINISTIC_LASTS = last_names("torch.use_deterministic_algorithms")
 
@@ -134,7 +135,7 @@ def _binding_name(ctx) -> str:
 
 def _sets_not_trainable(stmt: ast.AST, param: str) -> bool:
     """``param.requires_grad = <not True>`` or ``param.requires_grad_(<not True>)`` somewhere in ``stmt``."""
-    for node in ast.walk(stmt):
+    for node in walk_tree(stmt):
         if isinstance(node, ast.Assign):
             value, targets = node.value, node.targets
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_":
@@ -154,7 +155,7 @@ def _bulk_freezes(tree: ast.AST) -> list:
     setting ``p.requires_grad`` to anything but True (a LoRA / adapter helper that keeps only some weights
     trainable), and ``m.requires_grad_(False)``.  Each as (model expression, statement)."""
     found = []
-    for node in ast.walk(tree):
+    for node in walk_tree(tree):
         if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Attribute) \
                 and node.iter.func.attr in ("parameters", "named_parameters"):
             target = node.target.elts[-1] if isinstance(node.target, ast.Tuple) and node.target.elts else node.target
@@ -187,10 +188,10 @@ def _frozen_by_model(node: ast.Call, ctx) -> bool:
             continue
         helper = next((h for h in helpers.values() if _within(stmt, h)), None)
         if helper is None or not isinstance(model, ast.Name) or model.id not in {
-                a.arg for a in ast.walk(helper.args) if isinstance(a, ast.arg)}:
+                a.arg for a in walk_tree(helper.args) if isinstance(a, ast.arg)}:
             continue
-        called = {n.func.id for n in ast.walk(helper) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-        kept = {c.value for h in (helper, *(helpers[n] for n in called if n in helpers)) for c in ast.walk(h)
+        called = {n.func.id for n in walk_tree(helper) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        kept = {c.value for h in (helper, *(helpers[n] for n in called if n in helpers)) for c in walk_tree(h)
                 if isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value}
         if not any(k in name for k in kept):
             return True
@@ -296,15 +297,15 @@ class EmbeddingNondeterministic(_CallAdvice):
         cls = ctx.enclosing(ast.ClassDef)
         if not (_self_attribute(target) and cls is not None):
             return False
-        uses = [n for n in ast.walk(cls) if isinstance(n, ast.Attribute) and _self_attribute(n.value)
+        uses = [n for n in walk_tree(cls) if isinstance(n, ast.Attribute) and _self_attribute(n.value)
                 and n.value.attr == target.attr]  # self.<name>.<something>
         frozen = any(use.attr == "requires_grad_" for use in uses) or any(
             isinstance(n, ast.Assign) and is_constant(n.value, False) and any(
                 isinstance(t, ast.Attribute) and t.attr == "requires_grad" and isinstance(t.value, ast.Attribute)
                 and t.value.attr == "weight" and _self_attribute(t.value.value) and t.value.value.attr == target.attr
-                for t in n.targets) for n in ast.walk(cls))  # self.<name>.weight.requires_grad = False
-        mentions = sum(1 for n in ast.walk(cls) if _self_attribute(n) and n.attr == target.attr)
-        initialised = sum(1 for n in ast.walk(cls) if isinstance(n, ast.Call) and _init_helper(n.func)
+                for t in n.targets) for n in walk_tree(cls))  # self.<name>.weight.requires_grad = False
+        mentions = sum(1 for n in walk_tree(cls) if _self_attribute(n) and n.attr == target.attr)
+        initialised = sum(1 for n in walk_tree(cls) if isinstance(n, ast.Call) and _init_helper(n.func)
                           for arg in n.args[:1] if _self_attribute(arg) and arg.attr == target.attr)
         # every mention but the assignment is self.<name>.weight, or the module given to an init helper
         return frozen or mentions - 1 == initialised + sum(1 for use in uses if use.attr == "weight")

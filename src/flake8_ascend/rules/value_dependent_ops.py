@@ -8,6 +8,7 @@ from typing import Dict, Optional
 from ..calls import argument, is_constant, passed
 from ..detect.once_per_call import OncePerCall
 from ..registry import Rule
+from ..walk import walk_tree
 
 DYNAMIC_SOURCE = (
     "Ascend ascend-pytorch-crowdintelligence-doc, pytorch-train-guide, 'dynamic shape' (the NPU compiles "
@@ -173,7 +174,7 @@ def _equality(mask: Optional[ast.AST]) -> bool:
 
 def _parents(owner: ast.AST) -> Dict[int, ast.AST]:
     found = {}
-    for parent in ast.walk(owner):
+    for parent in walk_tree(owner):
         for child in ast.iter_child_nodes(parent):
             found[id(child)] = parent
     return found
@@ -224,7 +225,7 @@ def _only_elements(expr: ast.AST, shape: str, parents: Dict[int, ast.AST], owner
 def _uses_single(name: str, statement: ast.AST, shape: str, parents: Dict[int, ast.AST], owner: ast.AST, ctx,
                  steps: int) -> bool:
     flow = ctx.model.flow(owner)
-    for node in ast.walk(owner):
+    for node in walk_tree(owner):
         if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
             binding = flow.binding(node)
             if binding is not None and binding.value is statement.value and not _only_elements(

@@ -52,6 +52,11 @@ class SemanticModel:
 
     def qualname(self, node: ast.AST) -> Optional[str]:
         """Fully qualified import path of a name or attribute chain read at ``node``, if it is one."""
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name) or root.id not in self.module.resolver.imported:
+            return None  # what the resolver would answer, without looking up the node's scope
         return (self._node_scopes.get(id(node)) or self.module).resolver.qualname(node)
 
     def binding(self, name: ast.Name) -> Optional[Binding]:

@@ -14,7 +14,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from ..walk import iter_children
+from ..walk import child_fields
 
 # Modules whose public names are re-exported under a shorter, documented path.
 _CANONICAL_PREFIXES = (
@@ -33,6 +33,8 @@ _CANONICAL_PREFIXES = (
 
 def canonical(qualname: str) -> str:
     """Map a re-exported spelling to the public path the data tables use."""
+    if not qualname.startswith("torch."):  # every prefix below starts so: most names are not torch's
+        return qualname
     for prefix, replacement, skip in _CANONICAL_PREFIXES:
         if qualname.startswith(prefix):
             rest = qualname[len(prefix):].split(".")
@@ -86,6 +88,8 @@ class Scope:
 
     def bind(self, name: str, binding: Binding) -> None:
         self.bindings.setdefault(name, []).append(binding)
+        if binding.qualname is not None and self.resolver is not None:
+            self.resolver.imported.add(name)
 
     def home(self, name: str) -> Optional["Scope"]:
         """The scope that binds ``name`` as seen from here (a class scope only when it is this one)."""
@@ -99,6 +103,11 @@ class Scope:
         return None
 
 
+# Nodes without child nodes that the builder has no ``visit_`` method for: visiting one only records its scope,
+# which the generic visits do in place (names and constants are about half of all nodes).
+_LEAVES = frozenset((ast.Name, ast.Constant))
+
+
 class ScopeBuilder(ast.NodeVisitor):
     """Collects the bindings of every scope of a module in source order."""
 
@@ -106,8 +115,10 @@ class ScopeBuilder(ast.NodeVisitor):
         self.scopes: Dict[int, Scope] = {}
         self.node_scopes: Dict[int, Scope] = {}  # id(node) -> the scope its names are looked up in
         self.calls: Dict[str, List[ast.Call]] = {}  # ``f(...)`` and ``x.f(...)`` by the called name
+        self.imported: Set[str] = set()  # names that some binding of the file gives a qualified name
         self.current: Optional[Scope] = None
         self._dispatch: Dict[type, object] = {}
+        self._generic = self.generic_visit
         self._fallbacks: List[Tuple[str, Tuple[int, int]]] = []  # enclosing ``if <name> is None:``: name, end
 
     # NodeVisitor looks its method up by name for every node; a per-class table is much faster.
@@ -116,12 +127,41 @@ class ScopeBuilder(ast.NodeVisitor):
         cls = node.__class__
         method = self._dispatch.get(cls)
         if method is None:
-            method = self._dispatch[cls] = getattr(self, "visit_" + cls.__name__, self.generic_visit)
-        method(node)
+            method = getattr(self, "visit_" + cls.__name__, self._generic)
+            if getattr(method, "__func__", None) is ast.NodeVisitor.visit_Constant:
+                method = self._generic  # NodeVisitor's looks for the pre-3.8 visit_Num & co. on every constant
+            self._dispatch[cls] = method
+        if method is not self._generic:
+            method(node)
+            return
+        visit, scopes = self.visit, self.node_scopes  # most nodes: ``generic_visit`` inlined, one call less per node
+        for name in child_fields(cls):
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                for item in value:
+                    if item.__class__ in _LEAVES:
+                        scopes[id(item)] = self.current
+                    elif isinstance(item, ast.AST):
+                        visit(item)
+            elif value.__class__ in _LEAVES:
+                scopes[id(value)] = self.current
+            elif isinstance(value, ast.AST):
+                visit(value)
 
-    def generic_visit(self, node: ast.AST) -> None:
-        for child in iter_children(node):
-            self.visit(child)
+    def generic_visit(self, node: ast.AST) -> None:  # ``iter_children`` inlined: every node of the file passes here
+        visit, scopes = self.visit, self.node_scopes
+        for name in child_fields(node.__class__):
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                for item in value:
+                    if item.__class__ in _LEAVES:
+                        scopes[id(item)] = self.current
+                    elif isinstance(item, ast.AST):
+                        visit(item)
+            elif value.__class__ in _LEAVES:
+                scopes[id(value)] = self.current
+            elif isinstance(value, ast.AST):
+                visit(value)
 
     # -- scopes ---------------------------------------------------------
     def build(self, tree: ast.AST) -> Dict[int, Scope]:
@@ -131,7 +171,7 @@ class ScopeBuilder(ast.NodeVisitor):
 
     def _enter(self, node: ast.AST, is_class: bool) -> Scope:
         scope = Scope(node, self.current, is_class)
-        scope.resolver = Resolver(self.scopes, scope)
+        scope.resolver = Resolver(self.scopes, scope, self.imported)
         self.scopes[id(node)] = scope
         self.current = scope
         return scope
@@ -331,11 +371,14 @@ def _loop_targets(target: ast.AST, iterable: ast.AST):
 class Resolver:
     """Resolves names and attribute chains in one scope of a module."""
 
-    __slots__ = ("scopes", "scope")
+    __slots__ = ("scopes", "scope", "imported")
 
-    def __init__(self, scopes: Dict[int, Scope], scope: Scope) -> None:
+    def __init__(self, scopes: Dict[int, Scope], scope: Scope, imported: Optional[Set[str]] = None) -> None:
         self.scopes = scopes
         self.scope = scope
+        # names bound with a qualified name anywhere in the file so far (an import or an alias of one): any other
+        # name resolves to no qualified name whatever its binding, so ``qualname`` need not look it up
+        self.imported: Set[str] = set() if imported is None else imported
 
     def binding(self, name: str, line: int) -> Optional[Binding]:
         """The binding of ``name`` in force at ``line``, or None if unbound (builtin)."""
@@ -344,28 +387,31 @@ class Resolver:
         while scope is not None:
             if first or not scope.is_class:
                 bindings = scope.bindings.get(name)
-                if bindings:
+                if bindings:  # the last binding that qualifies, found from the end without building lists
                     if first:
-                        before = [b for b in bindings if b.line <= line and b.kind is not PLACEHOLDER]
-                        if before:
-                            return before[-1]
-                    resolved = [b for b in bindings if b.kind is not PLACEHOLDER]
-                    if resolved:
-                        return resolved[-1]
+                        for b in reversed(bindings):
+                            if b.line <= line and b.kind is not PLACEHOLDER:
+                                return b
+                    for b in reversed(bindings):
+                        if b.kind is not PLACEHOLDER:
+                            return b
             first = False
             scope = scope.parent
         return None
 
     def qualname(self, node: ast.AST) -> Optional[str]:
         """``F.relu`` -> ``torch.nn.functional.relu``; None when not an import chain."""
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name) or root.id not in self.imported:
+            return None
+        binding = self.binding(root.id, root.lineno)
+        if binding is None or binding.qualname is None:
+            return None
         parts: List[str] = []
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)
             node = node.value
-        if not isinstance(node, ast.Name):
-            return None
-        binding = self.binding(node.id, node.lineno)
-        if binding is None or binding.qualname is None:
-            return None
         parts.append(binding.qualname)
         return canonical(".".join(reversed(parts)))

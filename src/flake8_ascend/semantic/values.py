@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from ..calls import argument, is_constant
-from ..walk import iter_children
+from ..walk import child_fields
 from .names import Resolver, Scope
 
 if TYPE_CHECKING:
@@ -976,10 +976,18 @@ def agree(values: List[Value]) -> Value:
 def walk(node: ast.AST):
     """Every node under ``node`` (``ast.walk`` without contexts and operators, which is much faster)."""
     stack = [node]
+    pop, push = stack.pop, stack.append
     while stack:
-        node = stack.pop()
+        node = pop()
         yield node
-        stack.extend(iter_children(node))
+        for name in child_fields(node.__class__):  # ``iter_children`` inlined: the same nodes in the same order
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        push(item)
+            elif isinstance(value, ast.AST):
+                push(value)
 
 
 def _item(value: Value, index: int) -> Value:
