@@ -304,8 +304,9 @@ def fold(findings: List[Finding], owners: Dict[Finding, int], guards: Dict[Findi
     A finding whose ``# noqa`` hides it, or whose code the front end does not show (``shown``), neither folds
     nor takes others in, so a suppressed site never hides the rest in either front end.
     """
-    if not owners and not guards:
-        return findings
+    keys = [(owners[f], f.code, f.api) for f in findings if f in owners]
+    if not guards and len(set(keys)) == len(keys):
+        return findings  # nothing to fold: no need to read the file's noqa comments
     hidden = set(findings) - set(unsuppressed(findings, lines))
     into: Dict[Finding, Finding] = {}  # folded finding -> the one it folds into
     if guards:
