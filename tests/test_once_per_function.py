@@ -146,3 +146,33 @@ def test_amp_of_a_cuda_only_branch_folds_into_its_test():
         """), codes=["ASC2"])
     assert [(f.line, f.code) for f in found] == [(4, "ASC201")]
     assert found[0].message.endswith("(the CUDA branch also has: ASC207 torch.cuda.amp.GradScaler on line 5)")
+
+
+def test_the_code_after_an_early_exit_without_cuda_folds_into_that_test():
+    # mmdet 3.1.0 utils/profiling.py:21-27: what follows `if not torch.cuda.is_available(): return` needs CUDA
+    found = run_rules(textwrap.dedent("""\
+        import torch
+
+        def profile_time(enabled=True):
+            if (not enabled) or not torch.cuda.is_available():
+                return
+            stream = torch.cuda.current_stream()
+            start = torch.cuda.Event(enable_timing=True)
+            return stream, start
+        """), codes=["ASC2"])
+    assert [(f.line, f.code) for f in found] == [(4, "ASC201")]
+    assert found[0].message.endswith(
+        "(the CUDA branch also has: ASC201 torch.cuda.current_stream on line 6; ASC201 torch.cuda.Event on line 7)")
+
+
+def test_near_miss_an_early_exit_that_does_not_leave_keeps_the_findings_after_it():
+    found = run_rules(textwrap.dedent("""\
+        import torch
+
+        def profile_time():
+            if not torch.cuda.is_available():
+                print('no CUDA')
+            stream = torch.cuda.current_stream()
+            return stream
+        """), codes=["ASC2"])
+    assert [(f.line, f.code) for f in found] == [(4, "ASC201"), (6, "ASC201")]

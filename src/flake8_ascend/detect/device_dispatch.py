@@ -162,11 +162,48 @@ def tensor_dispatch(test: Optional[ast.AST]) -> bool:
         isinstance(test.value, ast.Name) and test.value.id == "self")
 
 
+def _negative_cuda_test(test: ast.AST, ctx) -> bool:
+    """``not torch.cuda.is_available()``, possibly ``or``-ed with more: True on an NPU."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return any(_negative_cuda_test(v, ctx) for v in test.values)
+    return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _positive_cuda_test(test.operand, ctx)
+
+
+def _after_cuda_exit(parent: ast.AST, statement: ast.stmt, ctx) -> Optional[ast.AST]:
+    """The test of an earlier ``if not torch.cuda.is_available(): return`` in ``statement``'s block (mmdet 3.1.0
+    utils/profiling.py:21-23): what follows runs only with CUDA."""
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and any(s is statement for s in block):
+            for earlier in block[:next(i for i, s in enumerate(block) if s is statement)]:
+                if isinstance(earlier, ast.If) and not earlier.orelse and earlier.body and isinstance(
+                        earlier.body[-1], _EXITS) and _negative_cuda_test(earlier.test, ctx):
+                    return earlier.test
+            return None
+    return None
+
+
+def in_tensor_dispatch_test(node: ast.AST, ctx) -> bool:
+    """``node`` is part of an ``if`` test that asks a tensor's own ``.is_cuda`` (``torch.cuda.is_available() and
+    pred.is_cuda``, mmseg 1.2.2 models/losses/focal_loss.py:272): the tensor's device picks the kernel."""
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, (ast.If, ast.IfExp)):
+            return child is parent.test and tensor_dispatch(parent.test)
+        if not isinstance(parent, (ast.Call, ast.Attribute, ast.BoolOp, ast.Compare, ast.UnaryOp)):
+            return False
+    return False
+
+
 def cuda_branch_test(node: ast.AST, ctx) -> Optional[ast.AST]:
     """The CUDA test (False on an NPU) that ``node`` runs behind: the test of an ``if``/``x if ... else`` whose
-    body holds ``node``, or a test ``and``-ed before it. A finding on that test says the branch turns off on an
-    NPU; findings inside it fold into that one (``engine.fold``)."""
+    body holds ``node``, a test ``and``-ed before it, or an earlier ``if not torch.cuda.is_available(): return`` of
+    its block. A finding on that test says the branch turns off on an NPU; findings inside it fold into that one
+    (``engine.fold``)."""
     for parent, child in ctx.lineage(node):
+        if isinstance(child, ast.stmt):
+            test = _after_cuda_exit(parent, child, ctx)
+            if test is not None:
+                return test
         if isinstance(parent, _FUNCTIONS + (ast.ClassDef, ast.Lambda)):
             return None
         if (isinstance(parent, ast.If) and any(s is child for s in parent.body)) or (
@@ -341,4 +378,18 @@ def _after_npu_exit(parent: ast.AST, statement: ast.stmt) -> bool:
                         earlier.body[-1], _EXITS) and _npu_test(earlier.test):
                     return True
             return False
+    return False
+
+
+def old_torch_fallback(node: ast.AST, qualname: str, ctx) -> bool:
+    """``node`` (``torch.cuda.amp.GradScaler``) is in the ``except`` of a ``try`` whose body uses the device-generic
+    ``torch.amp`` API of the same name (timm 1.0.31 utils/cuda.py:50-53): a fallback for a torch older than any
+    torch_npu supports, which an NPU install never reaches."""
+    name = qualname.rsplit(".", 1)[-1]
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, _FUNCTIONS + (ast.ClassDef, ast.Lambda)):
+            return False
+        if isinstance(parent, ast.Try) and any(h is child for h in parent.handlers):
+            return any(isinstance(n, ast.Attribute) and n.attr == name and (ctx.qualname(n) or "").startswith(
+                "torch.amp.") for s in parent.body for n in walk_tree(s))
     return False

@@ -5,7 +5,7 @@ import ast
 
 from ..registry import Rule
 from ..detect.cuda_fixes import name_fix
-from ..detect.device_dispatch import cuda_branch_test, npu_skips
+from ..detect.device_dispatch import cuda_branch_test, npu_skips, old_torch_fallback
 from ..detect.transfer_to_npu import quiet
 
 
@@ -25,15 +25,23 @@ class CudaAmp(Rule):
         ("import torch\nscaler = torch.cuda.amp.GradScaler()\n", 2),
         # under a CUDA test that is no finding of its own (a flag), the call keeps its finding
         ("import torch\ndef build(amp):\n    if amp:\n        return torch.cuda.amp.GradScaler()\n", 4),
+        # near miss of a fallback: the try's body uses another API
+        ("import torch\ndef build():\n    try:\n        return make_scaler()\n    except ImportError:\n"
+         "        return torch.cuda.amp.GradScaler()\n", 6),
         ("from torch.cuda.amp import autocast\nwith autocast():\n    pass\n", 2),
     ]
     passes = ["import torch\nwith torch.autocast('cpu'):\n    pass\n", "from apex import amp\nm = amp.initialize(m)\n",
               # transfer_to_npu patches torch.cuda.amp with torch_npu.npu.amp
-              "import torch\nfrom torch_npu.contrib import transfer_to_npu\nscaler = torch.cuda.amp.GradScaler()\n"]
+              "import torch\nfrom torch_npu.contrib import transfer_to_npu\nscaler = torch.cuda.amp.GradScaler()\n",
+              # the fallback of a try that uses torch.amp first (timm 1.0.31 utils/cuda.py:50-53)
+              "import torch\nclass NativeScaler:\n    def __init__(self, device='cuda'):\n        try:\n"
+              "            self._scaler = torch.amp.GradScaler(device=device)\n        except (AttributeError, TypeError):\n"
+              "            self._scaler = torch.cuda.amp.GradScaler()\n"]
 
     def check(self, node, ctx) -> None:
         qualname = ctx.chain(node)
-        if qualname and qualname.startswith("torch.cuda.amp.") and not quiet(ctx, qualname) and not npu_skips(node, ctx):
+        if qualname and qualname.startswith("torch.cuda.amp.") and not quiet(ctx, qualname) and not npu_skips(
+                node, ctx) and not old_torch_fallback(node, qualname, ctx):
             name = qualname[len("torch.cuda.amp."):]
             ctx.report(node, self.code, f"{qualname} is CUDA AMP (use torch_npu.npu.amp.{name} or torch.amp with 'npu')",
                        api=qualname, tips=f"torch_npu.npu.amp.{name}", rewrite=name_fix(qualname, ctx),

@@ -4,9 +4,9 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ..detect.device_dispatch import (cuda_branch_test, cuda_guarded, guarded_branch, has_npu_branch, names_a_type,
-                                      npu_skips, offline_cpu_fallback, only_reported, optional_cuda_branch,
-                                      tensor_dispatch, turns_off)
+from ..detect.device_dispatch import (cuda_branch_test, cuda_guarded, guarded_branch, has_npu_branch,
+                                      in_tensor_dispatch_test, names_a_type, npu_skips, offline_cpu_fallback,
+                                      only_reported, optional_cuda_branch, tensor_dispatch, turns_off)
 from ..detect.training import last_name
 from ..detect.cuda_fixes import name_fix
 from ..detect.cuda_packages import on_cuda_package_path
@@ -129,6 +129,9 @@ class CudaApi(Rule):
         # a memory figure that only goes into a print (litgpt 0.5.13 generate/sequentially.py:287)
         "import sys\nimport torch\ndef main():\n"
         "    print(f'Memory used: {torch.cuda.max_memory_allocated() / 1e9:.02f} GB', file=sys.stderr)\n",
+        # the same with the CUDA question first (mmseg 1.2.2 models/losses/focal_loss.py:272)
+        "import torch\ndef loss(pred, target):\n    if torch.cuda.is_available() and pred.is_cuda:\n"
+        "        return cuda_focal_loss(pred, target)\n    return py_focal_loss(pred, target)\n",
         # a tensor's own device picks the CUDA kernel; on the NPU it takes the other path (diffusers 0.42.1
         # quantizers/bfl/utils.py:176-193)
         "import torch\ndef forward(self, inputs):\n    if inputs.is_cuda and torch.cuda.get_device_capability("
@@ -156,7 +159,8 @@ class CudaApi(Rule):
                 node, ctx) or on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx):
             return
         guard = cuda_branch_test(node, ctx)
-        if tensor_dispatch(guard) or only_reported(node, qualname, ctx) or names_a_type(node, ctx) or npu_skips(node, ctx):
+        if tensor_dispatch(guard) or in_tensor_dispatch_test(node, ctx) or only_reported(node, qualname, ctx) or \
+                names_a_type(node, ctx) or npu_skips(node, ctx):
             return
         name = qualname.split(".")[2]
         data = ctx.data
