@@ -131,22 +131,7 @@ class ScopeBuilder(ast.NodeVisitor):
             if getattr(method, "__func__", None) is ast.NodeVisitor.visit_Constant:
                 method = self._generic  # NodeVisitor's looks for the pre-3.8 visit_Num & co. on every constant
             self._dispatch[cls] = method
-        if method is not self._generic:
-            method(node)
-            return
-        visit, scopes = self.visit, self.node_scopes  # most nodes: ``generic_visit`` inlined, one call less per node
-        for name in child_fields(cls):
-            value = getattr(node, name, None)
-            if value.__class__ is list:
-                for item in value:
-                    if item.__class__ in _LEAVES:
-                        scopes[id(item)] = self.current
-                    elif isinstance(item, ast.AST):
-                        visit(item)
-            elif value.__class__ in _LEAVES:
-                scopes[id(value)] = self.current
-            elif isinstance(value, ast.AST):
-                visit(value)
+        method(node)
 
     def generic_visit(self, node: ast.AST) -> None:  # ``iter_children`` inlined: every node of the file passes here
         visit, scopes = self.visit, self.node_scopes
