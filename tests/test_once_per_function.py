@@ -176,3 +176,32 @@ def test_near_miss_an_early_exit_that_does_not_leave_keeps_the_findings_after_it
             return stream
         """), codes=["ASC2"])
     assert [(f.line, f.code) for f in found] == [(4, "ASC201"), (6, "ASC201")]
+
+
+def test_a_flag_holding_the_cuda_answer_is_a_cuda_test():
+    # diffusers 0.42.1 quantizers/nunchaku/nunchaku_quantizer.py:32-36
+    found = run_rules(textwrap.dedent("""\
+        import torch
+
+        def validate_environment():
+            cuda_available = torch.cuda.is_available()
+            if not cuda_available:
+                raise ValueError('needs a CUDA GPU')
+            capability = torch.cuda.get_device_capability()
+            return capability
+        """), codes=["ASC2"])
+    assert [(f.line, f.code) for f in found] == [(4, "ASC201")]
+
+
+def test_near_miss_a_flag_holding_something_else_is_no_cuda_test():
+    found = run_rules(textwrap.dedent("""\
+        import torch
+
+        def validate_environment(args):
+            enabled = args.gpu
+            if not enabled:
+                raise ValueError('disabled')
+            capability = torch.cuda.get_device_capability()
+            return capability
+        """), codes=["ASC2"])
+    assert [(f.line, f.code) for f in found] == [(7, "ASC201")]

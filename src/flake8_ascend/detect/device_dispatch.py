@@ -149,6 +149,10 @@ def _positive_cuda_test(test: ast.AST, ctx) -> bool:
         return len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)) and _compares_with(test, _CUDA)
     if isinstance(test, ast.Attribute):
         return test.attr == "is_cuda"
+    if isinstance(test, ast.Name):  # a flag holding the answer: cuda_available = torch.cuda.is_available()
+        binding = ctx.model.binding(test)
+        value = binding.value if binding is not None else None
+        return isinstance(value, ast.Call) and ctx.qualname(value.func) == "torch.cuda.is_available"
     return isinstance(test, ast.Call) and ctx.qualname(test.func) == "torch.cuda.is_available"
 
 
@@ -169,6 +173,18 @@ def _negative_cuda_test(test: ast.AST, ctx) -> bool:
     return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _positive_cuda_test(test.operand, ctx)
 
 
+def _anchor(test: ast.AST, ctx) -> ast.AST:
+    """Where the finding on a CUDA test sits: the test itself, or for a flag (``if not cuda_available:``) the
+    ``torch.cuda.is_available()`` call the flag was bound to, which carries the ASC201 finding."""
+    for node in walk_tree(test):
+        if isinstance(node, ast.Name):
+            binding = ctx.model.binding(node)
+            value = binding.value if binding is not None else None
+            if isinstance(value, ast.Call) and ctx.qualname(value.func) == "torch.cuda.is_available":
+                return value
+    return test
+
+
 def _after_cuda_exit(parent: ast.AST, statement: ast.stmt, ctx) -> Optional[ast.AST]:
     """The test of an earlier ``if not torch.cuda.is_available(): return`` in ``statement``'s block (mmdet 3.1.0
     utils/profiling.py:21-23): what follows runs only with CUDA."""
@@ -178,7 +194,7 @@ def _after_cuda_exit(parent: ast.AST, statement: ast.stmt, ctx) -> Optional[ast.
             for earlier in block[:next(i for i, s in enumerate(block) if s is statement)]:
                 if isinstance(earlier, ast.If) and not earlier.orelse and earlier.body and isinstance(
                         earlier.body[-1], _EXITS) and _negative_cuda_test(earlier.test, ctx):
-                    return earlier.test
+                    return _anchor(earlier.test, ctx)
             return None
     return None
 
@@ -209,7 +225,7 @@ def cuda_branch_test(node: ast.AST, ctx) -> Optional[ast.AST]:
         if (isinstance(parent, ast.If) and any(s is child for s in parent.body)) or (
                 isinstance(parent, ast.IfExp) and child is parent.body):
             if _positive_cuda_test(parent.test, ctx):
-                return parent.test
+                return _anchor(parent.test, ctx)
         elif isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And):
             before = parent.values[:next(i for i, v in enumerate(parent.values) if v is child)]
             test = next((v for v in before if _positive_cuda_test(v, ctx)), None)
