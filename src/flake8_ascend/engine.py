@@ -50,10 +50,9 @@ class Finding:
     folded: Tuple["Finding", ...] = field(default=(), compare=False)
 
     def with_folded(self) -> Iterator["Finding"]:
-        """This finding and those folded into it: every site ``--fix`` may rewrite."""
+        """This finding and those folded into it (which fold nothing themselves): every site ``--fix`` may rewrite."""
         yield self
-        for finding in self.folded:
-            yield from finding.with_folded()
+        yield from self.folded
 
     @property
     def text(self) -> str:
@@ -310,18 +309,19 @@ def fold(findings: List[Finding], owners: Dict[Finding, int], guards: Dict[Findi
     hidden = set(findings) - set(unsuppressed(findings, lines))
     into: Dict[Finding, Finding] = {}  # folded finding -> the one it folds into
     if guards:
-        tests = [f for f in findings if f.code.startswith("ASC2") and f not in hidden and (shown is None or shown(f.code))]
+        on_tests = [f for f in findings
+                    if f.code.startswith("ASC2") and f not in hidden and (shown is None or shown(f.code))]
         for finding in findings:
             span = guards.get(finding)
             if span is not None and finding not in hidden:
-                lead = next((t for t in tests if span[0] <= t.line <= span[1] and t.line < finding.line), None)
+                lead = next((t for t in on_tests if span[0] <= t.line <= span[1] and t.line < finding.line), None)
                 if lead is not None:
                     into[finding] = lead
     first: Dict[Tuple[int, str, str], Finding] = {}
-    tests = set(into.values())  # a test that turns a branch off says so in its own finding: never a repeat
+    branch_leads = set(into.values())  # a test that turns a branch off says so in its own finding: never a repeat
     for finding in findings:
         owner = owners.get(finding)
-        if finding not in into and finding not in tests and owner is not None and finding not in hidden:
+        if finding not in into and finding not in branch_leads and owner is not None and finding not in hidden:
             lead = first.setdefault((owner, finding.code, finding.api), finding)
             if lead is not finding:
                 into[finding] = lead
@@ -350,7 +350,8 @@ def fold(findings: List[Finding], owners: Dict[Finding, int], guards: Dict[Findi
             for inner in branch[finding]:
                 groups.setdefault((inner.code, inner.api), []).append(inner.line)
             message += " (the CUDA branch also has: " + "; ".join(
-                f"{code} {api} on {_lines(numbers)}".replace("  ", " ") for (code, api), numbers in groups.items()) + ")"
+                " ".join(filter(None, (code, api, "on", _lines(numbers))))
+                for (code, api), numbers in groups.items()) + ")"
         folded = tuple(repeats.get(finding, ())) + tuple(branch.get(finding, ()))
         kept.append(replace(finding, message=message, folded=folded) if folded else finding)
     return kept

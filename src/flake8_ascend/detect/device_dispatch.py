@@ -65,23 +65,29 @@ def has_npu_branch(ctx) -> bool:
     if function is None:
         return False
     return ctx.memo(f"npu_branch.{id(function)}", lambda _: _compares_with(function, _NPU) or any(
-        isinstance(n, (ast.If, ast.IfExp)) and any(_npu_probe(t) for t in ast.walk(n.test)) for n in ast.walk(function)))
+        isinstance(n, (ast.If, ast.IfExp)) and any(_npu_probe(t) for t in walk_tree(n.test))
+        for n in walk_tree(function)))
 
 
-def cuda_guarded(node: ast.AST, ctx) -> bool:
-    """``node`` is a CUDA test or runs only after one: ``x.type == 'cuda'``, ``torch.cuda.is_available()``,
-    ``x.is_cuda`` (in the test, the body of ``if``/``x if ... else``, or after it in an ``and``:
-    ``device.type == 'cuda' and torch.cuda.is_available()``)."""
-    if cuda_branch_test(node, ctx) is not None:
-        return True
+def in_cuda_test(node: ast.AST, ctx) -> bool:
+    """``node`` is part of a CUDA test: ``x.type == 'cuda'``, ``torch.cuda.is_available()``, ``x.is_cuda``
+    (``cuda_branch_test`` answers for the code such a test guards)."""
+    holder = _test_holder(node, ctx)
+    return holder is not None and _positive_cuda_test(holder.test, ctx)
+
+
+_TEST_PARTS = (ast.Call, ast.Attribute, ast.BoolOp, ast.Compare, ast.UnaryOp)
+
+
+def _test_holder(node: ast.AST, ctx) -> Optional[ast.AST]:
+    """The ``if`` / ``x if ... else`` whose test ``node`` is part of (through calls, attributes, comparisons,
+    ``and``/``or`` and ``not``), or None."""
     for parent, child in ctx.lineage(node):
-        if isinstance(parent, _FUNCTIONS + (ast.ClassDef, ast.Lambda)):
-            return False
-        if isinstance(parent, (ast.If, ast.IfExp)) and child is parent.test:
-            return _positive_cuda_test(parent.test, ctx)
-        if not isinstance(parent, (ast.Call, ast.Attribute, ast.BoolOp, ast.Compare)):
-            return False
-    return False
+        if isinstance(parent, (ast.If, ast.IfExp)):
+            return parent if child is parent.test else None
+        if not isinstance(parent, _TEST_PARTS):
+            return None
+    return None
 
 
 # torch.cuda queries and housekeeping that change no result: memory and device statistics, profiling ranges
@@ -128,7 +134,8 @@ def names_a_type(node: ast.AST, ctx) -> bool:
         if isinstance(parent, (ast.arg, ast.AnnAssign)) and child is parent.annotation or (
                 isinstance(parent, _FUNCTIONS) and child is parent.returns):
             return True
-        if isinstance(parent, ast.Subscript) and child is parent.slice and ctx.qualname(parent.value) in _TYPING_WRAPPERS:
+        if isinstance(parent, ast.Subscript) and child is parent.slice and (
+                ctx.qualname(parent.value) in _TYPING_WRAPPERS):
             return True
         if isinstance(parent, (ast.stmt, ast.Call)):
             return False
@@ -150,10 +157,15 @@ def _positive_cuda_test(test: ast.AST, ctx) -> bool:
     if isinstance(test, ast.Attribute):
         return test.attr == "is_cuda"
     if isinstance(test, ast.Name):  # a flag holding the answer: cuda_available = torch.cuda.is_available()
-        binding = ctx.model.binding(test)
-        value = binding.value if binding is not None else None
-        return isinstance(value, ast.Call) and ctx.qualname(value.func) == "torch.cuda.is_available"
+        return _cuda_question(test, ctx) is not None
     return isinstance(test, ast.Call) and ctx.qualname(test.func) == "torch.cuda.is_available"
+
+
+def _cuda_question(name: ast.Name, ctx) -> Optional[ast.Call]:
+    """The ``torch.cuda.is_available()`` call a flag (``cuda_available``) was bound to, or None."""
+    binding = ctx.model.binding(name)
+    value = binding.value if binding is not None else None
+    return value if isinstance(value, ast.Call) and ctx.qualname(value.func) == "torch.cuda.is_available" else None
 
 
 def tensor_dispatch(test: Optional[ast.AST]) -> bool:
@@ -177,37 +189,24 @@ def _anchor(test: ast.AST, ctx) -> ast.AST:
     """Where the finding on a CUDA test sits: the test itself, or for a flag (``if not cuda_available:``) the
     ``torch.cuda.is_available()`` call the flag was bound to, which carries the ASC201 finding."""
     for node in walk_tree(test):
-        if isinstance(node, ast.Name):
-            binding = ctx.model.binding(node)
-            value = binding.value if binding is not None else None
-            if isinstance(value, ast.Call) and ctx.qualname(value.func) == "torch.cuda.is_available":
-                return value
+        question = _cuda_question(node, ctx) if isinstance(node, ast.Name) else None
+        if question is not None:
+            return question
     return test
 
 
 def _after_cuda_exit(parent: ast.AST, statement: ast.stmt, ctx) -> Optional[ast.AST]:
     """The test of an earlier ``if not torch.cuda.is_available(): return`` in ``statement``'s block (mmdet 3.1.0
     utils/profiling.py:21-23): what follows runs only with CUDA."""
-    for field in ("body", "orelse", "finalbody"):
-        block = getattr(parent, field, None)
-        if isinstance(block, list) and any(s is statement for s in block):
-            for earlier in block[:next(i for i, s in enumerate(block) if s is statement)]:
-                if isinstance(earlier, ast.If) and not earlier.orelse and earlier.body and isinstance(
-                        earlier.body[-1], _EXITS) and _negative_cuda_test(earlier.test, ctx):
-                    return _anchor(earlier.test, ctx)
-            return None
-    return None
+    exit_if = _earlier_exit(parent, statement, lambda test: _negative_cuda_test(test, ctx))
+    return _anchor(exit_if.test, ctx) if exit_if is not None else None
 
 
 def in_tensor_dispatch_test(node: ast.AST, ctx) -> bool:
     """``node`` is part of an ``if`` test that asks a tensor's own ``.is_cuda`` (``torch.cuda.is_available() and
     pred.is_cuda``, mmseg 1.2.2 models/losses/focal_loss.py:272): the tensor's device picks the kernel."""
-    for parent, child in ctx.lineage(node):
-        if isinstance(parent, (ast.If, ast.IfExp)):
-            return child is parent.test and tensor_dispatch(parent.test)
-        if not isinstance(parent, (ast.Call, ast.Attribute, ast.BoolOp, ast.Compare, ast.UnaryOp)):
-            return False
-    return False
+    holder = _test_holder(node, ctx)
+    return holder is not None and tensor_dispatch(holder.test)
 
 
 def cuda_branch_test(node: ast.AST, ctx) -> Optional[ast.AST]:
@@ -262,7 +261,8 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
     raised = {id(n) for s in branch.body for r in walk_tree(s) if isinstance(r, (ast.Raise, ast.Assert))
               for n in walk_tree(r)}
     for statement in (n for s in branch.body + branch.orelse for n in walk_tree(s) if isinstance(n, ast.stmt)):
-        if isinstance(statement, ast.If) or (isinstance(statement, (ast.Raise, ast.Assert)) and id(statement) in cuda_side):
+        if isinstance(statement, ast.If) or (
+                isinstance(statement, (ast.Raise, ast.Assert)) and id(statement) in cuda_side):
             continue
         if isinstance(statement, ast.Try):
             if statement.orelse or statement.finalbody or not all(
@@ -306,12 +306,8 @@ def optional_cuda_branch(node: ast.AST, ctx) -> Optional[ast.If]:
 
 def guarded_branch(node: ast.AST, ctx) -> Optional[ast.If]:
     """The ``if`` whose test is (or ``and``-s) the CUDA test ``node``: the branch an NPU run does not take."""
-    for parent, child in ctx.lineage(node):
-        if isinstance(parent, ast.If):
-            return parent if child is parent.test and _positive_cuda_test(parent.test, ctx) else None
-        if not isinstance(parent, (ast.Call, ast.Compare, ast.Attribute, ast.BoolOp)):
-            return None
-    return None
+    holder = _test_holder(node, ctx)
+    return holder if isinstance(holder, ast.If) and _positive_cuda_test(holder.test, ctx) else None
 
 
 def turns_off(branch: ast.If) -> str:
@@ -370,7 +366,7 @@ def npu_skips(node: ast.AST, ctx) -> bool:
     NPU run never gets there, the NPU has its own branch. So is code after ``if is_torch_npu_available(): return
     ...`` in the same block (the early return is the ``else``)."""
     for parent, child in ctx.lineage(node):
-        if isinstance(child, ast.stmt) and _after_npu_exit(parent, child):
+        if isinstance(child, ast.stmt) and _earlier_exit(parent, child, _npu_test) is not None:
             return True
         if isinstance(parent, _FUNCTIONS + (ast.ClassDef,)):
             return False
@@ -384,17 +380,18 @@ def npu_skips(node: ast.AST, ctx) -> bool:
 _EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 
-def _after_npu_exit(parent: ast.AST, statement: ast.stmt) -> bool:
-    """An earlier statement of ``statement``'s block is ``if <NPU test>:`` whose body always leaves the block."""
+def _earlier_exit(parent: ast.AST, statement: ast.stmt, leaves_when) -> Optional[ast.If]:
+    """An earlier statement of ``statement``'s block (a body of ``parent``) that is ``if <test>:`` with
+    ``leaves_when(test)`` and a body that always leaves the block: ``statement`` runs only when the test is False."""
     for field in ("body", "orelse", "finalbody"):
         block = getattr(parent, field, None)
         if isinstance(block, list) and any(s is statement for s in block):
             for earlier in block[:next(i for i, s in enumerate(block) if s is statement)]:
                 if isinstance(earlier, ast.If) and not earlier.orelse and earlier.body and isinstance(
-                        earlier.body[-1], _EXITS) and _npu_test(earlier.test):
-                    return True
-            return False
-    return False
+                        earlier.body[-1], _EXITS) and leaves_when(earlier.test):
+                    return earlier
+            return None
+    return None
 
 
 def old_torch_fallback(node: ast.AST, qualname: str, ctx) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ..detect.device_dispatch import (cuda_branch_test, cuda_guarded, guarded_branch, has_npu_branch,
+from ..detect.device_dispatch import (cuda_branch_test, guarded_branch, has_npu_branch, in_cuda_test,
                                       in_tensor_dispatch_test, names_a_type, npu_skips, offline_cpu_fallback,
                                       only_reported, optional_cuda_branch, tensor_dispatch, turns_off)
 from ..detect.training import last_name
@@ -155,10 +155,10 @@ class CudaApi(Rule):
         qualname = ctx.chain(node)
         if not qualname or not qualname.startswith("torch.cuda.") or qualname.startswith("torch.cuda.amp"):
             return
-        if quiet(ctx, qualname) or (cuda_guarded(node, ctx) and has_npu_branch(ctx)) or optional_cuda_branch(
-                node, ctx) or on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx):
-            return
         guard = cuda_branch_test(node, ctx)
+        if quiet(ctx, qualname) or ((guard is not None or in_cuda_test(node, ctx)) and has_npu_branch(ctx)) or \
+                optional_cuda_branch(node, ctx) or on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx):
+            return
         if tensor_dispatch(guard) or in_tensor_dispatch_test(node, ctx) or only_reported(node, qualname, ctx) or \
                 names_a_type(node, ctx) or npu_skips(node, ctx):
             return
