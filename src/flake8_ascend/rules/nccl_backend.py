@@ -74,10 +74,13 @@ def _option_of_backend(stack, i: int) -> bool:
     if any(_says_backend(a) for a in call.args):
         return True
     owner = stack[i - 1] if i else None
-    if isinstance(owner, (ast.Assign, ast.AnnAssign)) and owner.value is call:
-        targets = owner.targets if isinstance(owner, ast.Assign) else [owner.target]
-        return any("backend" in _call_name(t).lower() for t in targets)
-    return False
+    return isinstance(owner, (ast.Assign, ast.AnnAssign)) and owner.value is call and _binds_backend(owner)
+
+
+def _binds_backend(statement: "ast.Assign | ast.AnnAssign") -> bool:
+    """``backend = ...``, ``self.dist_backend = ...``, ``ddp_backend: str = ...``: a target named for a backend."""
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+    return any("backend" in _call_name(t).lower() for t in targets)
 
 
 def _mentions_backend(node: ast.AST) -> bool:
@@ -228,8 +231,7 @@ class NcclBackend(Rule):
         if isinstance(holder, ast.Compare):
             return any(_mentions_backend(side) for side in [holder.left, *holder.comparators])
         if isinstance(holder, (ast.Assign, ast.AnnAssign)):  # also a dataclass field: ddp_backend: str = 'nccl'
-            targets = holder.targets if isinstance(holder, ast.Assign) else [holder.target]
-            return any("backend" in _call_name(t).lower() for t in targets)
+            return _binds_backend(holder)
         if isinstance(holder, ast.arguments):  # a parameter default: def init_dist(backend='nccl')
             default = stack[i + 1] if i + 1 < len(stack) else node
             return any("backend" in a.arg.lower() for a in _defaulted(holder, default))
