@@ -16,13 +16,13 @@ reuse it. The definitions:
   (``encode_prompt``), called once per request like ``__call__``; a module-level function nobody calls is not
   known to be part of a pipeline. Loops inside the helpers (over the prompts of a batch) do not count as steps.
 
-``once_per_call(model, node, ancestors)``: does ``node`` run once per object or per call (``ancestors``: its
-enclosing nodes, outermost first, as the engine's walk has them)?
+``runs_once(node, ctx)``: does ``node`` run once per object or per call (its enclosing nodes are the engine's
+walk stack)?
 """
 from __future__ import annotations
 
 import ast
-from typing import Dict, Optional, Sequence
+from typing import Dict, Sequence
 
 from ..semantic.model import SemanticModel
 
@@ -122,8 +122,7 @@ def _in_loop(ancestors: Sequence[ast.AST], function: ast.AST) -> bool:
     return False
 
 
-def once_per_call(model: SemanticModel, node: ast.AST, ancestors: Sequence[ast.AST],
-                  memo: Optional[OncePerCall] = None) -> bool:
-    """Does ``node`` run once per object or per call of an inference entry point (module docstring)?  Pass the
-    file's ``OncePerCall`` as ``memo`` when asking more than once."""
-    return (memo or OncePerCall(model)).runs_once(node, ancestors)
+def runs_once(node: ast.AST, ctx) -> bool:
+    """Does ``node`` (the node the engine is checking) run once per object or per call of an inference entry point
+    (module docstring)?  The file's answers are kept in one ``OncePerCall`` per walk."""
+    return ctx.memo("once_per_call", lambda c: OncePerCall(c.model)).runs_once(node, ctx.stack)

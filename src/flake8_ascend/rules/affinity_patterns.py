@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from ..detect import affinity
 from ..semantic.flow import Flow
 from ..detect.fused import STARTS, function_patterns, sdpa_in_other_branch
-from ..detect.once_per_call import OncePerCall
+from ..detect.once_per_call import runs_once
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
 from ..semantic.values import ARRAY, COMPARE, MASK, NUMBER
 from ..registry import Rule
@@ -45,13 +45,6 @@ _PIPELINE_EMBEDS = (
 )
 
 
-def _one_off(node: ast.AST, ctx) -> bool:
-    """``node`` runs once per object or per call of an inference entry point (``detect/once_per_call.py``: a
-    pipeline's ``__call__`` outside its loop, ``encode_prompt``, an ``__init__``), not once per step: a faster
-    kernel there saves nothing worth a change."""
-    return ctx.memo("once_per_call", lambda c: OncePerCall(c.model)).runs_once(node, ctx.stack)
-
-
 class AffinityPattern(Rule):
     """A statement or expression pattern with an NPU affinity or fused replacement.
 
@@ -66,7 +59,8 @@ class AffinityPattern(Rule):
     writes back through the mask (an index and an IndexPut): ``torch.where(mask, x * value, x)``.
     *Fused blocks* (detected through the local names of one function, see ``detect/fused.py``): hand-written
     RMSNorm, rotate_half RoPE, SwiGLU/GeGLU, attention matmul-softmax-matmul and add + layer_norm; these
-    are reported, never rewritten.
+    are reported, never rewritten. Neither is reported where the code runs once per object or per call of an
+    inference entry point (``detect/once_per_call.py``): a faster kernel there saves nothing worth a change.
     """
 
     code = "ASC304"
@@ -170,7 +164,7 @@ class AffinityPattern(Rule):
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
         masks = [p for p in parts if isinstance(p, (ast.Compare, ast.UnaryOp, ast.BinOp, ast.Name, ast.Call,
                                                     ast.Subscript, ast.Attribute)) and self._mask(p, ctx)]
-        if len(masks) != 1 or not self._tensor(x, masks[0], ctx) or _one_off(node, ctx):
+        if len(masks) != 1 or not self._tensor(x, masks[0], ctx) or runs_once(node, ctx):
             return
         value = ctx.values.of(node.value)
         if isinstance(node, ast.AugAssign):
@@ -253,7 +247,7 @@ class AffinityPattern(Rule):
             gated = patterns.gated(node)
             found = [gated] if gated else []
         for pattern, span in found:
-            if span is not None and not (pattern == "attention" and sdpa_in_other_branch(node, ctx)) and not _one_off(
+            if span is not None and not (pattern == "attention" and sdpa_in_other_branch(node, ctx)) and not runs_once(
                     node, ctx):
                 self._report_fused(pattern, span, ctx)
 

@@ -6,7 +6,7 @@ import ast
 from typing import Dict, Optional
 
 from ..calls import argument, is_constant, passed
-from ..detect.once_per_call import OncePerCall
+from ..detect.once_per_call import runs_once
 from ..registry import Rule
 from ..walk import walk_tree
 
@@ -130,7 +130,7 @@ class ValueDependentShape(Rule):
             return  # built from literals and sizes: the same output shape every time for the same sizes
         if name.rsplit(".", 1)[-1] in _LOOKUPS and _single_lookup(node, data, name, ctx):
             return
-        if ctx.memo("once_per_call", lambda c: OncePerCall(c.model)).runs_once(node, ctx.stack):
+        if runs_once(node, ctx):
             return  # once per object or per request: one shape, reused by every step after
         self._emit(node, ctx, api, reason)
 

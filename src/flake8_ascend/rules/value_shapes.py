@@ -4,7 +4,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, Optional, Tuple
 
-from ..detect.once_per_call import OncePerCall
+from ..detect.once_per_call import runs_once
 from ..registry import Rule
 from ..semantic.values import BUILT_ON_HOST
 from .value_dependent_ops import DYNAMIC_SOURCE
@@ -128,8 +128,7 @@ class ShapeFromValue(Rule):
                 return  # slicing a numpy array or a list by a tensor's value keeps the NPU out of it
         else:
             found = self._in_sizes(node, ctx)
-        if found is not None and not ctx.memo("once_per_call", lambda c: OncePerCall(c.model)).runs_once(
-                node, ctx.stack):  # once per object or per request: one shape, reused by every step after
+        if found is not None and not runs_once(node, ctx):  # once per object or request: one shape for every step
             text = ast.unparse(found)[:40]
             ctx.report(node, self.code, f"shape taken from a tensor value ({text}): every new value is a new "
                        "shape for the NPU", api=text, tips="keep sizes static: pad to a maximum or mask")
