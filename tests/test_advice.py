@@ -266,10 +266,10 @@ def test_launch_advice_is_off_unless_named(tmp_path):
     _, tables = analyse(tmp_path / "proj", tmp_path / "out")
     assert all(r[1] != "NA" for r in tables["api_performance_advice.csv"][1:])
     flake8 = subprocess.run([sys.executable, "-m", "flake8", "--select", "ASC", "train.py"], capture_output=True,
-                            text=True, cwd=tmp_path / "proj")
+                            text=True, cwd=tmp_path / "proj", timeout=300)
     assert "ASC509" not in flake8.stdout and "ASC510" not in flake8.stdout
     named = subprocess.run([sys.executable, "-m", "flake8", "--extend-select", "ASC509", "train.py"],
-                           capture_output=True, text=True, cwd=tmp_path / "proj")
+                           capture_output=True, text=True, cwd=tmp_path / "proj", timeout=300)
     assert "ASC509" in named.stdout and "ASC510" not in named.stdout
 
 

@@ -66,7 +66,8 @@ def _project(root: Path) -> Path:
 
 
 def _flake8(root: Path, *args: str):
-    result = subprocess.run([sys.executable, "-m", "flake8", *args, "."], capture_output=True, text=True, cwd=root)
+    result = subprocess.run([sys.executable, "-m", "flake8", *args, "."], capture_output=True, text=True, cwd=root,
+                            timeout=300)
     assert result.returncode in (0, 1), result.stderr
     found = set()
     for text in result.stdout.splitlines():

@@ -645,7 +645,7 @@ def cuda_lines(report: Path) -> list:
 def flake8_lines(root: Path, *args: str) -> list:
     """(file, line) of every ASC finding flake8 reports under ``root``."""
     result = subprocess.run([sys.executable, "-m", "flake8", "--select", "ASC", *args, "."], capture_output=True,
-                            text=True, cwd=root)
+                            text=True, cwd=root, timeout=300)
     assert "Traceback" not in result.stderr, result.stderr
     return sorted((line.split(":")[0][2:], int(line.split(":")[1])) for line in result.stdout.splitlines())
 
@@ -784,7 +784,7 @@ def test_libcst_gets_no_file_over_its_node_budget(tmp_path):
 def test_a_run_killed_outright_leaves_nothing_after_the_next_run(project):
     source, out = project
     ended = subprocess.Popen(["true"])
-    ended.wait()
+    ended.wait(timeout=60)
     abandoned = [out / f".proj_analysis.{ended.pid}.k2j4x.tmp", out / f".proj_analysis.{ended.pid}.a8b1.old"]
     running = out / f".proj_analysis.{os.getpid()}.zz9.tmp"  # a concurrent run's: its process still runs
     for folder in (*abandoned, running):
@@ -797,7 +797,7 @@ def test_a_run_killed_outright_leaves_nothing_after_the_next_run(project):
         assert time.monotonic() < deadline and killed.poll() is None
         time.sleep(0.01)
     killed.kill()  # SIGKILL: nothing in the process can clean up
-    killed.wait()
+    killed.wait(timeout=60)
     assert any(str(killed.pid) in name for name in leftovers(out))
     assert run_main("-i", source, "-o", out, "-q") == (0, "")
     assert leftovers(out) == [running.name]

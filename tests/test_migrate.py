@@ -79,7 +79,8 @@ def test_the_copy_is_the_migrated_package_and_the_lists_match_flake8(package):
     log = (report / cli.LOG_NAME).read_text()
     assert "proj/broken.py: copied unchanged: syntax error at line " in log
     assert "changes per code: ASC201 " in log and "left for manual work (manual_work.csv" in log
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(copy / "proj" / "sub")], check=True)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(copy / "proj" / "sub")], check=True,
+                   timeout=300)
 
 
 def test_a_second_migration_changes_nothing(package, tmp_path):

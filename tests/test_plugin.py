@@ -12,7 +12,7 @@ EXAMPLES = ROOT / "examples"
 
 def flake8(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "flake8", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd or ROOT)
+                          cwd=cwd or ROOT, timeout=300)
 
 
 def codes_in(output):
@@ -87,7 +87,8 @@ def test_static_dynamic_shape_hints_are_advisory_but_the_dynamic_shape_mode_repo
     for extra, expected in (((), True), (("--select", "ASC2"), False)):
         out = tmp_path / f"out{len(extra)}"
         run = subprocess.run([sys.executable, "-m", "flake8_ascend.cli", "-m", "dynamic_shape", "-i", str(tmp_path / "a.py"),
-                              "-o", str(out), "-q", *extra], capture_output=True, text=True)
+                              "-o", str(out), "-q", *extra], capture_output=True, text=True,
+                             timeout=300)
         assert run.returncode == 0, run.stderr
         hints = next(out.rglob("dynamic_shape_hints.csv")).read_text(encoding="utf-8")
         assert ("ASC401" in hints) is expected

@@ -105,7 +105,7 @@ def test_round_trip_through_the_flake8_plugin(report):
     result = subprocess.run(
         [sys.executable, "-m", "flake8", "--select", "ASC104", "--ascend-torch-version", VERSION,
          "--ascend-api-files", str(folder / "full_unsupported_results.csv"), str(SCRIPT)],
-        capture_output=True, text=True, cwd=FIXTURES)
+        capture_output=True, text=True, cwd=FIXTURES, timeout=300)
     lines = sorted(int(m) for m in re.findall(r"train\.py:(\d+):\d+: ASC104 ", result.stdout))
     marked = [n for n, line in enumerate(SCRIPT.read_text().splitlines(), 1) if line.endswith("# ASC104")]
     assert lines == marked, result.stdout + result.stderr

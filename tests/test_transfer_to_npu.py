@@ -29,7 +29,7 @@ def test_expand_spells_the_facts_keys():
 
 def flake8(*args):
     return subprocess.run([sys.executable, "-m", "flake8", "--select", "ASC", *map(str, args)],
-                          capture_output=True, text=True, cwd=REPO)
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
 
 
 def test_the_migrated_example_passes_and_the_original_reports_every_cuda_use():
