@@ -4,6 +4,7 @@
     python benchmarks/sweep.py mmdet yolov5       # some
     python benchmarks/sweep.py --skip-flake8      # only ascend-analyse modes
     python benchmarks/sweep.py --flake8-only      # only the plugin's overhead against plain flake8
+    python benchmarks/sweep.py --repeat 5         # five alternating plain/ASC pairs per corpus (default 3)
 
 For each corpus it times a parse-only pass (``ast.parse`` of every file, one
 process), plain ``flake8`` (pycodestyle + pyflakes, from a separate virtual
@@ -11,7 +12,9 @@ environment without this plugin), ``flake8 --select ASC`` and every
 ``ascend-analyse`` mode that analyses a source tree, each in a child process
 whose wall time and peak memory (``wait4`` rusage) are recorded together with
 the rows of every CSV it wrote, the files it skipped and why, and whether it
-crashed (a traceback or an unexpected exit code).  It prints a table and writes
+crashed (a traceback or an unexpected exit code).  Plain flake8 and ``flake8 --select ASC``
+run ``--repeat`` times each, alternating, and the median of each is kept: on a shared machine one pair alone
+can be 20% off either way on a corpus that takes a second.  It prints a table and writes
 everything to ``benchmarks/results/sweep.json``.
 """
 from __future__ import annotations
@@ -105,15 +108,29 @@ def report_facts(folder: Path) -> Dict:
     return {"rows": rows, "skipped": skipped[:50], "skipped_count": len(skipped)}
 
 
-def sweep_corpus(corpus, run_flake8: bool, run_modes: bool = True) -> Dict:
+def median_run(runs: List[Dict]) -> Dict:
+    """The run of median wall time, with the median CPU time of all runs and the runs' spread."""
+    ordered = sorted(runs, key=lambda run: run["seconds"])
+    middle = dict(ordered[len(ordered) // 2])
+    middle["cpu_seconds"] = sorted(run["cpu_seconds"] for run in runs)[len(runs) // 2]
+    middle["crashed"] = any(run["crashed"] for run in runs)
+    middle["all_seconds"] = [run["seconds"] for run in runs]
+    return middle
+
+
+def sweep_corpus(corpus, run_flake8: bool, run_modes: bool = True, repeat: int = 3) -> Dict:
     tree = corpora.fetch(corpus)
     files = corpora.python_files(tree)
     _, lines = corpora.size(tree)
     result = {"corpus": corpus.requirement, "files": len(files), "lines": lines, "parse_cpu_s": parse_only(files),
               "runs": {}}
     if run_flake8:
-        result["runs"]["flake8 (plain)"] = measure([str(plain_flake8()), "--exit-zero", "."], tree)
-        result["runs"]["flake8 --select ASC"] = measure([str(BIN / "flake8"), "--select", "ASC", "."], tree)
+        plain, ours = [], []
+        for _ in range(repeat):  # alternating, so a burst of load elsewhere hits both sides alike
+            plain.append(measure([str(plain_flake8()), "--exit-zero", "."], tree))
+            ours.append(measure([str(BIN / "flake8"), "--select", "ASC", "."], tree))
+        result["runs"]["flake8 (plain)"] = median_run(plain)
+        result["runs"]["flake8 --select ASC"] = median_run(ours)
     with tempfile.TemporaryDirectory() as out:
         for mode in sorted(all_modes()) if run_modes else ():
             if mode in NOT_SOURCE_MODES:
@@ -152,10 +169,14 @@ def main() -> int:
     parser.add_argument("names", nargs="*", help="corpora to run (default: all)")
     parser.add_argument("--skip-flake8", action="store_true", help="do not time flake8 runs")
     parser.add_argument("--flake8-only", action="store_true", help="time only the flake8 runs (plain and ASC)")
+    parser.add_argument("--repeat", type=int, default=3, metavar="N",
+                        help="alternating plain/ASC flake8 runs per corpus; the medians are compared (default 3)")
     parser.add_argument("--json", default=str(HERE / "results" / "sweep.json"), help="where to write the results")
     args = parser.parse_args()
     if args.skip_flake8 and args.flake8_only:
         parser.error("--skip-flake8 and --flake8-only exclude each other")
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     chosen = [corpora.by_name(n) for n in args.names] if args.names else corpora.CORPORA
     if None in chosen:
         parser.error(f"unknown corpus; known: {', '.join(c.name for c in corpora.CORPORA)}")
@@ -169,7 +190,7 @@ def main() -> int:
     compileall.compile_dir(str(HERE.parent / "src" / "flake8_ascend"), quiet=1)
     for corpus in chosen:
         print(f"sweeping {corpus.requirement} ...", file=sys.stderr, flush=True)
-        results.append(sweep_corpus(corpus, not args.skip_flake8, not args.flake8_only))
+        results.append(sweep_corpus(corpus, not args.skip_flake8, not args.flake8_only, args.repeat))
         Path(args.json).write_text(json.dumps({"machine": machine, "results": results}, indent=1) + "\n")
     print(table(results))
     crashes = sum(run["crashed"] for result in results for run in result["runs"].values())
