@@ -18,7 +18,8 @@ class UnknownVersionError(ValueError):
 
 
 def _load_json(name: str) -> dict:
-    return json.loads((DATA_DIR / name).read_text(encoding="utf-8"))
+    # bytes: json decodes UTF-8 itself, without the text layer's newline pass over the 600 KB version tables
+    return json.loads((DATA_DIR / name).read_bytes())
 
 
 @lru_cache(maxsize=None)
