@@ -207,6 +207,13 @@ def _init_helper(func: ast.AST) -> bool:
     return last_name(func).endswith("_init")
 
 
+_POSITIONS = ("import torch\nimport torch.nn as nn\n\nclass LearnedPositionalEncoding(nn.Module):\n"
+              "    def __init__(self, num_feats, col_num_embed=50):\n"
+              "        self.col_embed = nn.Embedding(col_num_embed, num_feats)\n\n"
+              "    def forward(self, mask):\n        h, w = mask.shape[-2:]\n        x = {index}\n"
+              "        return self.col_embed(x)\n")
+
+
 class EmbeddingNondeterministic(_CallAdvice):
     code = "ASC602"
     summary = "embedding whose NPU backward may not be reproducible"
@@ -239,6 +246,9 @@ class EmbeddingNondeterministic(_CallAdvice):
          "    def forward(self, t):\n        return self.embedding(t)\n", 7),
         # a helper that freezes nothing: the loop sets requires_grad to True
         (_LITGPT_GPT + "\n\ndef unfreeze(model):\n    for p in model.parameters():\n        p.requires_grad = True\n", 6),
+        # near misses of mmdet's learned positional encoding below: positions repeated over the batch, token ids
+        (_POSITIONS.format(index="torch.arange(w, device=mask.device).expand(mask.shape[0], w)"), 6),
+        (_POSITIONS.format(index="mask.long().sum(-1)"), 6),
     ]
     passes = [
         "from mylib import Embedding\nemb = Embedding(100, 16)\n",
@@ -278,6 +288,9 @@ class EmbeddingNondeterministic(_CallAdvice):
         "            param.requires_grad = False\n\n    def forward(self, t):\n        return self.tok(t)\n",
         "import torch.nn as nn\n\nclass Encoder(nn.Module):\n    def __init__(self):\n"
         "        self.tok = nn.Embedding(100, 16)\n        self.requires_grad_(False)\n",
+        # mmdet 3.1.0 models/layers/positional_encoding.py:132: one lookup of each row
+        _POSITIONS.format(index="torch.arange(w, device=mask.device)"),
+        _POSITIONS.format(index="torch.arange(w).to(mask.device)"),
     ]
 
     def message(self, api: str) -> str:
@@ -307,8 +320,26 @@ class EmbeddingNondeterministic(_CallAdvice):
         mentions = sum(1 for n in walk_tree(cls) if _self_attribute(n) and n.attr == target.attr)
         initialised = sum(1 for n in walk_tree(cls) if isinstance(n, ast.Call) and _init_helper(n.func)
                           for arg in n.args[:1] if _self_attribute(arg) and arg.attr == target.attr)
-        # every mention but the assignment is self.<name>.weight, or the module given to an init helper
-        return frozen or mentions - 1 == initialised + sum(1 for use in uses if use.attr == "weight")
+        distinct = sum(1 for n in walk_tree(cls) if isinstance(n, ast.Call) and _self_attribute(n.func)
+                       and n.func.attr == target.attr and _distinct_rows(n, ctx))
+        # every mention but the assignment is self.<name>.weight, the module given to an init helper, or a lookup
+        # of distinct rows
+        return frozen or mentions - 1 == initialised + distinct + sum(1 for use in uses if use.attr == "weight")
+
+
+def _distinct_rows(call: ast.Call, ctx) -> bool:
+    """``self.row_embed(torch.arange(w))``, directly or through a local name (mmdet 3.1.0
+    layers/positional_encoding.py:164): each row is looked up once, so its backward adds no two gradients into one
+    row and has nothing to reorder.  ``torch.arange(n).expand(b, n)`` repeats rows: not distinct."""
+    if len(call.args) != 1 or call.keywords:
+        return False
+    index = call.args[0]
+    function = ctx.model.function(call)
+    if function is not None and isinstance(index, ast.Name):
+        index = ctx.model.flow(function).resolve(index)
+    while isinstance(index, ast.Call) and isinstance(index.func, ast.Attribute) and index.func.attr == "to":
+        index = index.func.value  # a move or cast keeps the rows
+    return isinstance(index, ast.Call) and ctx.qualname(index.func) == "torch.arange"
 
 
 class MatmulNondeterministic(_CallAdvice):
