@@ -83,6 +83,14 @@ def _package(node: ast.AST) -> str:
     return found[0] if found else ""
 
 
+def _ops_named(module: str, ctx) -> List[str]:
+    """The ``mmcv.ops`` names the file uses as ``ops.<name>``, for ``from mmcv import ops``: decided per name as
+    ``from mmcv.ops import <name>`` is.  ``getattr(ops, cfg['type'])`` (mmdet 3.1.0
+    roi_extractors/base_roi_extractor.py:7) leaves the op to the configuration: nothing to decide."""
+    return sorted({node.attr for node in walk_tree(ctx.tree) if isinstance(node, ast.Attribute)
+                   and isinstance(node.value, ast.Name) and node.value.id == module})
+
+
 def _type_checks_only(node: ast.AST, scope: ast.AST) -> bool:
     """Every use of the names the import binds, in ``scope`` (its function, or the module), is the type of an
     ``isinstance``/``issubclass`` check (``import bitsandbytes as bnb`` then ``isinstance(m, bnb.nn.Int8Params)``)."""
@@ -144,7 +152,7 @@ class CudaOnlyPackage(Rule):
         ("from mmcv.ops import CARAFEPack\n", 1),  # mmdet 3.1.0 models/necks/fpn_carafe.py:4: no NPU kernel
         ("from mmcv.ops import nms, CARAFEPack\n", 1),
         ("from mmcv.ops.carafe import CARAFEPack\n", 1),
-        ("from mmcv import ops\n", 1),
+        ("from mmcv import ops\nlayer = ops.CARAFEPack(64)\n", 1),  # as ``from mmcv.ops import CARAFEPack``
         ("import triton.language as tl\n", 1),
         # a required import: the handler gives up instead of falling back
         ("try:\n    from apex import amp\nexcept ImportError:\n    raise ImportError('install apex')\n", 2),
@@ -167,6 +175,9 @@ class CudaOnlyPackage(Rule):
               "from mmcv.ops import point_sample, rel_roi_point_to_rel_img_point\n",
               "try:\n    from mmcv.ops import PSAMask\nexcept ModuleNotFoundError:\n    PSAMask = None\n",
               "from mmcv.ops import batched_nms, nms\n",
+              "from mmcv import ops\nkeep = ops.nms(boxes, scores, 0.5)\n",
+              "from mmcv import ops\n\ndef build_roi_layers(layer_cfg):\n    layer_cls = getattr(ops, layer_cfg.pop('type'))\n"
+              "    return layer_cls(**layer_cfg)\n",
               "from mmcv.ops.merge_cells import GlobalPoolingCell, SumCell\n",
               # mmcv's Python code runs them on an NPU: deform_conv.py:104 calls torch_npu for NPU tensors,
               # multi_scale_deform_attn.py:366 takes a pure-PyTorch path off CUDA (mmdet fovea_head.py:7,
@@ -191,6 +202,10 @@ class CudaOnlyPackage(Rule):
             return
         if isinstance(node, ast.ImportFrom) and node.module == MMCV_OPS and all(a.name != "*" for a in node.names):
             self._mmcv_names(node, [alias.name for alias in node.names], ctx)
+            return
+        if isinstance(node, ast.ImportFrom) and node.module == "mmcv" and any(a.name == "ops" for a in node.names):
+            alias = next(a for a in node.names if a.name == "ops")
+            self._mmcv_names(node, _ops_named(alias.asname or "ops", ctx), ctx)
             return
         if isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]
