@@ -318,22 +318,30 @@ def sdpa_in_other_branch(node: ast.AST, ctx) -> bool:
     torch_npu runs SDPA as its fused attention, so the hand-written branch is the fallback nobody takes
     by default and rewriting it gains nothing.
     """
+    return other_branch_calls(node, ctx, _SDPA)
+
+
+def other_branch_calls(node: ast.AST, ctx, name: str) -> bool:
+    """``node`` is in one branch of an ``if`` whose other branch calls ``name`` (``f.name(...)`` or ``name(...)``):
+    the code already uses that API where it chose to, and its other branch is the deliberate fallback (diffusers
+    normalization.py:555, ``if is_torch_npu_available() and self.weight is not None: torch_npu.npu_rms_norm(...)
+    else: <hand-written RMSNorm>``)."""
     for parent, child in ctx.lineage(node):
         if isinstance(parent, _SCOPES):
             return False
         if isinstance(parent, ast.If):
             other = parent.orelse if any(s is child for s in parent.body) else (
                 parent.body if any(s is child for s in parent.orelse) else [])
-            if other and ctx.memo(f"fused.sdpa.{id(other)}", lambda _: _calls_sdpa(other)):
+            if other and ctx.memo(f"fused.calls.{name}.{id(other)}", lambda _: _calls(other, name)):
                 return True
     return False
 
 
-def _calls_sdpa(statements: List[ast.stmt]) -> bool:
+def _calls(statements: List[ast.stmt], name: str) -> bool:
     for statement in statements:
         for sub in walk_tree(statement):
             if isinstance(sub, ast.Call):
                 func = sub.func
-                if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) == _SDPA:
+                if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) == name:
                     return True
     return False

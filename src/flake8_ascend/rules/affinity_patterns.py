@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from ..detect import affinity
 from ..semantic.flow import Flow
-from ..detect.fused import STARTS, function_patterns, sdpa_in_other_branch
+from ..detect.fused import STARTS, function_patterns, other_branch_calls, sdpa_in_other_branch
 from ..detect.once_per_call import runs_once
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
 from ..semantic.values import ARRAY, COMPARE, MASK, NUMBER
@@ -43,6 +43,12 @@ _PIPELINE_EMBEDS = (
     "        embeds, mask = self.process_embeds(embeds, mask)\n"
     "        for t in self.timesteps:\n            latents = self.unet(latents, t, embeds)\n        return latents\n"
 )
+
+
+_RMS_NORM_BRANCHES = (
+    "import torch\nfrom diffusers.utils import is_torch_npu_available\n\ndef rms_norm(x, w, eps):\n"
+    "    if is_torch_npu_available() and w is not None:\n        import torch_npu\n        return {npu}\n"
+    "    else:\n        return x * torch.rsqrt(x.to(torch.float32).pow(2).mean(-1, keepdim=True) + eps)\n")
 
 
 class AffinityPattern(Rule):
@@ -87,6 +93,8 @@ class AffinityPattern(Rule):
         (_CAIT_ATTENTION, 11),  # the matmul-softmax-matmul, reported alone (ASC303 keeps quiet about q @ k.T)
         ("import torch\ndef f(boxes):\n    boxes[boxes < 0] = 0\n    return boxes\n", 3),
         ("import torch\ndef norm(x, eps):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n", 3),
+        # near miss of diffusers' RMSNorm below: the other branch is not the advised NPU API
+        (_RMS_NORM_BRANCHES.format(npu="torch.nn.functional.rms_norm(x, (x.shape[-1],), w, eps)"), 9),
         ("import torch\ndef rotate_half(x):\n    x1, x2 = x.chunk(2, dim=-1)\n"
          "    return torch.cat((-x2, x1), dim=-1)\n", 4),
         ("import torch.nn.functional as F\ndef ffn(x):\n    a, b = x.chunk(2, dim=-1)\n    return F.silu(a) * b\n", 4),
@@ -117,6 +125,8 @@ class AffinityPattern(Rule):
         _PIPELINE_EMBEDS,
         # the hand-written fallback of a module whose default path is scaled_dot_product_attention (NPU-fused)
         _TIMM_SDPA_OR_MANUAL,
+        # diffusers 0.37 models/normalization.py:555: the fallback of code that calls npu_rms_norm where it can
+        _RMS_NORM_BRANCHES.format(npu="torch_npu.npu_rms_norm(x, w, epsilon=eps)[0]"),
         "import numpy as np\nimport torch\na = np.zeros(3)\na[a > 0] = 0\n",
         "import torch\nstate_dict = {}\nfor k, v in model.state_dict().items():\n    state_dict[k] = v\n",
         "import torch\nx = torch.randn(4)\nx[idx] = 0\n",
@@ -247,14 +257,16 @@ class AffinityPattern(Rule):
             gated = patterns.gated(node)
             found = [gated] if gated else []
         for pattern, span in found:
-            if span is not None and not (pattern == "attention" and sdpa_in_other_branch(node, ctx)) and not runs_once(
-                    node, ctx):
-                self._report_fused(pattern, span, ctx)
+            if span is None:
+                continue
+            entry = affinity.entries("special")[pattern.replace("_proj", "")]  # the same fused kernel
+            if not affinity.available(entry, ctx.data.version) or runs_once(node, ctx) or (
+                    pattern == "attention" and sdpa_in_other_branch(node, ctx)) or other_branch_calls(
+                    node, ctx, entry["target"].rsplit(".", 1)[-1]):
+                continue
+            self._report_fused(entry, pattern, span, ctx)
 
-    def _report_fused(self, pattern: str, span, ctx) -> None:
-        entry = affinity.entries("special")[pattern.replace("_proj", "")]  # the same fused kernel
-        if not affinity.available(entry, ctx.data.version):
-            return
+    def _report_fused(self, entry: dict, pattern: str, span, ctx) -> None:
         first, last = span
         where = SimpleNamespace(lineno=min(first.lineno, last.lineno), col_offset=first.col_offset
                                 if first.lineno <= last.lineno else last.col_offset,
