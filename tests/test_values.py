@@ -230,6 +230,22 @@ def test_list_of_numbers_annotation_is_not_a_tensor():
     assert value_of_last(source.replace("torch.tensor(ts)", "ts")).kind == model.CONTAINER
 
 
+def test_a_pil_image_annotation_is_not_a_tensor():
+    # diffusers 0.37 image_processor.py:524, ``def binarize(self, image: PIL.Image.Image)``; near misses: no
+    # annotation, a tensor annotation
+    source = ("import PIL.Image\nimport torch\ndef binarize(image: PIL.Image.Image):\n    image[image < 0.5] = 0\n"
+              "    image\n")
+    tree = ast.parse(source)
+    values = SemanticModel(tree, source.splitlines(keepends=True)).values
+    image = tree.body[2].body[1].value
+    assert values.of(image).kind == model.OTHER and not values.maybe_tensor(image)
+    for annotation, maybe in (("", True), (": torch.Tensor", True)):
+        changed = source.replace(": PIL.Image.Image", annotation)
+        tree = ast.parse(changed)
+        values = SemanticModel(tree, changed.splitlines(keepends=True)).values
+        assert values.maybe_tensor(tree.body[2].body[1].value) is maybe
+
+
 def test_data_placements_and_their_dtypes():
     source = ("import torch\ndef f(a, b, c, device, out_dtype):\n    torch.zeros(3, device=device)\n"
               "    a.to(dtype=torch.float32, device=device)\n    b.to(device, out_dtype)\n    c.to(device).float()\n"

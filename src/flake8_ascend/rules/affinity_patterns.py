@@ -128,6 +128,8 @@ class AffinityPattern(Rule):
         # diffusers 0.37 models/normalization.py:555: the fallback of code that calls npu_rms_norm where it can
         _RMS_NORM_BRANCHES.format(npu="torch_npu.npu_rms_norm(x, w, epsilon=eps)[0]"),
         "import numpy as np\nimport torch\na = np.zeros(3)\na[a > 0] = 0\n",
+        # diffusers 0.37 image_processor.py:536: an image the signature says is a PIL image
+        "import PIL.Image\nimport torch\ndef binarize(image: PIL.Image.Image):\n    image[image < 0.5] = 0\n",
         "import torch\nstate_dict = {}\nfor k, v in model.state_dict().items():\n    state_dict[k] = v\n",
         "import torch\nx = torch.randn(4)\nx[idx] = 0\n",
         "import torch\ndef f(df):\n    df.loc[df.a > 0] = 0\n",

@@ -176,6 +176,8 @@ class Summaries:
         if isinstance(annotation, ast.Name) and annotation.id in _NUMBERS and scope.home(annotation.id) is None:
             return Value(NUMBER)  # ``stride: int``: a Python number
         qualname = resolver.qualname(annotation) if isinstance(annotation, (ast.Name, ast.Attribute)) else None
+        if qualname is not None and qualname.split(".")[0] == "PIL":
+            return Value(OTHER, HOST)  # ``image: PIL.Image.Image`` (diffusers image_processor.py:524): not a tensor
         return Value(ARRAY, HOST) if qualname in ("numpy.ndarray", "pandas.DataFrame") else UNKNOWN_VALUE
 
     # -- classes ----------------------------------------------------------------------------------

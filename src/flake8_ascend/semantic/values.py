@@ -602,7 +602,7 @@ class Values:
             if arg.arg == name:
                 if arg.annotation is not None:
                     annotated = self.summaries.annotated(arg.annotation, scope.parent or scope)
-                    if annotated.kind in (TENSOR, ARRAY, NUMBER, CONTAINER):
+                    if annotated.kind in (TENSOR, ARRAY, NUMBER, CONTAINER, OTHER):
                         return annotated  # ``x: torch.Tensor``, ``x: Optional[Tensor]``, ``a: np.ndarray``, ``n: int``
                 break
         else:
