@@ -18,7 +18,9 @@ What it knows comes from, in order (docs/value_model.md explains each with examp
 4. evidence from use, per name and per function: a name used with tensor-only methods (``new_zeros``,
    ``masked_fill``, ``unsqueeze``, ``.device``, ``x.size(0)``, ``dim=`` keywords) or passed as the tensor
    argument of a torch function is a tensor; ``np.*(x)``, ``x.astype``, ``x.copy()`` make it an array;
-   conflicting evidence leaves it unknown.
+   conflicting evidence leaves it unknown.  A loss, a name ``.backward()`` is called on (``loss``,
+   ``(loss / n).backward()``, ``scaler.scale(loss).backward()``, ``accelerator.backward(loss)``), is a
+   tensor whatever its assignment says (``loss = sum(losses.values())``).
 
 Anything it cannot settle is ``unknown``: rules that need a tensor stay silent on it.
 """
@@ -170,14 +172,39 @@ ARRAY_ONLY = frozenset("astype copy iloc loc values to_numpy tobytes reset_index
 class _Evidence:
     """What the uses of each name in one function say it holds."""
 
-    __slots__ = ("tensor", "array", "indexes", "written")
+    __slots__ = ("tensor", "array", "losses", "indexes", "written")
 
     def __init__(self) -> None:
         self.tensor: Set[str] = set()
         self.array: Set[str] = set()
+        self.losses: Set[str] = set()  # names a backward call differentiates: tensors, whatever else is said
         self.indexes: Dict[str, List[ast.AST]] = {}  # name -> what it indexes (``boxes`` in ``boxes[keep]``)
         # names written in place: (a store?, the index or None, the value): ``x[i] = v``, ``x[m] /= 8``, ``x.add_(y)``
         self.written: Dict[str, List[Tuple[bool, Optional[ast.AST], ast.AST]]] = {}
+
+
+_OWNERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)  # bodies whose uses are evidence
+# Receivers of ``X.backward(loss)`` that scale the loss themselves (accelerate, Lightning Fabric, DeepSpeed).
+LOSS_SCALERS = ("accelerator", "fabric", "engine", "deepspeed")
+
+
+def framework_backward(call: ast.Call) -> bool:
+    """``accelerator.backward(loss)``: a framework's backward, whose argument (not receiver) is the loss."""
+    receiver = call.func.value
+    name = receiver.id if isinstance(receiver, ast.Name) else getattr(receiver, "attr", "")
+    return bool(call.args) and any(word in name.lower() for word in LOSS_SCALERS)
+
+
+def _loss_names(expr: ast.AST, names: Set[str]) -> None:
+    """Names a loss is computed from: ``loss``, ``(loss / n)``, ``scaler.scale(loss)``."""
+    if isinstance(expr, ast.Name):
+        names.add(expr.id)
+    elif isinstance(expr, ast.BinOp):
+        _loss_names(expr.left, names)
+        _loss_names(expr.right, names)
+    elif isinstance(expr, ast.Call):
+        for arg in expr.args:
+            _loss_names(arg, names)
 
 
 def _argument_names(arg: ast.AST):
@@ -215,6 +242,7 @@ class Values:
         self._cut = False
         self._imports_torch: Optional[bool] = None
         self._default_device: Optional[bool] = None
+        self._backward: Optional[bool] = None
 
     # -- the query API ---------------------------------------------------------------------------
     def of(self, expr: ast.AST) -> Value:
@@ -412,6 +440,8 @@ class Values:
                     evidence.array.add(node.value.id)
             elif isinstance(node, ast.Call):
                 func = node.func
+                if isinstance(func, ast.Attribute) and func.attr == "backward":
+                    _loss_names(node.args[0] if framework_backward(node) else func.value, evidence.losses)
                 if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
                     if func.attr.endswith("_") and not func.attr.startswith("_"):  # ``x.index_put_(...)``
                         evidence.written.setdefault(func.value.id, []).extend((False, None, a) for a in node.args)
@@ -440,7 +470,7 @@ class Values:
 
     def _from_use(self, name: str, owner: ast.AST, scope: Scope) -> Optional[str]:
         """TENSOR or ARRAY when the uses of ``name`` in ``owner`` agree, else None."""
-        if not isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+        if not isinstance(owner, _OWNERS):
             return None
         evidence = self._evidence_of(owner, scope)
         tensor, array = name in evidence.tensor, name in evidence.array
@@ -581,7 +611,12 @@ class Values:
         return False
 
     def _refine(self, value: Value, name: str, owner: ast.AST, scope: Scope, depth: int = 0) -> Value:
-        """Evidence from use settles what the assignment left open (``m = a > b``, ``x = f(y)``)."""
+        """Evidence from use settles what the assignment left open (``m = a > b``, ``x = f(y)``); a loss is a
+        tensor even where the assignment says otherwise (``loss = sum(parts)``: a sum of tensors)."""
+        if value.tensor:
+            return value
+        if self._has_backward() and isinstance(owner, _OWNERS) and name in self._evidence_of(owner, scope).losses:
+            return Value(TENSOR)
         if value.kind not in (UNKNOWN, COMPARE):
             return value
         use = self._from_use(name, owner, scope)
@@ -919,6 +954,12 @@ class Values:
                 kind = self._value(data, scope, depth)
                 return not kind.tensor and kind.kind not in (UNKNOWN, COMPARE)
         return True
+
+    def _has_backward(self) -> bool:
+        """Does the file spell ``backward`` (else no name is a loss, and known values need no evidence walk)?"""
+        if self._backward is None:
+            self._backward = any("backward" in line for line in self.model.lines)
+        return self._backward
 
     def _default_device_changed(self) -> bool:
         """``torch.set_default_device``, ``set_default_tensor_type`` or ``with torch.device(...)`` in the file:
