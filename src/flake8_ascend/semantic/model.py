@@ -3,7 +3,8 @@
 ``SemanticModel(tree, lines)`` holds what a rule may want to know about any node of the file:
 
 - scopes: every node maps to the scope its names are read in (``scope``), every scope to its bindings
-  (``names.Scope``); ``qualname`` and ``binding`` resolve a name or an attribute chain there;
+  (``names.Scope``); ``qualname`` and ``binding`` resolve a name or an attribute chain there, ``bindings(name)``
+  lists a name's bindings in every scope (an import's module and ``as`` clause included: --fix asks it);
 - local flow: per function (or module) body, the assignments of each name in source order
   (``flow(owner)``, a ``flow.Flow``);
 - values: ``value_of(node)``, what an expression evaluates to (``values.Values``, docs/value_model.md);
@@ -15,7 +16,7 @@ Answers depend only on the node asked about, so a rule may ask about any node, i
 from __future__ import annotations
 
 import ast
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 from .flow import Flow
 from .names import Binding, Resolver, Scope, ScopeBuilder
@@ -62,6 +63,11 @@ class SemanticModel:
     def binding(self, name: ast.Name) -> Optional[Binding]:
         """The binding of ``name`` in force where it is read, or None (a builtin or an undefined name)."""
         return self.resolver(self.scope(name)).binding(name.id, name.lineno)
+
+    def bindings(self, name: str) -> Iterator[Binding]:
+        """Every binding of ``name`` in the file, whatever its scope."""
+        for scope in self.scopes.values():
+            yield from scope.bindings.get(name, ())
 
     def function(self, node: ast.AST) -> Optional[ast.AST]:
         """The innermost ``def`` whose body holds ``node`` (None at module level)."""
