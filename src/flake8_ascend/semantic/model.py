@@ -22,6 +22,7 @@ from .flow import Flow
 from .names import Binding, Resolver, Scope, ScopeBuilder
 from .summaries import Summaries
 from .values import Value, Values
+from ..calls import dotted as dotted_name
 from ..walk import iter_children
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -39,6 +40,7 @@ class SemanticModel:
         self._node_scopes = builder.node_scopes
         self._flows: Dict[int, Flow] = {}
         self._calls = builder.calls
+        self._assigned: Optional[Dict[str, List[ast.AST]]] = None
         self.summaries = Summaries(self)
         self.values = Values(self)
 
@@ -68,6 +70,20 @@ class SemanticModel:
         """Every binding of ``name`` in the file, whatever its scope."""
         for scope in self.scopes.values():
             yield from scope.bindings.get(name, ())
+
+    def assigned(self, dotted: str) -> List[ast.AST]:
+        """Every value the file assigns (``=``, annotated ``=``) to a name or attribute chain spelled ``dotted``
+        (``loader``, ``self.train_loader``), in any scope: a question blind to scopes and flow, for the
+        injector's guess at what a loop iterates."""
+        if self._assigned is None:
+            self._assigned = {}
+            for scope in self.scopes.values():
+                for stmt in scope.assignments:
+                    for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+                        spelled = dotted_name(target)
+                        if spelled and stmt.value is not None:
+                            self._assigned.setdefault(spelled, []).append(stmt.value)
+        return self._assigned.get(dotted, [])
 
     def function(self, node: ast.AST) -> Optional[ast.AST]:
         """The innermost ``def`` whose body holds ``node`` (None at module level)."""
