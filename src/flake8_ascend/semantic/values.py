@@ -172,27 +172,25 @@ ARRAY_ONLY = frozenset("astype copy iloc loc values to_numpy tobytes reset_index
 class _Evidence:
     """What the uses of each name in one function say it holds."""
 
-    __slots__ = ("tensor", "array", "losses", "indexes", "written")
+    __slots__ = ("tensor", "array", "indexes", "written")
 
     def __init__(self) -> None:
         self.tensor: Set[str] = set()
         self.array: Set[str] = set()
-        self.losses: Set[str] = set()  # names a backward call differentiates: tensors, whatever else is said
         self.indexes: Dict[str, List[ast.AST]] = {}  # name -> what it indexes (``boxes`` in ``boxes[keep]``)
         # names written in place: (a store?, the index or None, the value): ``x[i] = v``, ``x[m] /= 8``, ``x.add_(y)``
         self.written: Dict[str, List[Tuple[bool, Optional[ast.AST], ast.AST]]] = {}
 
 
-_OWNERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)  # bodies whose uses are evidence
 # Receivers of ``X.backward(loss)`` that scale the loss themselves (accelerate, Lightning Fabric, DeepSpeed).
-LOSS_SCALERS = ("accelerator", "fabric", "engine", "deepspeed")
+_LOSS_SCALERS = ("accelerator", "fabric", "engine", "deepspeed")
 
 
 def framework_backward(call: ast.Call) -> bool:
     """``accelerator.backward(loss)``: a framework's backward, whose argument (not receiver) is the loss."""
     receiver = call.func.value
     name = receiver.id if isinstance(receiver, ast.Name) else getattr(receiver, "attr", "")
-    return bool(call.args) and any(word in name.lower() for word in LOSS_SCALERS)
+    return bool(call.args) and any(word in name.lower() for word in _LOSS_SCALERS)
 
 
 def _loss_names(expr: ast.AST, names: Set[str]) -> None:
@@ -242,7 +240,7 @@ class Values:
         self._cut = False
         self._imports_torch: Optional[bool] = None
         self._default_device: Optional[bool] = None
-        self._backward: Optional[bool] = None
+        self._loss_table: Optional[Dict[int, Set[str]]] = None
 
     # -- the query API ---------------------------------------------------------------------------
     def of(self, expr: ast.AST) -> Value:
@@ -440,8 +438,6 @@ class Values:
                     evidence.array.add(node.value.id)
             elif isinstance(node, ast.Call):
                 func = node.func
-                if isinstance(func, ast.Attribute) and func.attr == "backward":
-                    _loss_names(node.args[0] if framework_backward(node) else func.value, evidence.losses)
                 if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
                     if func.attr.endswith("_") and not func.attr.startswith("_"):  # ``x.index_put_(...)``
                         evidence.written.setdefault(func.value.id, []).extend((False, None, a) for a in node.args)
@@ -470,7 +466,7 @@ class Values:
 
     def _from_use(self, name: str, owner: ast.AST, scope: Scope) -> Optional[str]:
         """TENSOR or ARRAY when the uses of ``name`` in ``owner`` agree, else None."""
-        if not isinstance(owner, _OWNERS):
+        if not isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
             return None
         evidence = self._evidence_of(owner, scope)
         tensor, array = name in evidence.tensor, name in evidence.array
@@ -615,7 +611,7 @@ class Values:
         tensor even where the assignment says otherwise (``loss = sum(parts)``: a sum of tensors)."""
         if value.tensor:
             return value
-        if self._has_backward() and isinstance(owner, _OWNERS) and name in self._evidence_of(owner, scope).losses:
+        if name in self._losses().get(id(owner), ()):
             return Value(TENSOR)
         if value.kind not in (UNKNOWN, COMPARE):
             return value
@@ -955,11 +951,22 @@ class Values:
                 return not kind.tensor and kind.kind not in (UNKNOWN, COMPARE)
         return True
 
-    def _has_backward(self) -> bool:
-        """Does the file spell ``backward`` (else no name is a loss, and known values need no evidence walk)?"""
-        if self._backward is None:
-            self._backward = any("backward" in line for line in self.model.lines)
-        return self._backward
+    def _losses(self) -> Dict[int, Set[str]]:
+        """id(def, class, lambda or module) -> the names a backward call in it (nested bodies included)
+        differentiates; from the model's index of calls, without a walk."""
+        if self._loss_table is None:
+            self._loss_table = {}
+            for call in self.model.calls("backward"):
+                func = call.func
+                if not isinstance(func, ast.Attribute):
+                    continue
+                names: Set[str] = set()
+                _loss_names(call.args[0] if framework_backward(call) else func.value, names)
+                scope: Optional[Scope] = self.model.scope(call)
+                while scope is not None:
+                    self._loss_table.setdefault(id(scope.node), set()).update(names)
+                    scope = scope.parent
+        return self._loss_table
 
     def _default_device_changed(self) -> bool:
         """``torch.set_default_device``, ``set_default_tensor_type`` or ``with torch.device(...)`` in the file:
