@@ -130,6 +130,18 @@ def test_sync_in_a_while_test_runs_every_step():
     """, "ASC501") == [3]
 
 
+def test_a_loss_summed_from_parts_is_a_tensor_and_formatting_it_syncs():
+    # ``sum()`` of numbers would be a number; what ``.backward()`` is called on is a tensor
+    assert lines_of("""
+        for x in data:
+            loss = sum(f(x).values())
+            loss.backward()
+            print("loss %.4f" % loss)
+            print("step %d" % step)
+            history.append(float(loss))
+    """, "ASC501") == [5, 7]
+
+
 def test_numpy_tolist_is_not_a_host_sync():
     assert lines_of("""
         import numpy as np

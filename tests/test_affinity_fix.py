@@ -43,6 +43,17 @@ def test_fix_counts_and_reasons():
     assert applied == 0 and left == ["line 8: NpuFusedAdam already names something else in this file"]
 
 
+def test_a_name_bound_by_an_except_clause_is_a_clash():
+    # every binding the semantic model knows counts, ``except ... as <name>`` included
+    source = ("import torch\ntry:\n    pass\nexcept ImportError as NpuFusedAdamW:\n    pass\n"
+              "opt = torch.optim.AdamW(p)\n")
+    _, applied, left, _ = fixed(source)
+    assert applied == 0 and left == ["line 6: NpuFusedAdamW already names something else in this file"]
+    aliased = "import torch\nfrom torch_npu.optim import NpuFusedAdamW as NpuFusedAdamW\nopt = torch.optim.AdamW(p)\n"
+    new, applied, left, _ = fixed(aliased)  # ``as`` the same name: the plain import, nothing added
+    assert applied == 1 and left == [] and new.count("import NpuFusedAdamW") == 1
+
+
 def test_files_without_fixable_findings_are_not_parsed_by_libcst(monkeypatch, tmp_path):
     (tmp_path / "plain.py").write_text("import torch\nx = torch.zeros(3)\n", encoding="utf-8")
     monkeypatch.setattr(fix.cst, "parse_module", lambda *a, **k: pytest.fail("libcst ran"))

@@ -57,6 +57,24 @@ def test_a_progress_bar_assigned_around_a_loader_is_followed():
     assert changed_lines(source, after)[1] == (4, "for i, (imgs, targets) in DETECTOR.start(pbar):")
 
 
+def test_a_loader_assigned_to_an_attribute_in_another_method_is_followed():
+    source = (
+        "import torch\n"
+        "class Runner:\n"
+        "    def __init__(self, ds):\n"
+        "        self.batches = DataLoader(ds, batch_size=2)\n"
+        "        self.sizes = [1, 2]\n"
+        "    def run(self):\n"
+        "        for b in self.batches:\n"
+        "            pass\n"
+        "        for n in self.sizes:\n"
+        "            pass\n"
+    )
+    after, done = wrap(source)
+    assert [line for line, _ in done.loops] == [7]
+    assert changed_lines(source, after)[1] == (7, "        for b in DETECTOR.start(self.batches):")
+
+
 @pytest.mark.parametrize("source", [
     "for x in val_loader:\n    pass\n",  # evaluation data: a loop of its own, with its own recording window
     "for x in test_dl:\n    pass\n",

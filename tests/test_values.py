@@ -44,6 +44,12 @@ def value_of_last(source: str) -> model.Value:
     ("import torch\ndef f(x, t):\n    m = x > t\n    torch.nonzero(m)\n    m\n", model.MASK),
     ("import numpy as np\ndef f(x):\n    np.mean(x)\n    x\n", model.ARRAY),
     ("def f(x):\n    x.astype(int)\n    x\n", model.ARRAY),
+    # a loss: what a backward call differentiates, whatever its assignment says
+    ("def f(x):\n    loss = crit(x)\n    loss.backward()\n    loss\n", model.TENSOR),
+    ("def f(parts):\n    loss = sum(parts.values())\n    loss.backward()\n    loss\n", model.TENSOR),
+    ("def f(x, n):\n    loss = crit(x)\n    (loss / n).backward()\n    loss\n", model.TENSOR),
+    ("def f(x):\n    loss = crit(x)\n    scaler.scale(loss).backward()\n    loss\n", model.TENSOR),
+    ("def f(x):\n    loss = crit(x)\n    accelerator.backward(loss)\n    loss.detach() * 2\n", model.TENSOR),
     # self attributes, helpers, module constants
     ("import torch\nclass A:\n    def __init__(self):\n        self.w = torch.ones(3)\n    def f(self):\n"
      "        self.w\n", model.TENSOR),
@@ -72,6 +78,9 @@ def test_unknown_without_evidence(source):
     ("import torch\ndef f(x):\n    x.shape[0] > 2\n", model.NUMBER),         # .shape comparisons are Python bools (ints)
     ("def f(x):\n    len(x)\n", model.NUMBER),
     ("name = 'cuda'\nname\n", model.OTHER),
+    # the receiver of a framework's backward is the framework, not a loss
+    ("def f(x):\n    accelerator = make()\n    accelerator.backward(crit(x))\n    accelerator\n", model.UNKNOWN),
+    ("def f(parts):\n    loss = sum(parts.values())\n    loss\n", model.NUMBER),  # no backward: a sum
 ])
 def test_near_misses_are_not_tensors(source, kind):
     assert value_of_last(source).kind == kind

@@ -43,6 +43,8 @@ from .engine import Finding, lint, unsuppressed
 from .files import SourceError, relative
 from .registry import rule_for
 from .rewrite import Kind
+from .semantic.model import SemanticModel
+from .semantic.names import IMPORT
 from .sources import Source, TooComplex, check_libcst, deep, parse, read_source, split_lines
 
 Position = Tuple[int, int]
@@ -101,25 +103,15 @@ def _char_column(lines: Sequence[str], line: int, byte_col: int) -> int:
     return len(text.encode("utf-8")[:byte_col].decode("utf-8", "replace"))
 
 
-def _bound_names(tree: ast.AST) -> Dict[str, Set[str]]:
-    """Every name the file binds -> the modules it is imported from (``from``), ``import <name>`` for a plain
-    module import, '' for any other binding."""
-    found: Dict[str, Set[str]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                plain = node.level == 0 and alias.asname in (None, alias.name)
-                found.setdefault(alias.asname or alias.name, set()).add(node.module if plain else "")
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                root = alias.name.split(".")[0]
-                found.setdefault(alias.asname or root, set()).add("" if alias.asname else f"import {root}")
-        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            found.setdefault(node.id, set()).add("")
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            found.setdefault(node.name, set()).add("")
-        elif isinstance(node, ast.arg):
-            found.setdefault(node.arg, set()).add("")
+def _meanings(model: SemanticModel, name: str) -> Set[str]:
+    """What the file's bindings of ``name`` make of it: the module of a plain ``from <module> import <name>``,
+    ``import <name>`` for a plain module import, '' for any other binding (an alias, a def, an assignment...)."""
+    found = set()
+    for binding in model.bindings(name):
+        if binding.kind != IMPORT or binding.aliased or (binding.module or "").startswith("."):
+            found.add("")
+        else:
+            found.add(f"import {binding.qualname}" if binding.module is None else binding.module)
     return found
 
 
@@ -298,17 +290,17 @@ def fix_source(source: str, findings: Iterable[Finding]) -> Tuple[str, int, List
 def _fix_source(source: str, findings: List[Finding]) -> Tuple[str, int, List[str], List[Change]]:
     lines = split_lines(source)
     tree = ast.parse(source)
-    bound = _bound_names(tree)
+    model = SemanticModel(tree, lines)
     targets: Dict[Kind, Dict[Position, str]] = {kind: {} for kind in Kind}
     wanted: Dict[Position, Finding] = {}
     left: List[str] = []
     for finding in findings:
         rewrite = finding.rewrite
         root = rewrite.target.split(".")[0]
-        if rewrite.imports and bound.get(rewrite.name, {rewrite.module}) - {rewrite.module}:
+        if rewrite.imports and _meanings(model, rewrite.name) - {rewrite.module}:
             left.append(f"line {finding.line}: {rewrite.name} already names something else in this file")
             continue
-        if rewrite.kind is Kind.NAME and bound.get(root, set()) - {f"import {root}"}:
+        if rewrite.kind is Kind.NAME and _meanings(model, root) - {f"import {root}"}:
             left.append(f"line {finding.line}: {root} already names something else in this file")
             continue
         where = (finding.line, _char_column(lines, finding.line, finding.col))
@@ -327,7 +319,7 @@ def _fix_source(source: str, findings: List[Finding]) -> Tuple[str, int, List[st
         rewrite = finding.rewrite
         if rewrite.imports:
             before, after = finding.api, rewrite.target
-            if rewrite.module not in bound.get(rewrite.name, ()):
+            if rewrite.module not in _meanings(model, rewrite.name):
                 imports.setdefault(rewrite.module, set()).add(rewrite.name)
         else:
             before, after = rewriter.done[where]

@@ -36,7 +36,7 @@ from functools import lru_cache
 from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from ..data import load_frameworks
-from ..semantic.values import returns_tensor_method
+from ..semantic.values import framework_backward
 from ..walk import walk_tree
 
 _STEP_WORDS = ("backward", ".step(")  # a training step call spells one of these
@@ -44,8 +44,6 @@ _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _BOUNDARIES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _LOSS_SCALING = frozenset({"GradScaler", "ShardedGradScaler", "scale_loss"})
-# Receivers of ``X.backward(loss)`` that scale the loss themselves (accelerate, Lightning Fabric, DeepSpeed).
-_FRAMEWORKS = ("accelerator", "fabric", "engine", "deepspeed")
 
 
 def last_name(node: ast.AST) -> str:
@@ -71,18 +69,6 @@ def step_kind(call: ast.Call) -> Optional[str]:
     if func.attr == "step" and (_optimizer_like(func.value) or (call.args and _optimizer_like(call.args[0]))):
         return "step"
     return None
-
-
-def _receiver_names(expr: ast.AST, names: Set[str]) -> None:
-    """Names a backward receiver is computed from: ``loss``, ``(loss / n)``, ``scaler.scale(loss)``."""
-    if isinstance(expr, ast.Name):
-        names.add(expr.id)
-    elif isinstance(expr, ast.BinOp):
-        _receiver_names(expr.left, names)
-        _receiver_names(expr.right, names)
-    elif isinstance(expr, ast.Call):
-        for arg in expr.args:
-            _receiver_names(arg, names)
 
 
 def _periodic(test: ast.AST) -> bool:
@@ -115,7 +101,6 @@ class Training:
         self._kinds: Dict[ast.AST, Set[str]] = {}  # loop -> kinds of the step calls in its own body
         # ids of step functions called from a loop, and of the methods a framework calls every step
         self.step_functions: Set[int] = set(framework_steps)
-        self.loss_names: Dict[int, Set[str]] = {}  # id(def or module) -> names backward is called on
         self.scales_loss = False  # GradScaler, scaler.scale(...), amp.scale_loss or X.backward(loss)
         self.accumulates = False  # an optimizer step under a periodic ``if`` inside a training loop
         self._candidates: Dict[str, List[ast.AST]] = {}  # def name -> defs with a step outside their loops
@@ -160,12 +145,8 @@ class Training:
         if name in _LOSS_SCALING or (name == "scale" and len(call.args) == 1):
             self.scales_loss = True
         kind = step_kind(call)
-        if kind == "backward":
-            receiver = func.value
-            if any(word in last_name(receiver).lower() for word in _FRAMEWORKS) and call.args:
-                self.scales_loss = True  # accelerator.backward(loss): the framework scales the loss
-                receiver = call.args[0]
-            _receiver_names(receiver, self.loss_names.setdefault(id(scope), set()))
+        if kind == "backward" and framework_backward(call):
+            self.scales_loss = True  # accelerator.backward(loss): the framework scales the loss
         if kind and loop is not None:
             self.loops.add(id(loop))
             self._kinds.setdefault(loop, set()).add(kind)
@@ -224,18 +205,6 @@ class Training:
             if self.runs_every_step(where, call) or (
                     depth < 2 and self.called_every_step(where, call, model, depth + 1)):
                 return True
-        return False
-
-    def holds_tensor(self, expr: ast.AST, ctx) -> bool:
-        """``ctx.is_tensor`` widened by the loss names: ``loss``, ``loss.detach()``, ``loss * 2``."""
-        if ctx.is_tensor(expr):
-            return True
-        if isinstance(expr, ast.Name):  # the def, lambda, class or module whose names ``expr`` reads
-            return expr.id in self.loss_names.get(id(ctx.model.scope(expr).node), ())
-        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
-            return returns_tensor_method(expr.func.attr) and self.holds_tensor(expr.func.value, ctx)
-        if isinstance(expr, ast.BinOp):
-            return self.holds_tensor(expr.left, ctx) or self.holds_tensor(expr.right, ctx)
         return False
 
 

@@ -51,6 +51,11 @@ def _every_step(node: ast.AST, ctx) -> bool:
     return info.runs_every_step(ctx.stack, node) or info.called_every_step(ctx.stack, node, ctx.model)
 
 
+def _formatted(expr: ast.AST, ctx) -> bool:
+    """``"loss %.4f" % loss``: a string formatted from a tensor's value (a string, so not a tensor itself)."""
+    return isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mod) and ctx.is_tensor(expr.right)
+
+
 def _to_cpu(call: ast.Call) -> bool:
     device = argument(call, "device", 0)
     return isinstance(call.func, ast.Attribute) and call.func.attr == "to" and is_constant(device, "cpu")
@@ -131,7 +136,7 @@ class HostSyncInTrainingLoop(Rule):
         info = training(ctx)
         if not (info.loops or info.step_functions):
             return
-        found = self._sync(node, ctx, info)
+        found = self._sync(node, ctx)
         if found and info.runs_every_step(ctx.stack, node):
             what, api = found
             ctx.report(node, self.code,
@@ -150,21 +155,21 @@ class HostSyncInTrainingLoop(Rule):
         return isinstance(func, ast.Name) and func.id in ("print", "float", "int", "bool", "synchronize")
 
     @staticmethod
-    def _sync(node, ctx, info):
+    def _sync(node, ctx):
         """(text, api) when ``node`` copies a tensor to the host or waits for the device."""
         if isinstance(node, ast.FormattedValue):
-            return (f"formatting {_short(node.value)}", "torch.Tensor.__format__") if info.holds_tensor(
-                node.value, ctx) else None
+            tensor = ctx.is_tensor(node.value)
+            return (f"formatting {_short(node.value)}", "torch.Tensor.__format__") if tensor else None
         func = node.func
         if isinstance(func, ast.Attribute) and ctx.chain(func) is None and not node.args:
             if func.attr in _SYNC_METHODS and not _syncs_before(func.value) and (
-                    func.attr != "tolist" or info.holds_tensor(func.value, ctx)):
+                    func.attr != "tolist" or ctx.is_tensor(func.value)):
                 return _short(node), f"torch.Tensor.{func.attr}"
         if _to_cpu(node) and not _syncs_before(func.value) and ctx.chain(func) is None:
             return _short(node), "torch.Tensor.to"
-        if _builtin(func, ctx, "float", "int", "bool") and len(node.args) == 1 and info.holds_tensor(node.args[0], ctx):
+        if _builtin(func, ctx, "float", "int", "bool") and len(node.args) == 1 and ctx.is_tensor(node.args[0]):
             return _short(node), f"torch.Tensor.__{func.id}__"
-        if _builtin(func, ctx, "print") and any(info.holds_tensor(a, ctx) for a in node.args):
+        if _builtin(func, ctx, "print") and any(ctx.is_tensor(a) or _formatted(a, ctx) for a in node.args):
             return _short(node), "torch.Tensor.__repr__"
         qualname = ctx.chain(func)
         if qualname in _SYNCHRONIZE:
@@ -266,7 +271,7 @@ class BlockingCopyInTrainingLoop(Rule):
                 return  # already placed on the device (``x.cuda(non_blocking=True)`` earlier): a cast at most
         info = training(ctx)
         if not info.loops or (func.attr != "to" and not (
-                info.holds_tensor(func.value, ctx) or _loop_data(func.value, ctx))):
+                ctx.is_tensor(func.value) or _loop_data(func.value, ctx))):
             return  # Module.cuda()/.npu() take no non_blocking: only tensors and loader batches qualify
         if info.runs_every_step(ctx.stack, node):
             ctx.report(node, self.code,

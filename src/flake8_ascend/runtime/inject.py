@@ -37,7 +37,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -47,7 +47,9 @@ from ..calls import dotted as ast_dotted
 from ..cst_names import dotted as cst_dotted
 from ..detect.loader_names import says_loader
 from ..detect.training import Training
+from ..semantic.model import SemanticModel
 from ..sources import TooComplex, check_libcst, decode, deep
+from ..walk import walk_tree
 
 PACKAGE = "msft_dynamic_analysis"
 PACKAGE_SOURCE = Path(__file__).parent / PACKAGE
@@ -87,35 +89,31 @@ class Injection:
     package: str = ""  # the input was this package's folder: the copy holds it as <dest>/<package>/
 
 
-def _callee(func: cst.BaseExpression) -> str:
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return ""
-
-
 def _is_detector_start(node: cst.BaseExpression) -> bool:
     return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "start"
             and isinstance(node.func.value, cst.Name) and node.func.value.value == "DETECTOR")
 
 
-class _Assignments(cst.CSTVisitor):
-    """Every ``name = value`` / ``self.attr = value`` of a module: dotted target -> values."""
-
-    def __init__(self) -> None:
-        self.values: Dict[str, List[cst.BaseExpression]] = {}
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            name = cst_dotted(target.target)
-            if name:
-                self.values.setdefault(name, []).append(node.value)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        name = cst_dotted(node.target)
-        if name and node.value is not None:
-            self.values.setdefault(name, []).append(node.value)
+def _iterates_loader(node: ast.AST, model: SemanticModel, depth: int = 0) -> bool:
+    """Is ``node`` (a loop's iterable) a DataLoader, a name or attribute spelled like one or assigned one anywhere
+    in the file, a call of a function named like one, or ``enumerate``/``zip``/a progress bar around one?"""
+    if depth > 4:
+        return False
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if name == "DataLoader":
+            return True
+        if name in _WRAPPERS or "tqdm" in name.lower() or "progress" in name.lower():
+            spread = [k.value for k in node.keywords if k.arg is None]  # ``**kw``: not a keyword argument either
+            return any(_iterates_loader(arg.value if isinstance(arg, ast.Starred) else arg, model, depth + 1)
+                       for arg in node.args + spread)
+        return says_loader(name)
+    spelled = ast_dotted(node)
+    if spelled is None:
+        return False
+    return says_loader(spelled.rsplit(".", 1)[-1]) or any(
+        _iterates_loader(value, model, depth + 1) for value in model.assigned(spelled))
 
 
 class _LoopWrapper(cst.CSTTransformer):
@@ -123,38 +121,25 @@ class _LoopWrapper(cst.CSTTransformer):
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, assignments: Dict[str, List[cst.BaseExpression]], module: cst.Module,
-                 step_lines: Set[int], import_line: str = IMPORT_LINE) -> None:
+    def __init__(self, module: cst.Module, step_lines: Set[int], loader_loop: Callable[[int], bool],
+                 import_line: str = IMPORT_LINE) -> None:
         super().__init__()
         self.import_line = import_line
         self.imports = False  # the module imports the detector itself
-        self.assignments = assignments
         self.module = module
         self.step_lines = step_lines  # first lines of the whole-step loops (detect.training)
+        self.loader_loop = loader_loop  # does the ``for`` starting on this line iterate a loader?
         self.training = False  # a loop of the module runs a training step
         self.open_loops: List[bool] = []  # for each enclosing for loop: is it a data loop?
         self.wrap: Set[int] = set()
         self.loops: List[Tuple[int, str]] = []
         self.already_wrapped = False
 
-    def is_loader(self, node: cst.BaseExpression, depth: int = 0) -> bool:
-        if depth > 4:
-            return False
-        if isinstance(node, cst.Call):
-            name = _callee(node.func)
-            if name == "DataLoader":
-                return True
-            if name in _WRAPPERS or "tqdm" in name.lower() or "progress" in name.lower():
-                return any(self.is_loader(arg.value, depth + 1) for arg in node.args if arg.keyword is None)
-            return says_loader(name)
-        dotted = cst_dotted(node)
-        if dotted is None:
-            return False
-        last = dotted.rsplit(".", 1)[-1]
-        return says_loader(last) or any(self.is_loader(v, depth + 1) for v in self.assignments.get(dotted, ()))
+    def _line(self, node: cst.CSTNode) -> int:
+        return self.get_metadata(PositionProvider, node).start.line
 
     def _runs_training_step(self, node: cst.CSTNode) -> bool:
-        return self.get_metadata(PositionProvider, node).start.line in self.step_lines
+        return self._line(node) in self.step_lines
 
     def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
         if not _imports_detector(original):
@@ -175,10 +160,10 @@ class _LoopWrapper(cst.CSTTransformer):
         self.training = self.training or steps
         if _is_detector_start(node.iter):
             self.already_wrapped = data_loop = True
-        elif node.asynchronous is None and not any(self.open_loops) and (steps or self.is_loader(node.iter)):
+        elif node.asynchronous is None and not any(self.open_loops) and (steps or self.loader_loop(self._line(node))):
             data_loop = True
             self.wrap.add(id(node))
-            line = self.get_metadata(PositionProvider, node).start.line
+            line = self._line(node)
             code = self.module.code_for_node
             header = " ".join(f"for {code(node.target)} in {code(node.iter)}:".split())
             header = header if len(header) <= 100 else header[:97] + "..."
@@ -254,28 +239,10 @@ def _names_in(node: ast.AST) -> Iterator[str]:
                 yield dotted
 
 
-def may_have_data_loop(source: bytes) -> bool:
-    """A cheap stdlib-``ast`` superset of what ``_LoopWrapper`` wraps: a ``for`` whose iterable spells a loader.
-
-    libcst costs about ten times a stdlib parse; this check lets it run only on the
-    files that can have a loop to wrap.  Loader names reached through
-    assignments (``it = train_loader``) are followed, as the wrapper does.
-    """
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError):
-        return True  # let libcst decide, and report, what it makes of the file
-    assigned: Dict[str, List[ast.AST]] = {}
-    loops = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                dotted = ast_dotted(target)
-                if dotted:
-                    assigned.setdefault(dotted, []).append(node.value)
-        elif isinstance(node, ast.For):
-            loops.append(node.iter)
-
+def may_have_data_loop(loops: Iterable[ast.For], model: SemanticModel) -> bool:
+    """A cheap superset of what ``_LoopWrapper`` wraps: a ``for`` whose iterable spells a loader, here or in
+    what is assigned to the names it spells (``it = train_loader``).  libcst costs about ten times a stdlib
+    parse: it runs only on the files that can have a loop to wrap."""
     known: Dict[str, bool] = {}  # name -> its assigned values spell a loader (memoised: linear, cycle-safe)
 
     def mentions_loader(expr: ast.AST) -> bool:
@@ -283,25 +250,23 @@ def may_have_data_loop(source: bytes) -> bool:
             last = name.rsplit(".", 1)[-1]
             if last == "DataLoader" or says_loader(last) or (last == "start" and "DETECTOR" in name):
                 return True
-            if name in assigned:
-                if name not in known:
-                    known[name] = False  # an assignment cycle ends here
-                    known[name] = any(mentions_loader(v) for v in assigned[name])
-                if known[name]:
-                    return True
+            if name not in known:
+                known[name] = False  # an assignment cycle ends here
+                known[name] = any(mentions_loader(v) for v in model.assigned(name))
+            if known[name]:
+                return True
         return False
 
-    return any(mentions_loader(iterable) for iterable in loops)
+    return any(mentions_loader(loop.iter) for loop in loops)
 
 
-def whole_step_lines(source: bytes, lines: Sequence[str]) -> Set[int]:
-    """First lines of the loops that run a whole training step (``detect.training``, on the stdlib tree);
-    ``lines`` are the decoded source's."""
+def _stdlib_tree(source: bytes) -> Optional[ast.AST]:
+    """The stdlib tree of ``source``, or None where the stdlib parser refuses it (libcst then reports what it
+    makes of the file; no loop of it counts as a training or data loop)."""
     try:
-        tree = ast.parse(source)
+        return ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
-        return set()  # libcst reports what it makes of the file; no loop counts as a training loop
-    return {loop.lineno for loop in Training(tree, lines).whole_step_loops()}
+        return None
 
 
 def instrument_source(source: bytes, depth: int = 0, import_line: str = IMPORT_LINE) -> Instrumented:
@@ -309,19 +274,30 @@ def instrument_source(source: bytes, depth: int = 0, import_line: str = IMPORT_L
     ``libcst.ParserSyntaxError`` or ``TooComplex``.
 
     ``depth`` is the file's folder depth below the analysis root (0: beside ``msft_dynamic_analysis``).
+    Which loops run a training step and which iterate a loader is decided on the stdlib tree and its semantic
+    model; libcst only rewrites, finding those loops by their first line.
     """
+    unchanged = Instrumented(source, [], False, False)
+    trains = b".backward(" in source or PACKAGE.encode() in source  # may train, or already imports the package
     loader_words = b"oader" in source or b"dl" in source or b"DETECTOR" in source
-    if not (b".backward(" in source or PACKAGE.encode() in source
-            or (b"for " in source and loader_words and may_have_data_loop(source))):
-        return Instrumented(source, [], False, False)
+    if not (trains or (b"for " in source and loader_words)):
+        return unchanged
+    tree = _stdlib_tree(source)
+    model = SemanticModel(tree, ()) if tree is not None else None  # (no lines: its loader questions read none)
+    loops = {node.lineno: node for node in walk_tree(tree) if isinstance(node, ast.For)} if tree is not None else {}
+    if not trains and model is not None and not may_have_data_loop(loops.values(), model):
+        return unchanged
     decoded = decode(source)
     if not decoded.exact:  # libcst would fail on it, and Python cannot run it
         raise TooComplex(decoded.note)
     check_libcst(source)
     module = cst.parse_module(source)
-    assignments = _Assignments()
-    module.visit(assignments)
-    wrapper = _LoopWrapper(assignments.values, module, whole_step_lines(source, decoded.lines), import_line)
+    step_lines = {loop.lineno for loop in Training(tree, decoded.lines).whole_step_loops()} if tree else set()
+
+    def loader_loop(line: int) -> bool:
+        return line in loops and _iterates_loader(loops[line].iter, model)
+
+    wrapper = _LoopWrapper(module, step_lines, loader_loop, import_line)
     module = MetadataWrapper(module, unsafe_skip_copy=True).visit(wrapper)
     training = wrapper.training
     already = wrapper.imports

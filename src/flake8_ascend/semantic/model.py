@@ -3,7 +3,8 @@
 ``SemanticModel(tree, lines)`` holds what a rule may want to know about any node of the file:
 
 - scopes: every node maps to the scope its names are read in (``scope``), every scope to its bindings
-  (``names.Scope``); ``qualname`` and ``binding`` resolve a name or an attribute chain there;
+  (``names.Scope``); ``qualname`` and ``binding`` resolve a name or an attribute chain there, ``bindings(name)``
+  lists a name's bindings in every scope (an import's module and ``as`` clause included: --fix asks it);
 - local flow: per function (or module) body, the assignments of each name in source order
   (``flow(owner)``, a ``flow.Flow``);
 - values: ``value_of(node)``, what an expression evaluates to (``values.Values``, docs/value_model.md);
@@ -15,12 +16,13 @@ Answers depend only on the node asked about, so a rule may ask about any node, i
 from __future__ import annotations
 
 import ast
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 from .flow import Flow
 from .names import Binding, Resolver, Scope, ScopeBuilder
 from .summaries import Summaries
 from .values import Value, Values
+from ..calls import dotted as dotted_name
 from ..walk import iter_children
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -38,6 +40,7 @@ class SemanticModel:
         self._node_scopes = builder.node_scopes
         self._flows: Dict[int, Flow] = {}
         self._calls = builder.calls
+        self._assigned: Optional[Dict[str, List[ast.AST]]] = None
         self.summaries = Summaries(self)
         self.values = Values(self)
 
@@ -62,6 +65,25 @@ class SemanticModel:
     def binding(self, name: ast.Name) -> Optional[Binding]:
         """The binding of ``name`` in force where it is read, or None (a builtin or an undefined name)."""
         return self.resolver(self.scope(name)).binding(name.id, name.lineno)
+
+    def bindings(self, name: str) -> Iterator[Binding]:
+        """Every binding of ``name`` in the file, whatever its scope."""
+        for scope in self.scopes.values():
+            yield from scope.bindings.get(name, ())
+
+    def assigned(self, dotted: str) -> List[ast.AST]:
+        """Every value the file assigns (``=``, annotated ``=``) to a name or attribute chain spelled ``dotted``
+        (``loader``, ``self.train_loader``), in any scope: a question blind to scopes and flow, for the
+        injector's guess at what a loop iterates."""
+        if self._assigned is None:
+            self._assigned = {}
+            for scope in self.scopes.values():
+                for stmt in scope.assignments:
+                    for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+                        spelled = dotted_name(target)
+                        if spelled and stmt.value is not None:
+                            self._assigned.setdefault(spelled, []).append(stmt.value)
+        return self._assigned.get(dotted, [])
 
     def function(self, node: ast.AST) -> Optional[ast.AST]:
         """The innermost ``def`` whose body holds ``node`` (None at module level)."""

@@ -58,14 +58,17 @@ class Binding:
     previous binding).  ``value`` is the assigned expression (None when unknown), ``index`` the position
     in a tuple unpack, ``each`` the iterable a plain ``for`` target takes its elements from.  ``fallback``: made
     in the body of ``if <name> is None:``, where that body ends: after it, the name holds this value or what it
-    held before.
+    held before.  An import binding also says, as written, the module a ``from`` import takes it from
+    (``module``, with a relative import's dots; None for ``import x``) and whether an ``as`` clause binds it
+    (``aliased``: ``import numpy as np``, ``import torch_npu as torch_npu``, not ``from m import x as x``):
+    what --fix asks before it adds an import of its own.
     """
 
-    __slots__ = ("kind", "line", "end", "qualname", "value", "index", "each", "fallback")
+    __slots__ = ("kind", "line", "end", "qualname", "value", "index", "each", "fallback", "module", "aliased")
 
     def __init__(self, kind: str, line: int, end: Tuple[int, int], qualname: Optional[str] = None,
                  value: Optional[ast.AST] = None, index: Optional[int] = None,
-                 each: Optional[ast.AST] = None) -> None:
+                 each: Optional[ast.AST] = None, module: Optional[str] = None, aliased: bool = False) -> None:
         self.kind = kind
         self.line = line
         self.end = end
@@ -74,6 +77,8 @@ class Binding:
         self.index = index
         self.each = each
         self.fallback: Optional[Tuple[int, int]] = None
+        self.module = module
+        self.aliased = aliased
 
 
 @dataclass
@@ -217,7 +222,7 @@ class ScopeBuilder(ast.NodeVisitor):
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             if alias.asname:
-                self.current.bind(alias.asname, Binding(IMPORT, node.lineno, _end(node), alias.name))
+                self.current.bind(alias.asname, Binding(IMPORT, node.lineno, _end(node), alias.name, aliased=True))
             else:
                 top = alias.name.split(".")[0]
                 self.current.bind(top, Binding(IMPORT, node.lineno, _end(node), top))
@@ -228,7 +233,9 @@ class ScopeBuilder(ast.NodeVisitor):
             if alias.name == "*":
                 continue
             qual = f"{module}.{alias.name}" if module and not module.endswith(".") else module + alias.name
-            self.current.bind(alias.asname or alias.name, Binding(IMPORT, node.lineno, _end(node), canonical(qual)))
+            self.current.bind(alias.asname or alias.name, Binding(
+                IMPORT, node.lineno, _end(node), canonical(qual), module=module,
+                aliased=alias.asname not in (None, alias.name)))
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.visit(node.value)

@@ -18,7 +18,9 @@ What it knows comes from, in order (docs/value_model.md explains each with examp
 4. evidence from use, per name and per function: a name used with tensor-only methods (``new_zeros``,
    ``masked_fill``, ``unsqueeze``, ``.device``, ``x.size(0)``, ``dim=`` keywords) or passed as the tensor
    argument of a torch function is a tensor; ``np.*(x)``, ``x.astype``, ``x.copy()`` make it an array;
-   conflicting evidence leaves it unknown.
+   conflicting evidence leaves it unknown.  A loss, a name ``.backward()`` is called on (``loss``,
+   ``(loss / n).backward()``, ``scaler.scale(loss).backward()``, ``accelerator.backward(loss)``), is a
+   tensor whatever its assignment says (``loss = sum(losses.values())``).
 
 Anything it cannot settle is ``unknown``: rules that need a tensor stay silent on it.
 """
@@ -180,6 +182,29 @@ class _Evidence:
         self.written: Dict[str, List[Tuple[bool, Optional[ast.AST], ast.AST]]] = {}
 
 
+# Receivers of ``X.backward(loss)`` that scale the loss themselves (accelerate, Lightning Fabric, DeepSpeed).
+_LOSS_SCALERS = ("accelerator", "fabric", "engine", "deepspeed")
+
+
+def framework_backward(call: ast.Call) -> bool:
+    """``accelerator.backward(loss)``: a framework's backward, whose argument (not receiver) is the loss."""
+    receiver = call.func.value
+    name = receiver.id if isinstance(receiver, ast.Name) else getattr(receiver, "attr", "")
+    return bool(call.args) and any(word in name.lower() for word in _LOSS_SCALERS)
+
+
+def _loss_names(expr: ast.AST, names: Set[str]) -> None:
+    """Names a loss is computed from: ``loss``, ``(loss / n)``, ``scaler.scale(loss)``."""
+    if isinstance(expr, ast.Name):
+        names.add(expr.id)
+    elif isinstance(expr, ast.BinOp):
+        _loss_names(expr.left, names)
+        _loss_names(expr.right, names)
+    elif isinstance(expr, ast.Call):
+        for arg in expr.args:
+            _loss_names(arg, names)
+
+
 def _argument_names(arg: ast.AST):
     """The names an argument of a tensor-only parameter shows to be tensors: ``x``, ``x[i]``, ``x.float()``."""
     while True:
@@ -215,6 +240,7 @@ class Values:
         self._cut = False
         self._imports_torch: Optional[bool] = None
         self._default_device: Optional[bool] = None
+        self._loss_table: Optional[Dict[int, Set[str]]] = None
 
     # -- the query API ---------------------------------------------------------------------------
     def of(self, expr: ast.AST) -> Value:
@@ -581,7 +607,12 @@ class Values:
         return False
 
     def _refine(self, value: Value, name: str, owner: ast.AST, scope: Scope, depth: int = 0) -> Value:
-        """Evidence from use settles what the assignment left open (``m = a > b``, ``x = f(y)``)."""
+        """Evidence from use settles what the assignment left open (``m = a > b``, ``x = f(y)``); a loss is a
+        tensor even where the assignment says otherwise (``loss = sum(parts)``: a sum of tensors)."""
+        if value.tensor:
+            return value
+        if name in self._losses().get(id(owner), ()):
+            return Value(TENSOR)
         if value.kind not in (UNKNOWN, COMPARE):
             return value
         use = self._from_use(name, owner, scope)
@@ -919,6 +950,23 @@ class Values:
                 kind = self._value(data, scope, depth)
                 return not kind.tensor and kind.kind not in (UNKNOWN, COMPARE)
         return True
+
+    def _losses(self) -> Dict[int, Set[str]]:
+        """id(def, class, lambda or module) -> the names a backward call in it (nested bodies included)
+        differentiates; from the model's index of calls, without a walk."""
+        if self._loss_table is None:
+            self._loss_table = {}
+            for call in self.model.calls("backward"):
+                func = call.func
+                if not isinstance(func, ast.Attribute):
+                    continue
+                names: Set[str] = set()
+                _loss_names(call.args[0] if framework_backward(call) else func.value, names)
+                scope: Optional[Scope] = self.model.scope(call)
+                while scope is not None:
+                    self._loss_table.setdefault(id(scope.node), set()).update(names)
+                    scope = scope.parent
+        return self._loss_table
 
     def _default_device_changed(self) -> bool:
         """``torch.set_default_device``, ``set_default_tensor_type`` or ``with torch.device(...)`` in the file:
