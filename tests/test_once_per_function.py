@@ -65,6 +65,33 @@ def test_module_level_lines_stay_apart_and_repeats_with_a_rewrite_fold_but_are_s
     assert [f.line for f in fixable] == [2, 3, 6, 7]  # --fix rewrites every one
 
 
+# mmseg 1.2.2 decode_heads/stdc_head.py:50-51: two index puts of one function, each line its own "API"
+THRESHOLDS = """\
+import torch
+
+def loss_by_feat(seg_logits, thr):
+    targets = torch.zeros_like(seg_logits)
+    targets[targets > thr] = 1
+    targets[targets <= thr] = 0
+    scores = seg_logits.clone()
+    scores[scores < 0] *= 2
+    attn = (targets @ scores.transpose(-2, -1)).softmax(dim=-1)
+    return attn @ scores
+"""
+
+
+def test_the_index_puts_of_one_function_are_one_problem_and_all_are_still_fixed():
+    found = run_rules(THRESHOLDS, codes=["ASC304"])
+    puts = [f for f in found if f.problem == "boolean-mask index put"]
+    assert [f.line for f in puts] == [5]
+    assert puts[0].message.endswith("(again in this function on lines 6, 8)")
+    assert [f.line for f in puts[0].with_folded()] == [5, 6, 8]
+    # near miss: the hand-written attention is another problem of the same code and keeps its own finding
+    assert [f.line for f in found if f not in puts] == [9]
+    fixable = fix.fixable_findings(THRESHOLDS, "m.py", Config(default_version()), ["ASC304"])
+    assert [f.line for f in fixable] == [5, 6]  # --fix rewrites both plain puts (the augmented one it leaves)
+
+
 GUARDED = """\
 import torch
 

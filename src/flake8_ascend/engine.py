@@ -48,6 +48,14 @@ class Finding:
     rewrite: Optional[Rewrite] = field(default=None, compare=False)
     # findings folded into this one (repeats in its function, or the calls of the CUDA branch its test guards)
     folded: Tuple["Finding", ...] = field(default=(), compare=False)
+    # what makes two findings of a code in one function the same problem, where ``api`` names the site itself
+    # (an index put's API is its line of code): '' means ``api``
+    family: str = field(default="", compare=False)
+
+    @property
+    def problem(self) -> str:
+        """The (code's) problem this finding is an instance of: repeats of it in one function fold (``fold``)."""
+        return self.family or self.api
 
     def with_folded(self) -> Iterator["Finding"]:
         """This finding and those folded into it (which fold nothing themselves): every site ``--fix`` may rewrite."""
@@ -134,9 +142,9 @@ class Context:
 
     # -- reporting ---------------------------------------------------------
     def report(self, node: ast.AST, code: str, message: str, api: str = "", tips: str = "",
-               rewrite: Optional[Rewrite] = None, guard: Optional[ast.AST] = None) -> None:
+               rewrite: Optional[Rewrite] = None, guard: Optional[ast.AST] = None, family: str = "") -> None:
         """``guard``: the test of a branch only CUDA takes, around ``node``; a finding on that test stands for this
-        one (``fold``)."""
+        one (``fold``).  ``family``: see ``Finding.family``."""
         if rewrite is not None and "--fix" not in message:  # a finding with a safe rewrite names its command
             message += f"; ascend-analyse --fix --select {code} rewrites it"
         finding = Finding(
@@ -149,6 +157,7 @@ class Context:
             tips=tips,
             path=self.path,
             rewrite=rewrite,
+            family=family,
         )
         self.findings.append(finding)
         function = self.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
@@ -297,13 +306,14 @@ def fold(findings: List[Finding], owners: Dict[Finding, int], guards: Dict[Findi
 
     - a finding in a branch only CUDA takes, into an ASC2 finding on the branch's test: on an NPU the test turns
       the branch off, which that finding says; the calls inside matter once the test lets the NPU in;
-    - a later repeat of a (function, code, API) into the first (module-level script lines are separate statements
-      to change, so only repeats inside a function fold).
+    - a later repeat of a (function, code, problem) into the first (module-level script lines are separate
+      statements to change, so only repeats inside a function fold; the problem is the API, or the rule's
+      ``family``: every boolean-mask index put of a function is one problem).
 
     A finding whose ``# noqa`` hides it, or whose code the front end does not show (``shown``), neither folds
     nor takes others in, so a suppressed site never hides the rest in either front end.
     """
-    keys = [(owners[f], f.code, f.api) for f in findings if f in owners]
+    keys = [(owners[f], f.code, f.problem) for f in findings if f in owners]
     if not guards and len(set(keys)) == len(keys):
         return findings  # nothing to fold: no need to read the file's noqa comments
     hidden = set(findings) - set(unsuppressed(findings, lines))
@@ -322,7 +332,7 @@ def fold(findings: List[Finding], owners: Dict[Finding, int], guards: Dict[Findi
     for finding in findings:
         owner = owners.get(finding)
         if finding not in into and finding not in branch_leads and owner is not None and finding not in hidden:
-            lead = first.setdefault((owner, finding.code, finding.api), finding)
+            lead = first.setdefault((owner, finding.code, finding.problem), finding)
             if lead is not finding:
                 into[finding] = lead
 
@@ -336,7 +346,7 @@ def fold(findings: List[Finding], owners: Dict[Finding, int], guards: Dict[Findi
     for finding in findings:
         if finding in into:
             lead = root(finding)
-            same = (finding.code, finding.api) == (lead.code, lead.api) and owners.get(finding) == owners.get(lead)
+            same = (finding.code, finding.problem) == (lead.code, lead.problem) and owners.get(finding) == owners.get(lead)
             (repeats if same else branch).setdefault(lead, []).append(finding)
     kept = []
     for finding in findings:

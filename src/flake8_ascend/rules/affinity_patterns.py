@@ -51,6 +51,10 @@ _RMS_NORM_BRANCHES = (
     "    else:\n        return x * torch.rsqrt(x.to(torch.float32).pow(2).mean(-1, keepdim=True) + eps)\n")
 
 
+# the index puts of one function are one problem (mmdet atss_assigner.py:187 and :244): the first names the rest
+_INDEX_PUT = "boolean-mask index put"
+
+
 class AffinityPattern(Rule):
     """A statement or expression pattern with an NPU affinity or fused replacement.
 
@@ -190,7 +194,7 @@ class AffinityPattern(Rule):
                            "value)") if value.tensor else "x.masked_fill_(mask broadcast to x's shape, value)"
             ctx.report(node, self.code, f"boolean-mask index put of {what} runs IndexPut on the AI CPU: use "
                        f"{replacement} (not rewritten: npu_fast_condition_index_put takes a whole-tensor mask "
-                       "and a number)", api=source_line(node, ctx.lines) or "x[mask] = value",
+                       "and a number)", api=source_line(node, ctx.lines) or "x[mask] = value", family=_INDEX_PUT,
                        tips="torch.where / masked_scatter_ / masked_fill_")
 
     def _augmented_put(self, node: ast.AugAssign, ctx) -> None:
@@ -200,7 +204,7 @@ class AffinityPattern(Rule):
         ctx.report(node, self.code, f"boolean-mask augmented assignment x[mask] {op}= value reads and writes back "
                    "through the mask (an index of data-dependent length, then IndexPut on the AI CPU): use "
                    f"x = torch.where(mask, x {op} value, x) with mask broadcast to x's shape (not rewritten)",
-                   api=source_line(node, ctx.lines) or f"x[mask] {op}= value", tips="torch.where")
+                   api=source_line(node, ctx.lines) or f"x[mask] {op}= value", tips="torch.where", family=_INDEX_PUT)
 
     def _scalar_put(self, node: ast.Assign, x: ast.AST, ctx) -> None:
         entry = affinity.entries("special")["index_put"]
@@ -211,7 +215,7 @@ class AffinityPattern(Rule):
         note = f"not rewritten: {why_not}" if why_not else "ascend-analyse --fix rewrites it"
         ctx.report(node, self.code, f"replace the boolean-mask index put by x = {entry['target']}(x, mask, value) "
                    f"(NPU affinity API, {affinity.since(entry)}; {note})",
-                   api=source_line(node, ctx.lines) or "x[mask] = value", tips=entry["target"],
+                   api=source_line(node, ctx.lines) or "x[mask] = value", tips=entry["target"], family=_INDEX_PUT,
                    rewrite=None if why_not else Rewrite(Kind.INDEX_PUT, entry["target"]))
 
     @staticmethod
