@@ -98,24 +98,28 @@ def _new_cache(_ctx) -> dict:
     return {}
 
 
-def status_of(node: ast.AST, ctx) -> Optional[Tuple[str, str, str, str]]:
-    """(api, status, note, how decided) when the data knows the API *used* at ``node`` (see ``is_use``).
+def status_of(node: ast.AST, ctx, wanted: str) -> Optional[Tuple[str, str, str, str]]:
+    """(api, status, note, how decided) when the data gives the API *used* at ``node`` (see ``is_use``) the
+    status ``wanted``.
 
-    With ``--official-lists`` the version's official table row wins, stale or not.  Memoised per
-    node: ASC101, ASC102 and ASC103 all ask about every name.
+    With ``--official-lists`` the version's official table row wins, stale or not.  The row is memoised per
+    node (ASC101, ASC102 and ASC103 all ask about every name); whether a method's receiver is a tensor, the
+    costly question, is asked only for the status a running rule wants (``x.to(...)`` is ``partial``: only
+    ASC103, off by default, asks about it).
     """
     cache = ctx.memo("api_status", _new_cache)
     key = id(node)
     found = cache.get(key, _UNSET)
-    if found is not _UNSET:  # the second and third rule asking about this node
-        return found
-    api = api_of(node, ctx)
-    row = ctx.data.api_status(api, ctx.config.official_lists) if api else None
-    if row and (row[0] == "supported" or not is_use(node, ctx)):
-        row = None
-    if row and api.startswith("torch.Tensor.") and ctx.chain(node) is None:
-        row = row if ctx.is_tensor(node.value) else None  # the costly question, asked last
-    found = cache[key] = (api, *row) if row else None
+    if found is _UNSET:
+        api = api_of(node, ctx)
+        row = ctx.data.api_status(api, ctx.config.official_lists) if api else None
+        if row and (row[0] == "supported" or not is_use(node, ctx)):
+            row = None
+        found = cache[key] = (api, *row) if row else None
+    if found is None or found[1] != wanted:
+        return None
+    if found[0].startswith("torch.Tensor.") and ctx.chain(node) is None and not ctx.is_tensor(node.value):
+        return None  # a method of something that is not known to be a tensor
     return found
 
 
@@ -127,8 +131,8 @@ class _ApiStatusRule(Rule):
     def check(self, node, ctx) -> None:
         if isinstance(node.ctx, ast.Store) or isinstance(node.ctx, ast.Del):
             return
-        found = status_of(node, ctx)
-        if found and found[1] == self.wanted:
+        found = status_of(node, ctx, self.wanted)
+        if found:
             api, _, note, how = found
             self.emit(where(node), ctx, api, note, how)
 
@@ -174,8 +178,8 @@ class UnsupportedApi(_ApiStatusRule):
     def check(self, node, ctx) -> None:
         if not isinstance(node.ctx, ast.Load):
             return
-        found = status_of(node, ctx)
-        if found and found[1] == self.wanted and not _operand_on_host(node, ctx):
+        found = status_of(node, ctx, self.wanted)
+        if found and not _operand_on_host(node, ctx):
             # not when the op runs on the CPU already (diffusers pipeline_ideogram4.py:90: ndtri of a CPU linspace)
             api, _, note, how = found
             self.emit(where(node), ctx, api, note, how)
