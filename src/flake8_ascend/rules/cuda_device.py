@@ -126,8 +126,8 @@ class HardCodedCudaDevice(Rule):
         "devices passed to torch, but `x.device.type == 'cuda'` is then False. Also reported: `f'cuda:{rank}'` and "
         "other device strings built at run time, and Lightning's `accelerator='cuda'`/`'gpu'` (Lightning has no NPU "
         "accelerator). A `== 'cuda'` test whose branch only reports (memory statistics, logging) is not: the NPU "
-        "run only misses the report; nor is a CUDA string on the opt-in path of a package with no NPU build "
-        "(xformers, bitsandbytes), nor a device bound to a local name whose every read only prints, logs or formats it "
+        "run only misses the report; nor is a CUDA string or `.cuda()` on the opt-in path of a package with no NPU "
+        "build (xformers, bitsandbytes: under a test for it, or after a function's own import of it), nor a device bound to a local name whose every read only prints, logs or formats it "
         "into a message, nor a `device='cuda'` parameter default when the file calls the function (or the "
         "class's methods sharing that default) and every call passes the device; nor, in an offline converter (a "
         "path naming `convert`), a CUDA choice whose other side is the CPU. Test code is left out "
@@ -191,6 +191,14 @@ class HardCodedCudaDevice(Rule):
          "        raise ValueError('mismatch')\n", 2),
         ("def set_processor(use_xformers, q):\n    if use_xformers:\n        pass\n    else:\n"
          "        q = q.to('cuda')\n", 5),
+        # near misses of the code after a function's own import of a package with no NPU build: the other branch,
+        # and a move before the import
+        ("import torch\nclass LoRALinear:\n    def merge(self, weight_data):\n"
+         "        if self.linear.weight.dtype == torch.uint8:\n            import bitsandbytes as bnb\n"
+         "            self.linear.weight = bnb.nn.Params4bit(weight_data, requires_grad=False)\n"
+         "        else:\n            self.linear.weight.cuda()\n", 8),
+        ("def load(self):\n    w = self.weight.cuda()\n    import bitsandbytes as bnb\n"
+         "    return bnb.nn.Params4bit(w)\n", 2),
         # near miss of a device only shown: it is also returned to the caller
         ("import torch\ndef pick():\n    device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
          "    logger.info('Device: %s', device)\n    return device\n", 3),
@@ -249,6 +257,13 @@ class HardCodedCudaDevice(Rule):
         "    if gen_type != device.type and gen_type == 'cpu':\n        pass\n"
         "    elif gen_type != device.type and gen_type == 'cuda':\n"
         "        raise ValueError(f'Cannot generate a {device} tensor from a generator of type {gen_type}.')\n",
+        # after the function's own import of a package with no NPU build, which fails on an NPU first (litgpt
+        # 0.5.13 lora.py:149-158)
+        "import torch\nclass LoRALinear:\n    def merge(self, weight_data):\n"
+        "        if self.linear.weight.dtype == torch.uint8:\n            import bitsandbytes as bnb\n"
+        "            weight = self.linear.weight\n"
+        "            self.linear.weight = bnb.nn.Params4bit(weight_data, requires_grad=False, **weight.__dict__)\n"
+        "            self.linear.weight.cuda(weight.device)\n",
         # a device whose every read only prints it (litgpt 0.5.13 api.py:703-704)
         "import torch\ndef benchmark_dict_to_markdown_table():\n"
         "    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n    print(f'Device: {device}\\n')\n",
