@@ -102,7 +102,9 @@ _CUDAGRAPH_MARKERS = frozenset({"torch._inductor.cudagraph_mark_step_begin", "to
 _CUDA_RESEEDS = frozenset({"torch.cuda.manual_seed", "torch.cuda.manual_seed_all"})
 # calls that only report: printing, logging, collecting a metric
 _REPORTING = frozenset({"print", "log", "info", "debug", "warning", "warn", "write", "append", "setdefault", "format",
-                        "round", "int", "float", "str", "len", "max", "min", "sum", "abs", "log_dict", "log_metrics"})
+                        "round", "int", "float", "str", "len", "max", "min", "sum", "abs", "log_dict", "log_metrics",
+                        # text only: a device name normalised to be matched (``props.name.lower()``)
+                        "lower", "upper", "casefold", "strip", "startswith", "endswith"})
 
 
 # calls that show a value to a person: the console, a logger, a progress bar, a metrics writer
@@ -368,10 +370,23 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
                 qualname = ctx.qualname(node.func) or ""
                 name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
                 if not (_DIAGNOSTIC_CUDA.fullmatch(qualname) or name in _REPORTING or _DIAGNOSES.match(name)
+                        or _reporting_alias(node.func, ctx)
                         or qualname in _CUDAGRAPH_MARKERS
                         or (qualname in _CUDA_RESEEDS and _seeds_all_devices(scope, ctx))):
                     return False
     return True
+
+
+def _reporting_alias(func: ast.AST, ctx) -> bool:
+    """``func`` is a local name every binding of which is a reporting function (litgpt 0.5.13 utils.py:725-728,
+    ``custom_print = fabric.print`` or ``custom_print = print``)."""
+    if not isinstance(func, ast.Name):
+        return False
+    home = ctx.model.scope(func).home(func.id)
+    bindings = home.bindings.get(func.id, []) if home is not None else []
+    return bool(bindings) and all(
+        isinstance(b.value, (ast.Name, ast.Attribute)) and (
+            b.value.attr if isinstance(b.value, ast.Attribute) else b.value.id) in _SHOWN_BY for b in bindings)
 
 
 def optional_cuda_branch(node: ast.AST, ctx) -> Optional[ast.If]:
