@@ -319,6 +319,14 @@ class VerboseCannLogging(Rule):
                    tips="export ASCEND_GLOBAL_LOG_LEVEL=3")
 
 
+def _in_converter(ctx) -> bool:
+    """Inside a library's own conversion helper (``def convert_sync_batchnorm(module, process_group=None)``, timm
+    1.0.31 layers/norm_act.py:167-205): it builds the SyncBatchNorm layers its caller asked for, and the choice
+    (a ``--sync-bn`` flag) is the caller's."""
+    function = ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
+    return function is not None and function.name.lstrip("_").startswith("convert_sync")
+
+
 class SyncBatchNormLayers(Rule):
     code = "ASC515"
     summary = "SyncBatchNorm, slow on NPU when the model has many BatchNorm layers"
@@ -329,7 +337,8 @@ class SyncBatchNormLayers(Rule):
         "forward runs many small ops dispatched from Python. The msprof-analyze advisor flags models with "
         "more than 20 SyncBatchNorm layers, where this dominates the step. Fires on "
         "`nn.SyncBatchNorm.convert_sync_batchnorm(...)` and `nn.SyncBatchNorm(...)`; how many layers the model "
-        "has is only known at run time, so check before acting."
+        "has is only known at run time, so check before acting. Inside a library's own conversion helper "
+        "(`def convert_sync_batchnorm(...)`) it is not reported: the helper's caller makes the choice."
     )
     example = "model = nn.SyncBatchNorm.convert_sync_batchnorm(model)"
     use_instead = ("Keep plain BatchNorm when the per-device batch is large enough; otherwise use the faster "
@@ -338,15 +347,23 @@ class SyncBatchNormLayers(Rule):
     fires = [
         ("import torch.nn as nn\nmodel = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n", 2),
         ("import torch\nbn = torch.nn.SyncBatchNorm(64)\n", 2),
+        # near miss of a conversion helper: a model builder that converts its own layers (mmdet 3.1.0 rtmdet.py:51)
+        ("import torch.nn as nn\nclass RTMDet:\n    def __init__(self, use_syncbn=True):\n        if use_syncbn:\n"
+         "            nn.SyncBatchNorm.convert_sync_batchnorm(self)\n", 5),
     ]
     passes = [
         "import torch.nn as nn\nbn = nn.BatchNorm2d(64)\n",
         "from apex.parallel import SyncBatchNorm\nbn = SyncBatchNorm(64)\n",
+        # a library's own conversion helper: its caller decides (timm 1.0.31 layers/norm_act.py:167-186)
+        "import torch\ndef convert_sync_batchnorm(module, process_group=None):\n    module_output = module\n"
+        "    if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):\n"
+        "        module_output = torch.nn.SyncBatchNorm(module.num_features, module.eps, process_group=process_group)\n"
+        "    return module_output\n",
     ]
 
     def check(self, node, ctx) -> None:
         qualname = callee(node, ctx, last_names(*_SYNCBN))
-        if qualname in _SYNCBN:
+        if qualname in _SYNCBN and not _in_converter(ctx):
             ctx.report(node, self.code, f"{qualname} all-reduces statistics in every BN layer; with many layers "
                        "(the advisor flags more than 20) it dominates the NPU step (keep it only where needed) "
                        "[SyncBatchNorm cost]", api=qualname, tips="drop SyncBatchNorm or use a faster forward "
