@@ -75,6 +75,16 @@ _FLOW_MAP = (
 )
 
 
+_TO_HOST = frozenset(("cpu", "numpy", "tolist", "item"))
+
+
+def _copied_to_host(node: ast.Call, ctx) -> bool:
+    """``x.double().cpu().numpy()`` (whisper 20250625 timing.py:151): the float64 copy is made for the host, where
+    the float64 work runs; nothing in float64 stays on the NPU."""
+    parent = ctx.stack[-1] if ctx.stack else None
+    return isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in _TO_HOST
+
+
 class DoublePrecisionTensor(Rule):
     code = "ASC508"
     summary = "float64 / complex128 tensors (.double(), dtype=torch.float64), which NPUs run on the AI CPU"
@@ -86,7 +96,8 @@ class DoublePrecisionTensor(Rule):
         "the compute units; the msprof-analyze advisor reports them as AI CPU hot spots. "
         "`transfer_to_npu` even maps `DoubleTensor` to `FloatTensor`. Fires on `.double()`, on "
         "`torch.float64`/`torch.double`/`torch.complex128`/`torch.cdouble` passed to a call, and on "
-        "`torch.DoubleTensor(...)`; comparisons like `x.dtype == torch.float64` do not fire."
+        "`torch.DoubleTensor(...)`; comparisons like `x.dtype == torch.float64` do not fire, nor does a `.double()` "
+        "copied straight to the host (`x.double().cpu().numpy()`)."
     )
     example = "x = torch.zeros(n, dtype=torch.float64)\ny = x.double()"
     use_instead = "Use float32 (`dtype=torch.float32`, `.float()`); keep float64 maths on the CPU, outside the NPU graph."
@@ -104,6 +115,8 @@ class DoublePrecisionTensor(Rule):
         # given the dtype and a device whose result is a tensor, not a dtype
         (_IDEOGRAM.format(move="sigmas[:-1].to(device=device)"), 4),
         (_FLOW_MAP.format(test="is_mps"), 5),
+        # near miss of a float64 copy for the host: the float64 result is used on the device first
+        ("import torch\ndef dtw(x):\n    return dtw_cpu((x.double() * 2).cpu().numpy())\n", 3),
         (_APG.format(test='diff.device.type == "mps"', other="diff.double(), pred_cond"), 7),
         ("import torch\nfrom .grids import make_grid\n\ndef f(pos):\n"
          "    grid = make_grid(torch.float64, pos.device)\n    return grid\n", 5),
@@ -120,6 +133,8 @@ class DoublePrecisionTensor(Rule):
         "import torch\ndef weights(sizes):\n    d = torch.arange(len(sizes)).abs()\n"
         "    return (d == d.min()).to(torch.float64)\n",
         "def f(output):\n    kept = output.cpu()\n    return kept.double()\n",
+        # a float64 copy made for the host (whisper 20250625 timing.py:151)
+        "import torch\ndef dtw(x):\n    return dtw_cpu(x.double().cpu().numpy())\n",
         # moved to the CPU by another method of the class
         "class Meter:\n    def update(self, pred):\n        self.preds = pred.detach().cpu()\n"
         "    def merge(self, pred):\n        self.preds = pred.detach().cpu().clone()\n    def value(self):\n"
@@ -144,6 +159,7 @@ class DoublePrecisionTensor(Rule):
             if isinstance(func, ast.Attribute) and func.attr == "double" and not node.args and not node.keywords \
                     and ctx.chain(func) is None and not ctx.values.host_side(func.value) \
                     and not (ctx.values.on_host(func.value) and _converted_when_placed(node, ctx)) \
+                    and not _copied_to_host(node, ctx) \
                     and (ctx.values.imports_torch() or ctx.values.is_tensor(func.value)):
                 self._report(node, ctx, "torch.Tensor.double", ".double()")
             return
