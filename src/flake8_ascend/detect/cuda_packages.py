@@ -77,14 +77,47 @@ def _spells_package(lines) -> bool:
     return any(spelling in source for spelling in OPT_IN_SPELLINGS)
 
 
+# the packages of OPT_IN_SPELLINGS by their import names: no NPU build at all
+_NO_NPU_BUILD = frozenset(("xformers", "flash_attn", "bitsandbytes", "apex", "pycuda", "cupy"))
+_BLOCKS = ("body", "orelse", "finalbody")
+
+
+def _imports_package(statement: ast.stmt) -> bool:
+    """``import bitsandbytes as bnb``, ``from xformers.ops import memory_efficient_attention``."""
+    if isinstance(statement, ast.Import):
+        return any(alias.name.split(".")[0] in _NO_NPU_BUILD for alias in statement.names)
+    return isinstance(statement, ast.ImportFrom) and not statement.level and (
+        statement.module or "").split(".")[0] in _NO_NPU_BUILD
+
+
+def _after_package_import(parent: ast.AST, child: ast.AST) -> bool:
+    """``child`` is a statement of a block of ``parent`` that an earlier statement of the same block imports a
+    package with no NPU build in (litgpt 0.5.13 lora.py:149-158, ``import bitsandbytes as bnb`` then
+    ``self.linear.weight.cuda(weight.device)``): on an NPU the import fails before ``child`` runs."""
+    for field in _BLOCKS:
+        block = getattr(parent, field, None)
+        if isinstance(block, list):
+            for statement in block:
+                if statement is child:
+                    return False
+                if _imports_package(statement):
+                    return any(s is child for s in block)
+    return False
+
+
 def on_cuda_package_path(node: ast.AST, ctx) -> bool:
     """``node`` runs only on the path of a CUDA-only package the user opted into: in the body of an ``if`` that
     asks for it (``if use_xformers:``, ``if is_xformers_available():``), in the ``else`` of one that asks for its
-    absence (``if not is_xformers_available(): raise ...``), or in a function or class named after it."""
+    absence (``if not is_xformers_available(): raise ...``), in a function or class named after it, or after a
+    function's own import of it in the same block."""
     if not ctx.memo("spells_cuda_only_package", lambda c: _spells_package(c.lines)):
         return False
     asks = ctx.memo("cuda_package_tests", _new_cache)  # id of an ``if`` test -> whether it asks for a package
+    in_function = ctx.enclosing(*_FUNCTIONS) is not None
     for parent, child in ctx.lineage(node):
+        if in_function and isinstance(child, ast.stmt) and not isinstance(parent, ast.Module) and \
+                _after_package_import(parent, child):
+            return True
         if isinstance(parent, ast.If) and _cached_asks(parent.test, asks):
             if (any(s is child for s in parent.body) and not _negated(parent.test)) or (
                     any(s is child for s in parent.orelse) and _negated(parent.test)):

@@ -102,7 +102,9 @@ _CUDAGRAPH_MARKERS = frozenset({"torch._inductor.cudagraph_mark_step_begin", "to
 _CUDA_RESEEDS = frozenset({"torch.cuda.manual_seed", "torch.cuda.manual_seed_all"})
 # calls that only report: printing, logging, collecting a metric
 _REPORTING = frozenset({"print", "log", "info", "debug", "warning", "warn", "write", "append", "setdefault", "format",
-                        "round", "int", "float", "str", "len", "max", "min", "sum", "abs", "log_dict", "log_metrics"})
+                        "round", "int", "float", "str", "len", "max", "min", "sum", "abs", "log_dict", "log_metrics",
+                        # text only: a device name normalised to be matched (``props.name.lower()``)
+                        "lower", "upper", "casefold", "strip", "startswith", "endswith"})
 
 
 # calls that show a value to a person: the console, a logger, a progress bar, a metrics writer
@@ -114,9 +116,12 @@ _TYPING_WRAPPERS = frozenset({"typing.Union", "typing.Optional"})
 def only_reported(node: ast.AST, qualname: str, ctx) -> bool:
     """``node`` is a CUDA statistic (``torch.cuda.max_memory_allocated()``, which is 0 where CUDA never started)
     whose value only goes into a report of the same statement: ``print(f"Memory used: {...} GB")`` (litgpt 0.5.13
-    generate/sequentially.py:287). On an NPU only the figure is missing; nothing runs differently."""
+    generate/sequentially.py:287), or through a local name that only reports read (``shown_through_name``). On an
+    NPU only the figure is missing; nothing runs differently."""
     if not _DIAGNOSTIC_CUDA.fullmatch(qualname):
         return False
+    if shown_through_name(node, ctx):
+        return True
     for parent, child in ctx.lineage(node):
         if isinstance(parent, ast.Call) and child is not parent.func:
             func = parent.func
@@ -125,6 +130,87 @@ def only_reported(node: ast.AST, qualname: str, ctx) -> bool:
         if isinstance(parent, (ast.stmt, ast.Lambda, ast.comprehension)):
             return False
     return False
+
+
+# the value of an assignment may pass through these on its way from the CUDA expression to the name: a choice, a
+# comparison, arithmetic, a device built from a string, a conversion
+_CARRIES = (ast.IfExp, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.JoinedStr, ast.FormattedValue,
+            ast.keyword)
+_CONVERSIONS = frozenset({"str", "int", "float", "round", "bool", "repr"})
+
+
+def _assigned_name(node: ast.AST, ctx) -> Optional[ast.Name]:
+    """The local name (of a function) that the statement holding ``node`` binds to a value carrying ``node``
+    (``device = torch.device("cuda" if torch.cuda.is_available() else "cpu")``): only choices, comparisons,
+    arithmetic, f-strings, ``torch.device(...)`` and conversions lie between ``node`` and the name; None otherwise."""
+    first = True
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, (ast.Assign, ast.AnnAssign)):
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            if child is not parent.value or len(targets) != 1 or not isinstance(targets[0], ast.Name):
+                return None
+            function = ctx.model.function(targets[0])
+            if function is None or targets[0].id in ctx.model.scopes[id(function)].shared:
+                return None
+            return targets[0]
+        if isinstance(parent, ast.Call):
+            if child is parent.func:
+                if not first:
+                    return None
+            elif not (ctx.qualname(parent.func) == "torch.device" or (
+                    isinstance(parent.func, ast.Name) and parent.func.id in _CONVERSIONS)):
+                return None
+        elif not isinstance(parent, _CARRIES):
+            return None
+        first = False
+    return None
+
+
+def _message_text(node: ast.AST) -> bool:
+    """A string constant with a space in it: text for a person (a device string never has one)."""
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and " " in node.value
+
+
+def _shown(read) -> bool:
+    """A read whose ancestors (``read.path``, innermost first) only turn it into text for a person: an argument of a
+    print, log or progress-bar call, directly or through ``str()``, a tuple, a dict, or a message it is formatted
+    into (``f"Device: {device}"``, ``"Device: {}".format(device)``, ``"Device: %s" % device``)."""
+    child = read.node
+    for parent in read.path:
+        if isinstance(parent, ast.Call):
+            func = parent.func
+            if child is func:
+                return False
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in _SHOWN_BY or (name == "format" and _message_text(getattr(func, "value", None))):
+                return True
+            if not (isinstance(func, ast.Name) and name in _CONVERSIONS):
+                return False
+        elif isinstance(parent, ast.JoinedStr):
+            if any(_message_text(part) for part in parent.values):
+                return True
+        elif isinstance(parent, ast.BinOp):
+            if isinstance(parent.op, ast.Mod) and child is not parent.left and _message_text(parent.left):
+                return True
+            return False
+        elif not isinstance(parent, (ast.FormattedValue, ast.Tuple, ast.List, ast.Dict, ast.keyword, ast.Starred)):
+            return False
+        child = parent
+    return False
+
+
+def shown_through_name(node: ast.AST, ctx) -> bool:
+    """``node`` (a CUDA device string, a ``torch.cuda`` question or statistic) is bound to a local name whose every
+    read only shows it to a person: ``device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`` read
+    only by ``print(f"Device: {device}")`` (litgpt 0.5.13 api.py:703), ``pt_cuda_available =
+    torch.cuda.is_available()`` read only in the text of an environment report (diffusers 0.42.1
+    commands/env.py:80). On an NPU only the figure differs; nothing runs differently. A name also read by anything
+    else (``.to(device)``, an ``if``, a return, another call) is not."""
+    name = _assigned_name(node, ctx)
+    if name is None:
+        return False
+    reads = ctx.model.reads(ctx.model.function(name), name.id)
+    return bool(reads) and all(_shown(read) for read in reads)
 
 
 def names_a_type(node: ast.AST, ctx) -> bool:
@@ -284,10 +370,23 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
                 qualname = ctx.qualname(node.func) or ""
                 name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
                 if not (_DIAGNOSTIC_CUDA.fullmatch(qualname) or name in _REPORTING or _DIAGNOSES.match(name)
+                        or _reporting_alias(node.func, ctx)
                         or qualname in _CUDAGRAPH_MARKERS
                         or (qualname in _CUDA_RESEEDS and _seeds_all_devices(scope, ctx))):
                     return False
     return True
+
+
+def _reporting_alias(func: ast.AST, ctx) -> bool:
+    """``func`` is a local name every binding of which is a reporting function (litgpt 0.5.13 utils.py:725-728,
+    ``custom_print = fabric.print`` or ``custom_print = print``)."""
+    if not isinstance(func, ast.Name):
+        return False
+    home = ctx.model.scope(func).home(func.id)
+    bindings = home.bindings.get(func.id, []) if home is not None else []
+    return bool(bindings) and all(
+        isinstance(b.value, (ast.Name, ast.Attribute)) and (
+            b.value.attr if isinstance(b.value, ast.Attribute) else b.value.id) in _SHOWN_BY for b in bindings)
 
 
 def optional_cuda_branch(node: ast.AST, ctx) -> Optional[ast.If]:

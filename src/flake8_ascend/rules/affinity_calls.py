@@ -89,6 +89,16 @@ _TIMM_SDPA_OR_MANUAL = (
 )
 
 
+def _one_tensor(call: ast.Call) -> bool:
+    """An optimizer over one tensor, spelled as a one-element list or tuple (``torch.optim.SGD([x_in], lr=...)``,
+    diffusers 0.42.1 pipeline_stable_diffusion_pix2pix_zero.py:1050, which optimises a latent): a fused optimizer
+    gains by updating many parameter tensors in one kernel, and there is only one (a parameter group, a dict,
+    may hold many)."""
+    params = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "params"), None)
+    return isinstance(params, (ast.List, ast.Tuple)) and len(params.elts) == 1 and not isinstance(
+        params.elts[0], (ast.Starred, ast.Dict, ast.ListComp, ast.GeneratorExp, ast.Call))
+
+
 class AffinityTorchCall(Rule):
     """A call of a torch API the affinity table maps to an NPU affinity or fused API.
 
@@ -106,7 +116,8 @@ class AffinityTorchCall(Rule):
     api_type = "torch"
     why = (
         "torch_npu's fused optimizers update all parameters in a few large kernels instead of one small kernel "
-        "per tensor, and its affinity roll and matmul_transpose avoid slow generic kernels on NPU."
+        "per tensor, and its affinity roll and matmul_transpose avoid slow generic kernels on NPU. An optimizer "
+        "over a single tensor (`SGD([latent], lr=...)`) has nothing to fuse and is not reported."
     )
     example = "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)"
     use_instead = (
@@ -124,6 +135,9 @@ class AffinityTorchCall(Rule):
         ("import torch\ns = torch.matmul(q, k.transpose(-1, -2))\n", 2),
         ("import torch\ns = torch.zeros(2, 3, 4) @ k.transpose(-2, -1)\n", 2),
         ("import torch\ndef scores(q, k):\n    return q @ k.transpose(-2, -1)\n", 3),
+        # near misses of an optimizer over one tensor: two tensors, a parameter group
+        ("import torch\nopt = torch.optim.SGD([x_in, y_in], lr=0.1)\n", 2),
+        ("import torch\nopt = torch.optim.AdamW([{'params': model.parameters()}], lr=1e-3)\n", 2),
     ]
     passes = [
         "import torch\ny = torch.roll(x, 1, 0)\n",
@@ -133,6 +147,9 @@ class AffinityTorchCall(Rule):
         "import torch.nn as nn\nact = nn.SiLU()\n",
         "import numpy as np\nimport torch\ndef scores(q, k):\n    q = np.asarray(q)\n    return q @ k.transpose(-2, -1)\n",
         "import keras\nopt = keras.optimizers.AdamW(1e-3)\n",
+        # an optimizer over one tensor: nothing to fuse (diffusers 0.42.1 pipeline_stable_diffusion_pix2pix_zero.py:1050)
+        "import torch\ndef step(latent_model_input, amount):\n    x_in = latent_model_input.detach().clone()\n"
+        "    x_in.requires_grad = True\n    opt = torch.optim.SGD([x_in], lr=amount)\n    return opt\n",
         # the first product of a hand-written attention: ASC304 reports the whole fused pattern instead
         _CAIT_ATTENTION,
         _CAIT_ATTENTION.replace("q @ k.transpose(-2, -1)", "torch.matmul(q, k.transpose(-2, -1))"),
@@ -163,6 +180,8 @@ class AffinityTorchCall(Rule):
             if not fires:
                 return
             why_not = why_not or reason
+        elif qualname.startswith("torch.optim.") and _one_tensor(node):
+            return
         self._emit(node, ctx, qualname, why_not)
 
     def _emit(self, node, ctx, api: str, why_not: str) -> None:

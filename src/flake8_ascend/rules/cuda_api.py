@@ -38,7 +38,9 @@ class CudaApi(Rule):
         "`torch_npu.npu` also provides; every other name must be rewritten by hand. A file that imports "
         "transfer_to_npu is only told about the names it does not map. Not reported where an NPU run skips the "
         "call without loss (a report, an estimate left `None`, a CUDA reseed after `torch.manual_seed`, a "
-        "CUDA-graph step marker, a CUDA case that only raises, a memory figure that only goes into a print or a log), "
+        "CUDA-graph step marker, a CUDA case that only raises, a memory figure that only goes into a print or a log, a "
+        "local name holding the answer or a device built from it whose every read only prints, logs or formats it "
+        "into a message), "
         "where a tensor's own `.is_cuda` picks a CUDA kernel (a tensor on the NPU takes the other path), where the "
         "name is only a type (an annotation, a `Union[...]`), on the opt-in path of a package with no NPU build "
         "(xformers, bitsandbytes), under a CPU fallback in an offline converter, or in test code (`--lint-tests`). "
@@ -89,6 +91,14 @@ class CudaApi(Rule):
          "        torch.cuda.synchronize()\n", 6),
         # the calls of a CUDA-only branch whose test has no finding of its own (a flag)
         ("import torch\ndef setup(use_gpu, rank):\n    if use_gpu:\n        torch.cuda.set_device(rank)\n", 4),
+        # near miss of a local alias of print: one of its bindings is not a report
+        ("import torch\ndef start(fabric=None):\n    if fabric is not None:\n        run = fabric.print\n"
+         "    else:\n        run = launch\n    if torch.cuda.is_available():\n        run('GPU')\n", 7),
+        # near misses of a name only shown: the device printed and also used, the flag printed and also tested
+        ("import torch\ndef main(model):\n    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+         "    print(f'Device: {device}')\n    model.to(device)\n", 3),
+        ("import torch\ndef main(model):\n    cuda = torch.cuda.is_available()\n    print('CUDA:', cuda)\n"
+         "    if cuda:\n        model.half()\n", 3),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
@@ -129,6 +139,22 @@ class CudaApi(Rule):
         # a memory figure that only goes into a print (litgpt 0.5.13 generate/sequentially.py:287)
         "import sys\nimport torch\ndef main():\n"
         "    print(f'Memory used: {torch.cuda.max_memory_allocated() / 1e9:.02f} GB', file=sys.stderr)\n",
+        # a vendor diagnostic that only prints, through a local alias of print (litgpt 0.5.13 utils.py:719-744)
+        "import torch\ndef check_nvlink_connectivity(fabric=None):\n    if fabric is not None:\n"
+        "        custom_print = fabric.print\n    else:\n        custom_print = print\n    try:\n"
+        "        if torch.cuda.is_available():\n            device_properties = torch.cuda.get_device_properties(0)\n"
+        "            gpu_name = device_properties.name.lower()\n            if 'nvidia' in gpu_name:\n"
+        "                _check_nvidia_connectivity(custom_print)\n            else:\n"
+        "                custom_print(f'Unrecognized GPU vendor: {device_properties.name}')\n        else:\n"
+        "            custom_print('No GPUs available')\n    except Exception as e:\n"
+        "        custom_print(f'An error occurred while checking GPU connectivity: {e}')\n",
+        # a local name whose every read only shows it: printed (litgpt 0.5.13 api.py:703-704), formatted into the
+        # text of an environment report (diffusers 0.42.1 commands/env.py:80, 164)
+        "import torch\ndef benchmark_dict_to_markdown_table():\n"
+        "    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n    print(f'Device: {device}\\n')\n",
+        "import torch\ndef run(pt_version):\n    pt_cuda_available = 'NA'\n    if is_torch_available():\n"
+        "        pt_cuda_available = torch.cuda.is_available()\n"
+        "    info = {'PyTorch version (GPU?)': f'{pt_version} ({pt_cuda_available})'}\n    print(info)\n    return info\n",
         # the same with the CUDA question first (mmseg 1.2.2 models/losses/focal_loss.py:272)
         "import torch\ndef loss(pred, target):\n    if torch.cuda.is_available() and pred.is_cuda:\n"
         "        return cuda_focal_loss(pred, target)\n    return py_focal_loss(pred, target)\n",

@@ -10,8 +10,8 @@ from ..calls import MISSING, argument
 from ..data import load_frameworks
 from ..registry import Rule
 from .cuda_api import DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
-from ..detect.device_dispatch import (cuda_branch_test, guarded_branch, has_npu_branch, npu_skips, offline_cpu_fallback, optional_cuda_branch,
-                                      turns_off)
+from ..detect.device_dispatch import (cuda_branch_test, guarded_branch, has_npu_branch, npu_skips, offline_cpu_fallback,
+                                      optional_cuda_branch, shown_through_name, turns_off)
 from ..detect.cuda_fixes import method_fix, string_fix
 from ..detect.cuda_packages import on_cuda_package_path
 from ..detect.transfer_to_npu import migrated
@@ -126,8 +126,9 @@ class HardCodedCudaDevice(Rule):
         "devices passed to torch, but `x.device.type == 'cuda'` is then False. Also reported: `f'cuda:{rank}'` and "
         "other device strings built at run time, and Lightning's `accelerator='cuda'`/`'gpu'` (Lightning has no NPU "
         "accelerator). A `== 'cuda'` test whose branch only reports (memory statistics, logging) is not: the NPU "
-        "run only misses the report; nor is a CUDA string on the opt-in path of a package with no NPU build "
-        "(xformers, bitsandbytes), or a `device='cuda'` parameter default when the file calls the function (or the "
+        "run only misses the report; nor is a CUDA string or `.cuda()` on the opt-in path of a package with no NPU "
+        "build (xformers, bitsandbytes: under a test for it, or after a function's own import of it), nor a device bound to a local name whose every read only prints, logs or formats it "
+        "into a message, nor a `device='cuda'` parameter default when the file calls the function (or the "
         "class's methods sharing that default) and every call passes the device; nor, in an offline converter (a "
         "path naming `convert`), a CUDA choice whose other side is the CPU. Test code is left out "
         "(`--lint-tests` reports it)."
@@ -190,6 +191,17 @@ class HardCodedCudaDevice(Rule):
          "        raise ValueError('mismatch')\n", 2),
         ("def set_processor(use_xformers, q):\n    if use_xformers:\n        pass\n    else:\n"
          "        q = q.to('cuda')\n", 5),
+        # near misses of the code after a function's own import of a package with no NPU build: the other branch,
+        # and a move before the import
+        ("import torch\nclass LoRALinear:\n    def merge(self, weight_data):\n"
+         "        if self.linear.weight.dtype == torch.uint8:\n            import bitsandbytes as bnb\n"
+         "            self.linear.weight = bnb.nn.Params4bit(weight_data, requires_grad=False)\n"
+         "        else:\n            self.linear.weight.cuda()\n", 8),
+        ("def load(self):\n    w = self.weight.cuda()\n    import bitsandbytes as bnb\n"
+         "    return bnb.nn.Params4bit(w)\n", 2),
+        # near miss of a device only shown: it is also returned to the caller
+        ("import torch\ndef pick():\n    device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+         "    logger.info('Device: %s', device)\n    return device\n", 3),
         # a call in the file relies on the default (mmdet 3.1.0 utils/dist_utils.py:68)
         ("def obj2tensor(pyobj, device='cuda'):\n    return torch.tensor(pyobj, device=device)\n\n"
          "def reduce(obj):\n    return obj2tensor(obj)\n", 1),
@@ -245,6 +257,16 @@ class HardCodedCudaDevice(Rule):
         "    if gen_type != device.type and gen_type == 'cpu':\n        pass\n"
         "    elif gen_type != device.type and gen_type == 'cuda':\n"
         "        raise ValueError(f'Cannot generate a {device} tensor from a generator of type {gen_type}.')\n",
+        # after the function's own import of a package with no NPU build, which fails on an NPU first (litgpt
+        # 0.5.13 lora.py:149-158)
+        "import torch\nclass LoRALinear:\n    def merge(self, weight_data):\n"
+        "        if self.linear.weight.dtype == torch.uint8:\n            import bitsandbytes as bnb\n"
+        "            weight = self.linear.weight\n"
+        "            self.linear.weight = bnb.nn.Params4bit(weight_data, requires_grad=False, **weight.__dict__)\n"
+        "            self.linear.weight.cuda(weight.device)\n",
+        # a device whose every read only prints it (litgpt 0.5.13 api.py:703-704)
+        "import torch\ndef benchmark_dict_to_markdown_table():\n"
+        "    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n    print(f'Device: {device}\\n')\n",
         # the opt-in path of a package with no NPU build (diffusers 0.42.1 attention_processor.py:424,
         # bnb_quantizer.py:240)
         "import torch\ndef set_xformers(use_xformers):\n    if not is_xformers_available():\n        raise ImportError\n"
@@ -274,7 +296,8 @@ class HardCodedCudaDevice(Rule):
                        "from configuration, e.g. an NPU accelerator registered with Lightning)",
                        api=f"accelerator={node.value!r}", tips=cuda_accelerators[node.value])
             return
-        if on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx) or npu_skips(node, ctx):
+        if on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx) or npu_skips(node, ctx) or \
+                shown_through_name(node, ctx):
             return
         built = _formatted(node, ctx)
         if built and self._device_context(ctx, built[0], built[1]) and not migrated(ctx):

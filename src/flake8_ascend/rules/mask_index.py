@@ -37,12 +37,11 @@ def _prompt_preprocessing(node: ast.AST, ctx) -> bool:
     return not any("backward" in line for line in ctx.lines[function.lineno - 1:function.end_lineno])
 
 
-_QWEN_PIPELINE = (
+_PIPELINE = (
     "import torch\n\nclass QwenImagePipeline:\n    def _extract_masked_hidden(self, hidden_states, mask):\n"
     "        bool_mask = mask.bool()\n        selected = hidden_states[bool_mask]\n"
     "        return torch.split(selected, bool_mask.sum(dim=1).tolist(), dim=0)\n\n"
-    "    @torch.no_grad()\n    def __call__(self, hidden, mask, latents, timesteps):\n"
-    "        embeds = self._extract_masked_hidden(hidden, mask)\n{read}")
+    "    @torch.no_grad()\n    def __call__(self, x, mask, timesteps):\n{call}        return x\n")
 
 
 class BooleanMaskRead(Rule):
@@ -51,7 +50,9 @@ class BooleanMaskRead(Rule):
     node_types = (ast.Subscript,)
     why = (
         "Indexing with a boolean mask returns as many rows as the mask holds True values, so the result's shape "
-        "changes from batch to batch and the NPU recompiles the ops that consume it."
+        "changes from batch to batch and the NPU recompiles the ops that consume it. As for ASC401 and ASC403, a "
+        "read that runs once per object or per call of an inference entry point (a pipeline's `encode_prompt`, "
+        "outside the denoising loop) brings one shape that the steps after it reuse, and is not reported."
     )
     example = "positives = scores[scores > 0.5]"
     use_instead = (
@@ -85,8 +86,8 @@ class BooleanMaskRead(Rule):
         ("import torch\ndef kept(n, drop, device):\n    idx = torch.arange(n)\n    idx = idx.to(device)\n"
          "    return idx[idx != drop]\n", 5),
         ("import torch\ndef kept(n, x):\n    idx = torch.arange(n) + x\n    return idx[idx > 0]\n", 4),
-        # near miss of the qwenimage prompt read below: the read in the denoising loop runs every step
-        (_QWEN_PIPELINE.format(read="        for t in timesteps:\n            latents = latents[mask.bool()]\n"), 13),
+        # near miss of a read once per call: the pipeline calls the helper in its denoising loop
+        (_PIPELINE.format(call="        for t in timesteps:\n            x = self._extract_masked_hidden(x, mask)\n"), 6),
     ]
     passes = [
         "import numpy as np\na = np.arange(5)\nb = a[a > 2]\n",
@@ -124,8 +125,10 @@ class BooleanMaskRead(Rule):
         "                                          output_hidden_states=True).hidden_states[-2]\n"
         "        embeddings_list = []\n        for i in range(len(prompt_embeds)):\n"
         "            embeddings_list.append(prompt_embeds[i][prompt_masks[i]])\n        return embeddings_list\n",
-        # diffusers 0.37 qwenimage/pipeline_qwenimage.py:182: a helper of encode_prompt, once per pipeline call
-        _QWEN_PIPELINE.format(read=""),
+        # once per pipeline call: the prompt's valid tokens, extracted before the denoising loop (diffusers 0.42.1
+        # pipelines/qwenimage/pipeline_qwenimage.py:179-182)
+        _PIPELINE.format(call="        x = self._extract_masked_hidden(x, mask)\n        for t in timesteps:\n"
+                              "            x = x + t\n"),
         # a mask of a table built without a device in a function, read there (on the CPU)
         "import torch\ndef kept(n, drop):\n    idx = torch.arange(n)\n    return idx[idx != drop]\n",
     ]
@@ -147,7 +150,6 @@ class BooleanMaskRead(Rule):
             if (index.kind == MASK or self._masks_itself(node.value, part, ctx) or (
                     (index.kind == COMPARE or index.boolean) and values.is_tensor(node.value))) \
                     and not values.on_host(node.value) and not runs_once(node, ctx):
-                # once per object or per request: one new length each time, not one per step (as ASC401/403)
                 ctx.report(node, self.code, f"boolean-mask read {ast.unparse(node)[:60]} has a data-dependent "
                            "length (each new length compiles new NPU kernels)",
                            api="tensor[bool mask]", tips="torch.where(mask, x, 0) / masked_fill keep the shape")

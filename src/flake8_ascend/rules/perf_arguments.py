@@ -234,6 +234,22 @@ class DataLoaderWithoutWorkers(Rule):
                        api=_DATALOADER, tips="set num_workers > 0")
 
 
+def _for_inference(node: ast.Call, ctx) -> bool:
+    """The DDP wrapper serves inference: the function assigns it to a name it then puts in eval mode
+    (``model = DistributedDataParallel(model, ...)`` ... ``model.eval()``, mmdet 3.1.0 utils/benchmark.py:199-205)
+    and nothing in the file runs a backward pass. Buckets only group gradients, so their size changes nothing."""
+    statement = ctx.stack[-1] if ctx.stack else None
+    if not (isinstance(statement, ast.Assign) and statement.value is node and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)) or "backward" in source_text(ctx):
+        return False
+    function = ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
+    name = statement.targets[0].id
+    return function is not None and any(
+        isinstance(read.path[0], ast.Attribute) and read.path[0].attr == "eval" and len(read.path) > 1
+        and isinstance(read.path[1], ast.Call) and read.path[1].func is read.path[0]
+        for read in ctx.model.reads(function, name))
+
+
 class DdpWithoutBucketSize(Rule):
     code = "ASC505"
     summary = "DistributedDataParallel without bucket_cap_mb"
@@ -242,7 +258,8 @@ class DdpWithoutBucketSize(Rule):
     why = (
         "DDP all-reduces gradients in buckets of `bucket_cap_mb` (25 MB by default). On Ascend every bucket "
         "is one HCCL collective with a fixed launch cost, so small buckets mean many collectives per step; "
-        "the official migration tool advises a much larger bucket (500 MB)."
+        "the official migration tool advises a much larger bucket (500 MB). A wrapper the function puts in eval "
+        "mode, in a file that runs no backward, all-reduces no gradients and is not reported."
     )
     example = "model = DistributedDataParallel(model, device_ids=[rank])"
     use_instead = "`DistributedDataParallel(model, device_ids=[rank], bucket_cap_mb=500)`, then tune by profiling."
@@ -250,16 +267,28 @@ class DdpWithoutBucketSize(Rule):
     fires = [
         ("from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(m, device_ids=[0])\n", 2),
         ("import torch\nm = torch.nn.parallel.DistributedDataParallel(m)\n", 2),
+        # near misses of an inference wrapper: the file trains it too, the model put in eval mode is another name
+        ("from torch.nn.parallel import DistributedDataParallel\ndef run(model, x):\n"
+         "    ddp = DistributedDataParallel(model)\n    ddp.eval()\n    ddp(x).sum().backward()\n", 3),
+        ("from torch.nn.parallel import DistributedDataParallel\ndef run(model, x):\n"
+         "    ddp = DistributedDataParallel(model)\n    model.eval()\n    return ddp\n", 3),
     ]
     passes = [
         "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(m, bucket_cap_mb=500)\n",
         "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(m, **ddp_kwargs)\n",
         "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(m, None, None, 0, True, None, 200)\n",
         "from fairscale import DistributedDataParallel\nm = DistributedDataParallel(m)\n",
+        # a wrapper for an inference benchmark: put in eval mode, no backward in the file (mmdet 3.1.0
+        # utils/benchmark.py:196-205)
+        "import torch\nfrom torch.nn.parallel import DistributedDataParallel\ndef _init_model(self, model):\n"
+        "    model = model.cuda()\n    if self.distributed:\n        model = DistributedDataParallel(\n"
+        "            model, device_ids=[torch.cuda.current_device()], broadcast_buffers=False,\n"
+        "            find_unused_parameters=False)\n    model.eval()\n    return model\n",
     ]
 
     def check(self, node, ctx) -> None:
-        if callee(node, ctx, _LASTS) == _DDP and argument(node, "bucket_cap_mb", 6) is MISSING:
+        if callee(node, ctx, _LASTS) == _DDP and argument(node, "bucket_cap_mb", 6) is MISSING and \
+                not _for_inference(node, ctx):
             ctx.report(node, self.code, "DistributedDataParallel keeps 25 MB gradient buckets: many small HCCL "
                        "all-reduces per step (pass a larger bucket_cap_mb, e.g. 500) [bucket_cap_mb not set]",
                        api=_DDP, tips="set bucket_cap_mb=500, then tune")

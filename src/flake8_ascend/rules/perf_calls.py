@@ -75,6 +75,16 @@ _FLOW_MAP = (
 )
 
 
+_TO_HOST = frozenset(("cpu", "numpy", "tolist", "item"))
+
+
+def _copied_to_host(node: ast.Call, ctx) -> bool:
+    """``x.double().cpu().numpy()`` (whisper 20250625 timing.py:151): the float64 copy is made for the host, where
+    the float64 work runs; nothing in float64 stays on the NPU."""
+    parent = ctx.stack[-1] if ctx.stack else None
+    return isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in _TO_HOST
+
+
 class DoublePrecisionTensor(Rule):
     code = "ASC508"
     summary = "float64 / complex128 tensors (.double(), dtype=torch.float64), which NPUs run on the AI CPU"
@@ -86,7 +96,8 @@ class DoublePrecisionTensor(Rule):
         "the compute units; the msprof-analyze advisor reports them as AI CPU hot spots. "
         "`transfer_to_npu` even maps `DoubleTensor` to `FloatTensor`. Fires on `.double()`, on "
         "`torch.float64`/`torch.double`/`torch.complex128`/`torch.cdouble` passed to a call, and on "
-        "`torch.DoubleTensor(...)`; comparisons like `x.dtype == torch.float64` do not fire."
+        "`torch.DoubleTensor(...)`; comparisons like `x.dtype == torch.float64` do not fire, nor does a `.double()` "
+        "copied straight to the host (`x.double().cpu().numpy()`)."
     )
     example = "x = torch.zeros(n, dtype=torch.float64)\ny = x.double()"
     use_instead = "Use float32 (`dtype=torch.float32`, `.float()`); keep float64 maths on the CPU, outside the NPU graph."
@@ -104,6 +115,8 @@ class DoublePrecisionTensor(Rule):
         # given the dtype and a device whose result is a tensor, not a dtype
         (_IDEOGRAM.format(move="sigmas[:-1].to(device=device)"), 4),
         (_FLOW_MAP.format(test="is_mps"), 5),
+        # near miss of a float64 copy for the host: the float64 result is used on the device first
+        ("import torch\ndef dtw(x):\n    return dtw_cpu((x.double() * 2).cpu().numpy())\n", 3),
         (_APG.format(test='diff.device.type == "mps"', other="diff.double(), pred_cond"), 7),
         ("import torch\nfrom .grids import make_grid\n\ndef f(pos):\n"
          "    grid = make_grid(torch.float64, pos.device)\n    return grid\n", 5),
@@ -120,6 +133,8 @@ class DoublePrecisionTensor(Rule):
         "import torch\ndef weights(sizes):\n    d = torch.arange(len(sizes)).abs()\n"
         "    return (d == d.min()).to(torch.float64)\n",
         "def f(output):\n    kept = output.cpu()\n    return kept.double()\n",
+        # a float64 copy made for the host (whisper 20250625 timing.py:151)
+        "import torch\ndef dtw(x):\n    return dtw_cpu(x.double().cpu().numpy())\n",
         # moved to the CPU by another method of the class
         "class Meter:\n    def update(self, pred):\n        self.preds = pred.detach().cpu()\n"
         "    def merge(self, pred):\n        self.preds = pred.detach().cpu().clone()\n    def value(self):\n"
@@ -144,6 +159,7 @@ class DoublePrecisionTensor(Rule):
             if isinstance(func, ast.Attribute) and func.attr == "double" and not node.args and not node.keywords \
                     and ctx.chain(func) is None and not ctx.values.host_side(func.value) \
                     and not (ctx.values.on_host(func.value) and _converted_when_placed(node, ctx)) \
+                    and not _copied_to_host(node, ctx) \
                     and (ctx.values.imports_torch() or ctx.values.is_tensor(func.value)):
                 self._report(node, ctx, "torch.Tensor.double", ".double()")
             return
@@ -319,6 +335,14 @@ class VerboseCannLogging(Rule):
                    tips="export ASCEND_GLOBAL_LOG_LEVEL=3")
 
 
+def _in_converter(ctx) -> bool:
+    """Inside a library's own conversion helper (``def convert_sync_batchnorm(module, process_group=None)``, timm
+    1.0.31 layers/norm_act.py:167-205): it builds the SyncBatchNorm layers its caller asked for, and the choice
+    (a ``--sync-bn`` flag) is the caller's."""
+    function = ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
+    return function is not None and function.name.lstrip("_").startswith("convert_sync")
+
+
 class SyncBatchNormLayers(Rule):
     code = "ASC515"
     summary = "SyncBatchNorm, slow on NPU when the model has many BatchNorm layers"
@@ -329,7 +353,8 @@ class SyncBatchNormLayers(Rule):
         "forward runs many small ops dispatched from Python. The msprof-analyze advisor flags models with "
         "more than 20 SyncBatchNorm layers, where this dominates the step. Fires on "
         "`nn.SyncBatchNorm.convert_sync_batchnorm(...)` and `nn.SyncBatchNorm(...)`; how many layers the model "
-        "has is only known at run time, so check before acting."
+        "has is only known at run time, so check before acting. Inside a library's own conversion helper "
+        "(`def convert_sync_batchnorm(...)`) it is not reported: the helper's caller makes the choice."
     )
     example = "model = nn.SyncBatchNorm.convert_sync_batchnorm(model)"
     use_instead = ("Keep plain BatchNorm when the per-device batch is large enough; otherwise use the faster "
@@ -338,15 +363,23 @@ class SyncBatchNormLayers(Rule):
     fires = [
         ("import torch.nn as nn\nmodel = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n", 2),
         ("import torch\nbn = torch.nn.SyncBatchNorm(64)\n", 2),
+        # near miss of a conversion helper: a model builder that converts its own layers (mmdet 3.1.0 rtmdet.py:51)
+        ("import torch.nn as nn\nclass RTMDet:\n    def __init__(self, use_syncbn=True):\n        if use_syncbn:\n"
+         "            nn.SyncBatchNorm.convert_sync_batchnorm(self)\n", 5),
     ]
     passes = [
         "import torch.nn as nn\nbn = nn.BatchNorm2d(64)\n",
         "from apex.parallel import SyncBatchNorm\nbn = SyncBatchNorm(64)\n",
+        # a library's own conversion helper: its caller decides (timm 1.0.31 layers/norm_act.py:167-186)
+        "import torch\ndef convert_sync_batchnorm(module, process_group=None):\n    module_output = module\n"
+        "    if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):\n"
+        "        module_output = torch.nn.SyncBatchNorm(module.num_features, module.eps, process_group=process_group)\n"
+        "    return module_output\n",
     ]
 
     def check(self, node, ctx) -> None:
         qualname = callee(node, ctx, last_names(*_SYNCBN))
-        if qualname in _SYNCBN:
+        if qualname in _SYNCBN and not _in_converter(ctx):
             ctx.report(node, self.code, f"{qualname} all-reduces statistics in every BN layer; with many layers "
                        "(the advisor flags more than 20) it dominates the NPU step (keep it only where needed) "
                        "[SyncBatchNorm cost]", api=qualname, tips="drop SyncBatchNorm or use a faster forward "

@@ -6,6 +6,7 @@ from typing import ClassVar, FrozenSet
 
 from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
+from ..semantic.values import NUMBER
 from ..detect.training import last_name, source_text
 from ._sources import ADVICE_TABLE, ASCEND_API_DOCS, OFFICIAL_ADVICE
 from ..walk import walk_tree
@@ -342,6 +343,126 @@ def _distinct_rows(call: ast.Call, ctx) -> bool:
     return isinstance(index, ast.Call) and ctx.qualname(index.func) == "torch.arange"
 
 
+_DEPTH = 8  # how many names and shape-keeping steps a shape proof follows
+_RANGES = frozenset({"torch.arange", "torch.linspace", "torch.logspace", "torch.range"})
+# tensor methods (and torch functions of one tensor) whose result has the shape of their input
+_SAME_SHAPE = frozenset("""to float double half bfloat16 cpu cuda npu clone detach contiguous type_as abs exp log sqrt
+rsqrt sin cos tanh sigmoid pow neg reciprocal square""".split())
+_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "norm", "prod", "amax", "amin"})  # with no dim: one number
+
+
+def _integer(node: ast.AST):
+    """The int ``node`` spells (``1``, ``-1``), or None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _integer(node.operand)
+        return -inner if inner is not None else None
+    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
+
+
+def _assigned(expr: ast.AST, ctx) -> ast.AST:
+    """``expr``, or for a local name the single expression last assigned to it (``x = t.reshape(B, K, 1, -1)``)."""
+    if not isinstance(expr, ast.Name):
+        return expr
+    owner = ctx.model.function(expr) or ctx.tree
+    binding = ctx.model.flow(owner).binding(expr)
+    return binding.value if binding is not None and binding.value is not None and binding.index is None else expr
+
+
+def _method(expr: ast.AST, ctx):
+    """(receiver, name, arguments) of ``t.name(...)`` or ``torch.name(t, ...)``, else None."""
+    if not isinstance(expr, ast.Call) or expr.keywords or any(isinstance(a, ast.Starred) for a in expr.args):
+        return None
+    func = expr.func
+    if not isinstance(func, ast.Attribute):
+        return None
+    qualname = ctx.qualname(func)
+    if qualname is None:
+        return func.value, func.attr, expr.args
+    if qualname.startswith("torch.") and qualname.count(".") == 1 and expr.args:
+        return expr.args[0], func.attr, expr.args[1:]
+    return None
+
+
+def _one_dim(expr: ast.AST, ctx, depth: int = 0) -> bool:
+    """``expr`` is provably a 1-D tensor: a range (``torch.linspace``), or elementwise work on one with numbers
+    (``torch.exp(-0.5 * (x / sigma).pow(2))``, ``pdf / pdf.sum()``)."""
+    if depth > _DEPTH:
+        return False
+    expr = _assigned(expr, ctx)
+    if isinstance(expr, ast.Call) and ctx.qualname(expr.func) in _RANGES:
+        return True
+    if isinstance(expr, ast.UnaryOp):
+        return _one_dim(expr.operand, ctx, depth + 1)
+    if isinstance(expr, ast.BinOp) and not isinstance(expr.op, ast.MatMult):
+        left, right = _one_dim(expr.left, ctx, depth + 1), _one_dim(expr.right, ctx, depth + 1)
+        return (left and (right or _scalar(expr.right, ctx, depth + 1))) or (right and _scalar(expr.left, ctx, depth + 1))
+    call = _method(expr, ctx)
+    return call is not None and call[1] in _SAME_SHAPE and _one_dim(call[0], ctx, depth + 1) and (
+        call[1] != "pow" or all(_scalar(a, ctx, depth + 1) for a in call[2]))
+
+
+def _scalar(expr: ast.AST, ctx, depth: int) -> bool:
+    """A Python number or a tensor reduced to one number (``pdf.sum()``)."""
+    if depth > _DEPTH:
+        return False
+    call = _method(_assigned(expr, ctx), ctx)
+    if call is not None and call[1] in _REDUCTIONS and not call[2]:
+        return True
+    return ctx.values.of(expr).kind == NUMBER
+
+
+def _trailing_ones(expr: ast.AST, ctx, depth: int = 0) -> tuple:
+    """What the expression proves about the last two dims of a tensor: (dim -2 is 1, dim -1 is 1), each True only
+    when the expression shows it: ``x.unsqueeze(-1)``, ``x[..., None]``, ``x.reshape(B, K, -1, 1)``, and for a
+    1-D ``x``, ``x[:, None]``, ``x[None, :]``, ``x.unsqueeze(0)``."""
+    if depth > _DEPTH:
+        return False, False
+    expr = _assigned(expr, ctx)
+    call = _method(expr, ctx)
+    if call is not None:
+        receiver, name, args = call
+        if name in ("unsqueeze", "unsqueeze_") and len(args) == 1:
+            dim = _integer(args[0])
+            if dim in (-1, -2):
+                return dim == -2, dim == -1
+            if dim in (0, 1) and _one_dim(receiver, ctx, depth + 1):
+                return dim == 0, dim == 1
+            return False, False
+        if name in ("reshape", "view"):
+            sizes = args[0].elts if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)) else args
+            if len(sizes) >= 2:
+                return _integer(sizes[-2]) == 1, _integer(sizes[-1]) == 1
+            return False, False
+        if name in _SAME_SHAPE:
+            return _trailing_ones(receiver, ctx, depth + 1)
+        return False, False
+    if isinstance(expr, ast.Subscript):
+        index = expr.slice.elts if isinstance(expr.slice, ast.Tuple) else [expr.slice]
+        if any(isinstance(i, ast.Starred) for i in index):
+            return False, False
+        new = [isinstance(i, ast.Constant) and i.value is None for i in index]
+        whole = [isinstance(i, ast.Slice) and i.lower is None and i.upper is None and i.step is None for i in index]
+        ellipsis = [isinstance(i, ast.Constant) and i.value is Ellipsis for i in index]
+        if any(ellipsis):  # x[..., None], x[..., None, :]: the dims after the ellipsis are the last ones
+            after = index[ellipsis.index(True) + 1:]
+            if not all(isinstance(i, ast.Slice) or (isinstance(i, ast.Constant) and i.value is None) for i in after):
+                return False, False
+            tail = [isinstance(i, ast.Constant) for i in after]
+            return (len(tail) >= 2 and tail[-2]), (len(tail) >= 1 and tail[-1])
+        if all(n or w for n, w in zip(new, whole)) and sum(whole) <= 1 and _one_dim(expr.value, ctx, depth + 1):
+            dims = new if any(whole) else new + [False]  # x[None] of a 1-D x: (1, n)
+            return (len(dims) >= 2 and dims[-2]), dims[-1]
+    return False, False
+
+
+def outer_product(left: ast.AST, right: ast.AST, ctx) -> bool:
+    """``matmul(left, right)`` provably contracts over a dimension of size 1: the last dim of ``left`` is 1, or
+    ``right`` has two or more dims and its second-to-last is 1 (``a.unsqueeze(-1) @ b.unsqueeze(-2)``,
+    ``y.reshape(B, K, -1, 1) @ x.reshape(B, K, 1, -1)``, ``k[:, None] @ k[None, :]`` of a 1-D ``k``). Each output
+    element is one product: there is no sum whose order could change between runs."""
+    return _trailing_ones(left, ctx)[1] or _trailing_ones(right, ctx)[0]
+
+
 class MatmulNondeterministic(_CallAdvice):
     code = "ASC603"
     summary = "torch.matmul, whose NPU result may not be reproducible (off by default)"
@@ -353,7 +474,10 @@ class MatmulNondeterministic(_CallAdvice):
         "Ascend's migration advice warns that `matmul` results on NPU may differ between runs. Because matmul "
         "is everywhere, this code is off by default in flake8; select it (`--extend-select ASC603`) when "
         "chasing run-to-run differences. `matmul(q, k.transpose(-2, -1))` is left to ASC303 "
-        "(`matmul_transpose`), which already reports that call."
+        "(`matmul_transpose`), which already reports that call. An outer product whose shapes the expression shows "
+        "(`a.unsqueeze(-1)` on the left, `b.unsqueeze(-2)` or `reshape(..., 1, -1)` on the right, `k[:, None]` of a "
+        "1-D `k`) contracts over one element: it sums nothing, so there is no order to differ, and it is not reported; "
+        "nor is a matmul of two host tensors."
     )
     example = "y = torch.matmul(a, b)"
     use_instead = "For reproducible runs call `torch.use_deterministic_algorithms(True)` (see ASC606)."
@@ -365,6 +489,10 @@ class MatmulNondeterministic(_CallAdvice):
         # near miss of a host tensor: moved to the device before the product
         ("import numpy as np\nimport torch\ndef relative(poses, device):\n"
          "    c2w = torch.from_numpy(np.stack(poses)).to(device)\n    return torch.matmul(c2w.inverse(), c2w)\n", 5),
+        # near misses of an outer product: an inner product (the contraction runs over the whole last dim), and
+        # unsqueezes whose place depends on a rank the expression does not show
+        ("import torch\ndef score(a, b):\n    return torch.matmul(a.unsqueeze(-2), b.unsqueeze(-1))\n", 3),
+        ("import torch\ndef pair(u, v):\n    return torch.matmul(u.unsqueeze(1), v.unsqueeze(0))\n", 3),
     ]
     passes = [
         "import numpy as np\ny = np.matmul(a, b)\n",
@@ -374,16 +502,28 @@ class MatmulNondeterministic(_CallAdvice):
         # host tensors: built from numpy and never moved (diffusers 0.42.1 pipelines/sana_wm/cam_utils.py:277-style)
         "import numpy as np\nimport torch\ndef relative(poses):\n    c2w = torch.from_numpy(np.stack(poses))\n"
         "    return torch.matmul(c2w.inverse(), c2w)\n",
+        # outer products, a contraction over one element: nothing is summed (mmpose 1.3.2
+        # heads/coord_cls_heads/simcc_head.py:295-299, diffusers 0.42.1 hooks/smoothed_energy_guidance_utils.py:147-153)
+        "import torch\ndef predict(batch_pred_x, batch_pred_y):\n    B, K, _ = batch_pred_x.shape\n"
+        "    x = batch_pred_x.reshape(B, K, 1, -1)\n    y = batch_pred_y.reshape(B, K, -1, 1)\n"
+        "    batch_heatmaps = torch.matmul(y, x)\n    return batch_heatmaps\n",
+        "import torch\ndef blur(query, kernel_size: int, sigma: float):\n    half = (kernel_size - 1) / 2\n"
+        "    x = torch.linspace(-half, half, steps=kernel_size)\n    pdf = torch.exp(-0.5 * (x / sigma).pow(2))\n"
+        "    kernel1d = pdf / pdf.sum()\n    kernel1d = kernel1d.to(query)\n"
+        "    return torch.matmul(kernel1d[:, None], kernel1d[None, :])\n",
+        "import torch\ndef outer(a, b):\n    return torch.matmul(a.unsqueeze(-1), b.unsqueeze(-2))\n",
+        "import torch\ndef outer(a, b):\n    return a[..., None].matmul(b[..., None, :])\n",
     ]
 
     def stays_quiet(self, node: ast.Call, ctx) -> bool:
         """``matmul(q, k.transpose(-2, -1))`` is ASC303's (``torch_npu.contrib.function.matmul_transpose``); a
-        matmul of two host tensors never runs on the NPU."""
+        matmul of two host tensors never runs on the NPU; an outer product sums nothing."""
         method = isinstance(node.func, ast.Attribute) and ctx.chain(node.func) is None
         args = node.args if method else node.args[1:]
         operands = [node.func.value, *node.args[:1]] if method else node.args[:2]
         return bool(args) and _transposed_last_two(args[0], ctx) or (
-            len(operands) == 2 and all(ctx.values.on_host(operand) for operand in operands))
+            len(operands) == 2 and (all(ctx.values.on_host(operand) for operand in operands)
+                                    or outer_product(*operands, ctx)))
 
     def message(self, api: str) -> str:
         return f"{api} results may differ slightly from run to run on NPU [nondeterministic result]"

@@ -6,7 +6,7 @@
   (``names.Scope``); ``qualname`` and ``binding`` resolve a name or an attribute chain there, ``bindings(name)``
   lists a name's bindings in every scope (an import's module and ``as`` clause included: --fix asks it);
 - local flow: per function (or module) body, the assignments of each name in source order
-  (``flow(owner)``, a ``flow.Flow``);
+  (``flow(owner)``, a ``flow.Flow``), and where each local name is read (``reads(owner, name)``);
 - values: ``value_of(node)``, what an expression evaluates to (``values.Values``, docs/value_model.md);
 - facts across functions of the file (``summaries.Summaries``): what a function returns, what its
   parameters receive at the file's call sites, what the methods of a class assign to ``self.x``.
@@ -20,6 +20,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 from .flow import Flow
 from .names import Binding, Resolver, Scope, ScopeBuilder
+from .reads import Read, reads_of
 from .summaries import Summaries
 from .values import Value, Values
 from ..calls import dotted as dotted_name
@@ -39,6 +40,7 @@ class SemanticModel:
         self.module: Scope = self.scopes[id(tree)]
         self._node_scopes = builder.node_scopes
         self._flows: Dict[int, Flow] = {}
+        self._reads: Dict[int, Dict[str, List[Read]]] = {}
         self._calls = builder.calls
         self._assigned: Optional[Dict[str, List[ast.AST]]] = None
         self.summaries = Summaries(self)
@@ -98,6 +100,14 @@ class SemanticModel:
         if flow is None:
             flow = self._flows[id(owner)] = Flow(self.scopes[id(owner)])
         return flow
+
+    def reads(self, owner: ast.AST, name: str) -> List[Read]:
+        """Every read of the local ``name`` of the function (or module) ``owner``, with its ancestors
+        (``reads.Read``); the index of ``owner`` is built on first use, shared by all rules."""
+        index = self._reads.get(id(owner))
+        if index is None:
+            index = self._reads[id(owner)] = reads_of(self.scopes[id(owner)], self._node_scopes)
+        return index.get(name, [])
 
     def calls(self, name: str) -> List[ast.Call]:
         """Every call in the file of ``name(...)`` or ``<expr>.name(...)``, in source order."""
