@@ -17,7 +17,7 @@ import gc
 import re
 import tokenize
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Type, TypeVar
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type, TypeVar
 
 from flake8.defaults import NOQA_FILE, NOQA_INLINE_REGEXP
 from flake8.utils import parse_comma_separated_list

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections import deque
-from typing import Dict, Iterator, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 # Fields that never hold a node worth visiting: names, flags, contexts and operator singletons.
 _SKIPPED_FIELDS = frozenset(
@@ -52,3 +52,8 @@ def walk_tree(node: ast.AST) -> Iterator[ast.AST]:
         node = pop()
         extend(iter_children(node))
         yield node
+
+
+def assign_targets(statement: ast.AST) -> List[ast.expr]:
+    """The targets of an ``Assign`` (``a = b = v``), or the one target of an ``AnnAssign`` / ``AugAssign``."""
+    return statement.targets if isinstance(statement, ast.Assign) else [statement.target]

@@ -22,7 +22,7 @@ import ast
 import re
 from typing import Optional
 
-from ..walk import walk_tree
+from ..walk import assign_targets, walk_tree
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _NPU = re.compile(r"npu(:\d+)?")
@@ -146,7 +146,7 @@ def _assigned_name(node: ast.AST, ctx) -> Optional[ast.Name]:
     first = True
     for parent, child in ctx.lineage(node):
         if isinstance(parent, (ast.Assign, ast.AnnAssign)):
-            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            targets = assign_targets(parent)
             if child is not parent.value or len(targets) != 1 or not isinstance(targets[0], ast.Name):
                 return None
             function = ctx.model.function(targets[0])
@@ -358,7 +358,7 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
         if not isinstance(statement, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Pass)):
             return False
         if isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            targets = assign_targets(statement)
             text = isinstance(statement, ast.AugAssign) and isinstance(statement.value, (ast.JoinedStr, ast.Constant))
             if not all(isinstance(t, ast.Name) and (text or t.id not in read_outside or _unknown_before(
                     t.id, branch, scope)) for t in targets):

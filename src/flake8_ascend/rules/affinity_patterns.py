@@ -13,6 +13,7 @@ from ..semantic.values import ARRAY, COMPARE, MASK, NUMBER
 from ..registry import Rule
 from ..rewrite import Kind, Rewrite
 from .affinity_calls import _CAIT_ATTENTION, _TIMM_SDPA_OR_MANUAL
+from ..walk import assign_targets
 
 _LABELS = {
     "rms_norm": "RMSNorm (pow-mean-add-rsqrt-mul)",
@@ -172,7 +173,7 @@ class AffinityPattern(Rule):
 
     # -- x[mask] = value -----------------------------------------------------------------------
     def _index_put(self, node, ctx) -> None:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        targets = assign_targets(node)
         if len(targets) != 1 or not isinstance(targets[0], ast.Subscript):
             return
         target = targets[0]

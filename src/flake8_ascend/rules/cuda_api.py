@@ -11,6 +11,7 @@ from ..detect.training import last_name
 from ..detect.cuda_fixes import name_fix
 from ..detect.cuda_packages import on_cuda_package_path
 from ..detect.transfer_to_npu import quiet
+from ..walk import assign_targets
 
 
 DISPATCHES_PER_DEVICE = (
@@ -212,7 +213,7 @@ def _kept_as_cuda_flag(ctx) -> bool:
         if isinstance(holder, ast.keyword):
             return "cuda" in (holder.arg or "").lower()
         if isinstance(holder, (ast.Assign, ast.AnnAssign)):
-            targets = holder.targets if isinstance(holder, ast.Assign) else [holder.target]
+            targets = assign_targets(holder)
             return any("cuda" in last_name(target).lower() for target in targets)
         if isinstance(holder, (ast.stmt, ast.Lambda)):
             return False

@@ -15,7 +15,7 @@ from ..detect.device_dispatch import (cuda_branch_test, guarded_branch, has_npu_
 from ..detect.cuda_fixes import method_fix, string_fix
 from ..detect.cuda_packages import on_cuda_package_path
 from ..detect.transfer_to_npu import migrated
-from ..walk import walk_tree
+from ..walk import assign_targets, walk_tree
 
 _CUDA_STRING = re.compile(r"cuda(:\d+)?")
 _CUDA_TEMPLATE = re.compile(r"cuda:(\{[^{}]*\}|%[ds])")  # 'cuda:{}'.format(rank), 'cuda:%d' % rank
@@ -99,7 +99,7 @@ def _accelerator_context(ctx, node: ast.Constant) -> bool:
         return holder.arg == "accelerator" and i > 0 and isinstance(stack[i - 1], ast.Call) and ctx.qualname(
             stack[i - 1].func) in load_frameworks()["accelerator_calls"]
     if isinstance(holder, (ast.Assign, ast.AnnAssign)):
-        targets = holder.targets if isinstance(holder, ast.Assign) else [holder.target]
+        targets = assign_targets(holder)
         return any(isinstance(t, ast.Name) and t.id in _accelerator_names(ctx) for t in targets)
     if isinstance(holder, ast.arguments):
         default = stack[i + 1] if i + 1 < len(stack) else node
@@ -356,7 +356,7 @@ class HardCodedCudaDevice(Rule):
                 return HardCodedCudaDevice._device_context(ctx, holder, i - 1)
             return True
         if isinstance(holder, (ast.Assign, ast.AnnAssign)):
-            targets = holder.targets if isinstance(holder, ast.Assign) else [holder.target]
+            targets = assign_targets(holder)
             return any(_mentions_device(t) or (isinstance(t, ast.Name) and t.id in _device_names(ctx))
                        for t in targets)
         if isinstance(holder, ast.arguments):  # a parameter default: def f(device='cuda')

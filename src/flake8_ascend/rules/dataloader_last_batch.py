@@ -14,14 +14,13 @@ subclasses it, or a local name bound to one of those (yolov5's
 from __future__ import annotations
 
 import ast
-import re
 from typing import FrozenSet, List, Optional
 
 from ..calls import passed
 from ..detect.loader_names import says_eval, says_train
 from ..registry import Rule
 from .value_dependent_ops import DYNAMIC_SOURCE
-from ..walk import walk_tree
+from ..walk import assign_targets, walk_tree
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last)
 _POSITIONS = {"dataset": 0, "batch_size": 1, "shuffle": 2, "sampler": 3, "batch_sampler": 4, "drop_last": 8}
@@ -206,7 +205,7 @@ def _names_around(call: ast.Call, ctx) -> List[str]:
             names += [k.value for k, v in zip(holder.keys, holder.values)
                       if v is child and isinstance(k, ast.Constant) and isinstance(k.value, str)]
         elif isinstance(holder, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = holder.targets if isinstance(holder, ast.Assign) else [holder.target]
+            targets = assign_targets(holder)
             names += [ast.unparse(t) for t in targets]
         if isinstance(holder, ast.stmt):
             break

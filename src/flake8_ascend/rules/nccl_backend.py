@@ -17,6 +17,7 @@ from ..detect.cuda_fixes import string_fix
 from ..detect.device_dispatch import npu_skips
 from .cuda_device import _defaulted
 from ..detect.transfer_to_npu import migrated, quiet
+from ..walk import assign_targets
 
 _GROUP_FUNCTIONS = ("init_process_group", "new_group", "init_device_mesh")
 # a per-device backend string of torch.distributed ('cpu:gloo,cuda:nccl'): device:backend pairs, one of them NCCL
@@ -79,7 +80,7 @@ def _option_of_backend(stack, i: int) -> bool:
 
 def _binds_backend(statement: "ast.Assign | ast.AnnAssign") -> bool:
     """``backend = ...``, ``self.dist_backend = ...``, ``ddp_backend: str = ...``: a target named for a backend."""
-    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+    targets = assign_targets(statement)
     return any("backend" in _call_name(t).lower() for t in targets)
 
 

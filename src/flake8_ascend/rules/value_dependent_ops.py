@@ -8,7 +8,7 @@ from typing import Dict, Optional
 from ..calls import argument, is_constant, passed
 from ..detect.once_per_call import runs_once
 from ..registry import Rule
-from ..walk import walk_tree
+from ..walk import assign_targets, walk_tree
 
 DYNAMIC_SOURCE = (
     "Ascend ascend-pytorch-crowdintelligence-doc, pytorch-train-guide, 'dynamic shape' (the NPU compiles "
@@ -209,7 +209,7 @@ def _only_elements(expr: ast.AST, shape: str, parents: Dict[int, ast.AST], owner
                 parent.op, ast.Not)) or (isinstance(parent, _TRUTH) and parent.test is expr):
             return True  # a flag: a comparison or a truth test needs one element
         elif isinstance(parent, (ast.Assign, ast.AnnAssign)) and parent.value is expr and steps < _USE_STEPS:
-            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            targets = assign_targets(parent)
             if len(targets) != 1:
                 return False
             target = targets[0]

@@ -25,7 +25,7 @@ from ..detect.training import is_main_guard
 from ..files import SourceError, report_folders
 from ..progress import plural
 from ..sources import read_source
-from .inject import IMPORT_LINE, PACKAGE, REPORT_NAME, Injection, instrument_tree
+from .inject import PACKAGE, REPORT_NAME, Injection, instrument_tree
 
 
 @dataclass(frozen=True)

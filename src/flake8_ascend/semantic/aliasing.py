@@ -12,6 +12,7 @@ from typing import Optional
 
 from .flow import Flow
 from .values import COMPARE
+from ..walk import assign_targets
 
 # torch functions whose result may share memory with an argument: not a fresh tensor
 _VIEW_FUNCTIONS = frozenset(
@@ -49,7 +50,7 @@ def fresh_tensor(value: ast.AST, ctx) -> bool:
 def aliased(name: str, flow: Flow, after) -> bool:
     """Is local ``name`` stored anywhere else after position ``after`` (``y = x``, ``self.t = x.view(...)``)?"""
     for node in flow.assignments:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        targets = assign_targets(node)
         if (node.end_lineno, node.end_col_offset) <= after or node.value is None:
             continue
         if len(targets) == 1 and isinstance(targets[0], ast.Name) and targets[0].id == name:

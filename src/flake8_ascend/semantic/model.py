@@ -24,7 +24,7 @@ from .reads import Read, reads_of
 from .summaries import Summaries
 from .values import Value, Values
 from ..calls import dotted as dotted_name
-from ..walk import iter_children
+from ..walk import assign_targets, iter_children
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -81,7 +81,7 @@ class SemanticModel:
             self._assigned = {}
             for scope in self.scopes.values():
                 for stmt in scope.assignments:
-                    for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+                    for target in assign_targets(stmt):
                         spelled = dotted_name(target)
                         if spelled and stmt.value is not None:
                             self._assigned.setdefault(spelled, []).append(stmt.value)

@@ -21,6 +21,7 @@ from ..calls import is_constant
 from .names import Scope
 from .values import (ARRAY, BUILT_ON_HOST, CONTAINER, HOST, NUMBER, OTHER, TENSOR, UNKNOWN, UNKNOWN_VALUE, Value, agree,
                      annotation_is_tensor, walk)
+from ..walk import assign_targets
 
 if TYPE_CHECKING:
     from .model import SemanticModel
@@ -205,7 +206,7 @@ class Summaries:
                 continue
             scope = self.model.scopes.get(id(node))
             for stmt in self.model.flow(node).assignments:
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                targets = assign_targets(stmt)
                 for target in targets:
                     if _is_self_attribute(target) and stmt.value is not None:
                         found.setdefault(target.attr, []).append(values.value_in(stmt.value, scope, depth))

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from ..calls import argument, is_constant
-from ..walk import child_fields
+from ..walk import assign_targets, child_fields
 from .names import Resolver, Scope
 
 if TYPE_CHECKING:
@@ -422,7 +422,7 @@ class Values:
         resolver = self.model.resolver(scope)
         for node in walk(owner):
             if isinstance(node, (ast.Assign, ast.AugAssign)):
-                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                for target in assign_targets(node):
                     if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
                         evidence.written.setdefault(target.value.id, []).append(
                             (isinstance(node, ast.Assign), target.slice, node.value))
