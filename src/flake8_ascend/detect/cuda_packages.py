@@ -41,11 +41,16 @@ def names_cuda_only_package(name: str) -> bool:
 
 
 def _spelled(test: ast.AST) -> Iterator[str]:
+    """The names a test spells, and a string that names a package or a module of it (timm 1.0.31
+    optim/_optim_factory.py:205, ``if opt_info.opt_class.startswith('apex.'):``)."""
     for node in walk_tree(test):
         if isinstance(node, ast.Name):
             yield node.id
         elif isinstance(node, ast.Attribute):
             yield node.attr
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                node.value.lower().split(".")[0] in OPT_IN_SPELLINGS:
+            yield node.value
 
 
 def _asks_for_package(test: ast.AST) -> bool:

@@ -29,6 +29,12 @@ OPTIONAL_REPORT = (
 )
 
 
+_APEX_OPTIMIZERS = (
+    "import torch\n\ndef create_optimizer(opt_info, params):\n    if opt_info.opt_class.startswith('{prefix}'):\n"
+    "        assert torch.cuda.is_available(), 'CUDA required for APEX optimizers'\n"
+    "        opt_class = _import_class(opt_info.opt_class)\n    return opt_class(params)\n")
+
+
 class CudaApi(Rule):
     code = "ASC201"
     summary = "torch.cuda API use; says whether transfer_to_npu maps it or it needs a manual rewrite"
@@ -67,6 +73,8 @@ class CudaApi(Rule):
         ("import torch\nif torch.cuda.is_available():\n"
          "    precision = 'bf16-mixed'\nelse:\n    precision = '32-true'\nfabric = L.Fabric(precision=precision)\n", 2),
         ("import torch\nif torch.cuda.is_available():\n    scaler = torch.amp.GradScaler('cuda')\n", 2),
+        # near miss of timm's APEX path below: a string that names no CUDA-only package
+        (_APEX_OPTIMIZERS.format(prefix="torch.optim."), 5),
         # near misses of the branches an NPU run may skip: an estimate with a real default (not None), a CUDA
         # reseed without torch.manual_seed, a requirement that raises where CUDA is missing, the path that runs
         # when the CUDA-only package is not used
@@ -103,6 +111,8 @@ class CudaApi(Rule):
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
+        # timm 1.0.31 optim/_optim_factory.py:206: the requirement of an opt-in CUDA-only package (ASC206's finding)
+        _APEX_OPTIMIZERS.format(prefix="apex."),
         "from numba import cuda\n@cuda.jit\ndef k(a):\n    pass\n",
         "import torch\nx = torch.zeros(1)\n",
         # migrated: transfer_to_npu maps these (any import form)
