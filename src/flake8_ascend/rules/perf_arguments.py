@@ -238,7 +238,7 @@ def _for_inference(node: ast.Call, ctx) -> bool:
     """The DDP wrapper serves inference: the function assigns it to a name it then puts in eval mode
     (``model = DistributedDataParallel(model, ...)`` ... ``model.eval()``, mmdet 3.1.0 utils/benchmark.py:199-205)
     and nothing in the file runs a backward pass. Buckets only group gradients, so their size changes nothing."""
-    statement = ctx.stack[-1] if ctx.stack else None
+    statement = ctx.parent
     if not (isinstance(statement, ast.Assign) and statement.value is node and len(statement.targets) == 1
             and isinstance(statement.targets[0], ast.Name)) or "backward" in source_text(ctx):
         return False

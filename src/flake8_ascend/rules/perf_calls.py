@@ -81,7 +81,7 @@ _TO_HOST = frozenset(("cpu", "numpy", "tolist", "item"))
 def _copied_to_host(node: ast.Call, ctx) -> bool:
     """``x.double().cpu().numpy()`` (whisper 20250625 timing.py:151): the float64 copy is made for the host, where
     the float64 work runs; nothing in float64 stays on the NPU."""
-    parent = ctx.stack[-1] if ctx.stack else None
+    parent = ctx.parent
     return isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in _TO_HOST
 
 
