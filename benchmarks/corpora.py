@@ -49,6 +49,12 @@ CORPORA = [
     Corpus("mmpose", "mmpose==1.3.2", sdist=False, split="tuning"),
     Corpus("diffusers", "diffusers==0.42.1", sdist=False, split="tuning"),
     Corpus("whisper", "openai-whisper==20250625", sdist=True, split="tuning"),
+    # Added to the tuning side on 2026-11-26, before any of their findings was read, for fresh evidence on the
+    # families whose test findings stayed wrong; the test side is unchanged.
+    Corpus("peft", "peft==0.17.1", sdist=False, split="tuning"),
+    Corpus("asteroid", "asteroid==0.7.0", sdist=False, split="tuning"),
+    Corpus("mmaction2", "mmaction2==1.2.0", sdist=False, split="tuning"),
+    Corpus("open_clip", "open_clip_torch==3.2.0", sdist=False, split="tuning"),
     Corpus("trl", "trl==1.16.0", sdist=False, split="test"),
     Corpus("pytorch_forecasting", "pytorch-forecasting==1.8.0", sdist=False, split="test"),
     Corpus("mmocr", "mmocr==1.0.1", sdist=False, split="test"),
