@@ -9,7 +9,7 @@ before any of them.
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import Iterator, List
 
 from ..walk import walk_tree
 
@@ -55,6 +55,16 @@ def _spelled(test: ast.AST) -> Iterator[str]:
 
 def _asks_for_package(test: ast.AST) -> bool:
     return any(names_cuda_only_package(name) for name in _spelled(test))
+
+
+# the package each opt-in spelling names: bitsandbytes' conventional alias is ``bnb``
+_PACKAGE_OF_SPELLING = {"bnb": "bitsandbytes"}
+
+
+def packages_spelled(name: str) -> List[str]:
+    """The packages of ``CUDA_ONLY_PACKAGES`` that ``name`` spells (``is_bnb_4bit_available`` -> bitsandbytes)."""
+    name = name.lower()
+    return [_PACKAGE_OF_SPELLING.get(spelling, spelling) for spelling in OPT_IN_SPELLINGS if spelling in name]
 
 
 def _new_cache(_ctx) -> dict:

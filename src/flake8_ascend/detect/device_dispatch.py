@@ -30,13 +30,25 @@ _CUDA = re.compile(r"cuda(:\d+)?")
 
 
 def _compares_with(test: ast.AST, pattern: re.Pattern) -> bool:
-    """``test`` holds a comparison with a string constant ``pattern`` matches (``x.type == 'npu'``)."""
+    """``test`` holds a comparison with a string constant ``pattern`` matches (``x.type == 'npu'``), or a prefix
+    test of a device string (``device.startswith('npu:')``)."""
     for node in walk_tree(test):
         if isinstance(node, ast.Compare):
             for side in (node.left, *node.comparators):
                 if isinstance(side, ast.Constant) and isinstance(side.value, str) and pattern.fullmatch(side.value):
                     return True
+        elif isinstance(node, ast.Call) and _prefix_test(node, pattern):
+            return True
     return False
+
+
+def _prefix_test(call: ast.Call, pattern: re.Pattern) -> bool:
+    """``device.startswith('cuda:')``: a device string tested for its type (open_clip 3.2.0
+    open_clip_train/distributed.py:48-51 dispatches ``set_device`` so)."""
+    func = call.func
+    return isinstance(func, ast.Attribute) and func.attr == "startswith" and len(call.args) == 1 and isinstance(
+        call.args[0], ast.Constant) and isinstance(call.args[0].value, str) and bool(
+        pattern.fullmatch(call.args[0].value.rstrip(":")))
 
 
 _NPU_FLAG = re.compile(r"(^|_)(is|use|on|can_use)_npu($|_)")
@@ -108,7 +120,7 @@ _REPORTING = frozenset({"print", "log", "info", "debug", "warning", "warn", "wri
 
 
 # calls that show a value to a person: the console, a logger, a progress bar, a metrics writer
-_SHOWN_BY = frozenset({"print", "log", "info", "debug", "warning", "warn", "write", "log_dict", "log_metrics",
+SHOWN_BY = frozenset({"print", "log", "info", "debug", "warning", "warn", "write", "log_dict", "log_metrics",
                        "add_scalar", "set_postfix", "set_description"})
 _TYPING_WRAPPERS = frozenset({"typing.Union", "typing.Optional"})
 
@@ -125,7 +137,7 @@ def only_reported(node: ast.AST, qualname: str, ctx) -> bool:
     for parent, child in ctx.lineage(node):
         if isinstance(parent, ast.Call) and child is not parent.func:
             func = parent.func
-            if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in _SHOWN_BY:
+            if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in SHOWN_BY:
                 return True
         if isinstance(parent, (ast.stmt, ast.Lambda, ast.comprehension)):
             return False
@@ -182,7 +194,7 @@ def _shown(read) -> bool:
             if child is func:
                 return False
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if name in _SHOWN_BY or (name == "format" and _message_text(getattr(func, "value", None))):
+            if name in SHOWN_BY or (name == "format" and _message_text(getattr(func, "value", None))):
                 return True
             if not (isinstance(func, ast.Name) and name in _CONVERSIONS):
                 return False
@@ -244,7 +256,8 @@ def _positive_cuda_test(test: ast.AST, ctx) -> bool:
         return test.attr == "is_cuda"
     if isinstance(test, ast.Name):  # a flag holding the answer: cuda_available = torch.cuda.is_available()
         return _cuda_question(test, ctx) is not None
-    return isinstance(test, ast.Call) and ctx.qualname(test.func) == "torch.cuda.is_available"
+    return isinstance(test, ast.Call) and (ctx.qualname(test.func) == "torch.cuda.is_available" or
+                                           _prefix_test(test, _CUDA))
 
 
 def _cuda_question(name: ast.Name, ctx) -> Optional[ast.Call]:
@@ -336,7 +349,8 @@ def _unknown_before(name: str, branch: ast.If, scope: ast.AST) -> bool:
 def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
     """Both branches only do what an NPU run may skip: print, log, record a metric, call a function named for a
     check or a report (``check_nvlink_connectivity``), ask ``torch.cuda`` for statistics, mark a CUDA-graph step,
-    reseed CUDA after ``torch.manual_seed``, and (the CUDA branch only) raise or assert.
+    reseed CUDA after ``torch.manual_seed``, set cuDNN / cuBLAS switches (``torch.backends.cudnn.benchmark``), and
+    (the CUDA branch only) raise or assert.
     A name assigned there is read nowhere else in ``scope`` (``memory_used = torch.cuda.max_memory_allocated()``),
     gains a string (``output += f'| Memory Used: ...'``), or was ``None`` before the ``if`` (an estimate that is
     otherwise unknown); a ``try`` there swallows its errors (``except Exception: pass``)."""
@@ -357,6 +371,8 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
             continue
         if not isinstance(statement, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Pass)):
             return False
+        if isinstance(statement, ast.Assign) and all(_cuda_library_setting(t, ctx) for t in statement.targets):
+            continue
         if isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = assign_targets(statement)
             text = isinstance(statement, ast.AugAssign) and isinstance(statement.value, (ast.JoinedStr, ast.Constant))
@@ -377,6 +393,16 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
     return True
 
 
+# settings of CUDA's own libraries (cuBLAS TF32, cuDNN autotuning): they reach no NPU kernel, so an NPU run that
+# skips them loses nothing; the TF32 switch has its own finding (ASC608) where the NPU has a counterpart
+_CUDA_LIBRARY_SETTINGS = ("torch.backends.cuda.", "torch.backends.cudnn.")
+
+
+def _cuda_library_setting(target: ast.AST, ctx) -> bool:
+    """``torch.backends.cudnn.benchmark = True``, ``torch.backends.cuda.matmul.allow_tf32 = True``."""
+    return isinstance(target, ast.Attribute) and (ctx.qualname(target) or "").startswith(_CUDA_LIBRARY_SETTINGS)
+
+
 def _reporting_alias(func: ast.AST, ctx) -> bool:
     """``func`` is a local name every binding of which is a reporting function (litgpt 0.5.13 utils.py:725-728,
     ``custom_print = fabric.print`` or ``custom_print = print``)."""
@@ -386,7 +412,7 @@ def _reporting_alias(func: ast.AST, ctx) -> bool:
     bindings = home.bindings.get(func.id, []) if home is not None else []
     return bool(bindings) and all(
         isinstance(b.value, (ast.Name, ast.Attribute)) and (
-            b.value.attr if isinstance(b.value, ast.Attribute) else b.value.id) in _SHOWN_BY for b in bindings)
+            b.value.attr if isinstance(b.value, ast.Attribute) else b.value.id) in SHOWN_BY for b in bindings)
 
 
 def optional_cuda_branch(node: ast.AST, ctx) -> Optional[ast.If]:
@@ -446,7 +472,7 @@ def _npu_test(test: ast.AST) -> bool:
     more or ``and``-ed with another NPU question: True on an NPU."""
     if isinstance(test, ast.BoolOp):
         return (any if isinstance(test.op, ast.Or) else all)(_npu_test(v) for v in test.values)
-    if _npu_probe(test):
+    if _npu_probe(test) or (isinstance(test, ast.Call) and _prefix_test(test, _NPU)):
         return True
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return False

@@ -6,6 +6,7 @@ from typing import Optional, Tuple
 
 from ..detect.api_domain import CUDA_DOMAIN as _CUDA_DOMAIN
 from ..registry import Rule
+from .cuda_extension import CPP_EXTENSION
 
 _SOURCE = (
     "torch_npu support lists: the official PyTorch Analyse tool's per-version lists (1.11.0-2.8.0), "
@@ -170,7 +171,9 @@ class UnsupportedApi(_ApiStatusRule):
         "to the CPU, which makes training slow or breaks it.  Decided from the ATen ops the API dispatches "
         "(traced with torch) and the NPU kernels of that version's wheel; an official \"unsupported\" entry "
         "is not reported where that wheel has an NPU kernel for every ATen op the API dispatches (or for the op "
-        "it is named after): the kernels win over a stale list (`--official-lists` reports the entry)."
+        "it is named after): the kernels win over a stale list (`--official-lists` reports the entry). "
+        "`torch.utils.cpp_extension` builds host code and is ASC205's, which reads the sources it builds: "
+        "`load` of C++ sources runs on an NPU machine, of `.cu` sources it is a CUDA extension."
     )
     example = "eigenvalues = torch.linalg.eig(a)"
     use_instead = "Use a supported equivalent, move that computation to the CPU explicitly, or pick a newer torch_npu."
@@ -179,7 +182,7 @@ class UnsupportedApi(_ApiStatusRule):
         if not isinstance(node.ctx, ast.Load):
             return
         found = status_of(node, ctx, self.wanted)
-        if found and not _operand_on_host(node, ctx):
+        if found and not found[0].startswith(CPP_EXTENSION) and not _operand_on_host(node, ctx):
             # not when the op runs on the CPU already (diffusers pipeline_ideogram4.py:90: ndtri of a CPU linspace)
             api, _, note, how = found
             self.emit(where(node), ctx, api, note, how)
@@ -209,6 +212,8 @@ class UnsupportedApi(_ApiStatusRule):
         "import torch.nn as nn\nclass Loss(nn.MultiLabelMarginLoss):\n    pass\n",
         "import torch.nn as nn\ndef f(loss: nn.MultiLabelMarginLoss) -> nn.MultiLabelMarginLoss:\n    return loss\n",
         "import torch.nn as nn\nLoss = nn.MultiLabelMarginLoss\n",
+        # a build utility, not an op: ASC205 decides from its sources (peft 0.17.1 tuners/boft/layer.py:87)
+        "from torch.utils.cpp_extension import load\nfbd_cuda = load(name='fbd_cuda', sources=['fbd_cuda.cpp'])\n",
         # listed unsupported, but a decorator that only keeps torch.compile out (kernel-free; diffusers hooks/)
         "import torch\n@torch.compiler.disable\ndef step(x):\n    return x\n",
         # listed unsupported, but every ATen op they dispatch has an NPU kernel (index, lt, arange, unbind;

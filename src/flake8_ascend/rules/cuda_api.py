@@ -108,6 +108,12 @@ class CudaApi(Rule):
          "    print(f'Device: {device}')\n    model.to(device)\n", 3),
         ("import torch\ndef main(model):\n    cuda = torch.cuda.is_available()\n    print('CUDA:', cuda)\n"
          "    if cuda:\n        model.half()\n", 3),
+        # near misses of a device-string dispatch and of CUDA library switches: no NPU case beside the CUDA one;
+        # a branch that also decides the precision
+        ("import torch\ndef set_device(device):\n    if device.startswith('cuda:'):\n"
+         "        torch.cuda.set_device(device)\n", 4),
+        ("import torch\ndef main(model):\n    if torch.cuda.is_available():\n"
+         "        torch.backends.cudnn.benchmark = True\n        model.half()\n", 3),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
@@ -186,6 +192,14 @@ class CudaApi(Rule):
         # a CUDA case first and the NPU case next to it (trl/transformers style per-device dispatch)
         "import torch\ndef free_memory():\n    if torch.cuda.is_available():\n        torch.cuda.empty_cache()\n"
         "    elif is_torch_npu_available():\n        torch.npu.empty_cache()\n",
+        # a device string dispatched by its prefix, with an NPU case (open_clip 3.2.0 distributed.py:48-51)
+        "import torch\ndef set_device(device):\n    if device.startswith('cuda:'):\n        torch.cuda.set_device(device)\n"
+        "    elif device.startswith('npu:'):\n        torch.npu.set_device(device)\n",
+        # a branch that only sets cuBLAS / cuDNN switches, which reach no NPU kernel (open_clip 3.2.0 main.py:74-80;
+        # the TF32 switch is ASC608's)
+        "import torch\ndef main(args):\n    if torch.cuda.is_available():\n"
+        "        torch.backends.cuda.matmul.allow_tf32 = True\n        torch.backends.cudnn.benchmark = True\n"
+        "        torch.backends.cudnn.deterministic = False\n",
     ]
 
     def check(self, node, ctx) -> None:

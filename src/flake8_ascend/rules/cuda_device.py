@@ -10,8 +10,8 @@ from ..calls import MISSING, argument
 from ..data import load_frameworks
 from ..registry import Rule
 from .cuda_api import DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
-from ..detect.device_dispatch import (cuda_branch_test, guarded_branch, has_npu_branch, npu_skips, offline_cpu_fallback,
-                                      optional_cuda_branch, shown_through_name, turns_off)
+from ..detect.device_dispatch import (SHOWN_BY, cuda_branch_test, guarded_branch, has_npu_branch, npu_skips,
+                                      offline_cpu_fallback, optional_cuda_branch, shown_through_name, turns_off)
 from ..detect.cuda_fixes import method_fix, string_fix
 from ..detect.cuda_packages import on_cuda_package_path
 from ..detect.transfer_to_npu import migrated
@@ -65,6 +65,25 @@ def _formatted(node: ast.Constant, ctx) -> Optional[Tuple[ast.AST, int]]:
                 stack[-2], ast.Call) and stack[-2].func is parent:
             return stack[-2], len(stack) - 3
     return None
+
+
+def _handed_on(ctx, top: int) -> bool:
+    """A built ``cuda:N`` (under ``stack[top]``) given to a call that does not show it, or returned: a string of that
+    shape means nothing but a device (mmaction2 1.2.0 lfb.py:97, ``self.load_lfb(f'cuda:{local_rank}')``)."""
+    stack = ctx.stack
+    i = top
+    while i >= 0 and isinstance(stack[i], (ast.IfExp, ast.BoolOp)):
+        i -= 1
+    if i >= 0 and isinstance(stack[i], ast.keyword):
+        i -= 1
+    holder = stack[i] if i >= 0 else None
+    if isinstance(holder, ast.Return):
+        return True
+    if not isinstance(holder, ast.Call):
+        return False
+    func = holder.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name not in SHOWN_BY and not name.endswith(("Error", "Exception", "Warning"))
 
 
 def _accelerator_names(ctx) -> FrozenSet[str]:
@@ -155,6 +174,9 @@ class HardCodedCudaDevice(Rule):
         ("device = 'cuda' if ok else 'cpu'\n", 1),
         ("x = x.to('cuda')\n", 1),
         ("if x.device.type == 'cuda':\n    model.half()\n", 1),
+        # a built device handed to a method or returned (mmaction2 1.2.0 roi_heads/shared_heads/lfb.py:97)
+        ("class LFB:\n    def __init__(self, local_rank):\n        self.load_lfb(f'cuda:{local_rank}')\n", 3),
+        ("def where(rank):\n    return 'cuda:{}'.format(rank)\n", 2),
         # a branch that decides the training path (litgpt 0.5.13 pretrain.py:216: the fused optimizer)
         ("if fabric.device.type == 'cuda':\n    opt = AdamW(params, fused=True)\n", 1),
         ("if x.device.type == 'cuda':\n    x = x.half()\n", 1),
@@ -219,6 +241,9 @@ class HardCodedCudaDevice(Rule):
         "    run(args)\n",
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
         "path = 'data/cuda/kernels.txt'\n",
+        # near misses of a built device handed on: shown to a person
+        "def show(rank):\n    print(f'cuda:{rank}')\n    logger.info('cuda:{}'.format(rank))\n"
+        "    raise ValueError(f'cuda:{rank}')\n",
         "open('cuda')\n",
         "msg = 'cuda'\n",
         "x = x.to('cpu')\n",
@@ -300,7 +325,7 @@ class HardCodedCudaDevice(Rule):
                 shown_through_name(node, ctx):
             return
         built = _formatted(node, ctx)
-        if built and self._device_context(ctx, built[0], built[1]) and not migrated(ctx):
+        if built and (self._device_context(ctx, built[0], built[1]) or _handed_on(ctx, built[1])) and not migrated(ctx):
             ctx.report(node, self.code, f"hard-coded CUDA device {ast.unparse(built[0])} (use 'npu:N' or a configured "
                        "device)", api=repr(node.value), tips="cuda device string -> npu", guard=cuda_branch_test(node, ctx))
             return

@@ -6,7 +6,7 @@ import ast
 from ..registry import Rule
 from ..walk import walk_tree
 
-_CPP_EXTENSION = "torch.utils.cpp_extension."
+CPP_EXTENSION = "torch.utils.cpp_extension."
 
 
 def _has_cuda_source(node: ast.AST) -> bool:
@@ -36,9 +36,9 @@ class CudaExtension(Rule):
 
     def check(self, node: ast.Call, ctx) -> None:
         qualname = ctx.qualname(node.func) or ""
-        if not qualname.startswith(_CPP_EXTENSION):
+        if not qualname.startswith(CPP_EXTENSION):
             return
-        name = qualname[len(_CPP_EXTENSION):]
+        name = qualname[len(CPP_EXTENSION):]
         if name == "CUDAExtension":
             what = "builds a CUDA extension"
         elif name == "load" and _has_cuda_source(node):

@@ -12,10 +12,10 @@ reported as before.
 from __future__ import annotations
 
 import ast
-from typing import List
+from typing import FrozenSet, List
 
 from ..data import load_mmcv_ops
-from ..detect.cuda_packages import CUDA_ONLY_PACKAGES
+from ..detect.cuda_packages import CUDA_ONLY_PACKAGES, packages_spelled
 from ..registry import Rule
 from ..walk import walk_tree
 
@@ -52,12 +52,37 @@ def _availability_test(test: ast.expr) -> bool:
     return isinstance(test, ast.Name) and _availability_name(test.id)
 
 
+def _raises(block: List[ast.stmt]) -> bool:
+    return bool(block) and isinstance(block[-1], ast.Raise)
+
+
+def _after_missing_exit(parent: ast.AST, child: ast.AST) -> bool:
+    """An earlier statement of ``child``'s block is ``if not <available>: return ...`` (not a raise): the import
+    runs only where the package is installed, and the code does without it elsewhere (peft 0.17.1
+    import_utils.py:30-33, ``if not is_bnb_available(): return False`` then ``import bitsandbytes as bnb``)."""
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and any(s is child for s in block):
+            for earlier in block[:next(i for i, s in enumerate(block) if s is child)]:
+                if isinstance(earlier, ast.If) and earlier.body and isinstance(
+                        earlier.body[-1], (ast.Return, ast.Continue, ast.Break)) and isinstance(
+                        earlier.test, ast.UnaryOp) and isinstance(earlier.test.op, ast.Not) and _availability_test(
+                        earlier.test.operand):
+                    return True
+    return False
+
+
 def _optional(node: ast.AST, ctx) -> bool:
     """An import the code does without where the package is missing, as on an NPU machine: in a ``try`` whose
-    ``except ImportError`` carries on (a fallback, not a raise), or in the body of an ``if`` that first asks
-    whether the package is available (``if is_xformers_available(): import xformers``)."""
+    ``except ImportError`` carries on (a fallback, not a raise), in the body of an ``if`` that first asks whether
+    the package is available (``if is_xformers_available(): import xformers``) and does not raise otherwise,
+    or after an ``if not <available>: return``. A branch taken for a package-specific option is not optional
+    here: the package is what the option needs (litgpt 0.5.13 finetune/lora.py:221, the QLoRA path)."""
     for parent, child in ctx.lineage(node):
-        if isinstance(parent, ast.If) and any(s is child for s in parent.body) and _availability_test(parent.test):
+        if isinstance(parent, ast.If) and any(s is child for s in parent.body) and _availability_test(
+                parent.test) and not _raises(parent.orelse):
+            return True
+        if isinstance(child, ast.stmt) and _after_missing_exit(parent, child):
             return True
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return False
@@ -131,6 +156,30 @@ def _redundant_type_check(node: ast.AST, ctx) -> bool:
     return package in used
 
 
+def _tested_packages(ctx) -> FrozenSet[str]:
+    """The CUDA-only packages whose availability the file's ``if`` tests ask (``if is_bnb_available():``), leaving
+    out a test that only raises (``if not is_bnb_available(): raise ImportError(...)``: the package is required)."""
+    def build(c) -> FrozenSet[str]:
+        found = set()
+        for node in walk_tree(c.tree):
+            if isinstance(node, (ast.If, ast.IfExp)) and not (isinstance(node, ast.If) and _raises(node.body)):
+                for part in walk_tree(node.test):
+                    name = part.id if isinstance(part, ast.Name) else part.attr if isinstance(
+                        part, ast.Attribute) else ""
+                    if name and _availability_name(name):
+                        found.update(packages_spelled(name))
+        return frozenset(found)
+    return ctx.memo("cuda_packages_tested", build)
+
+
+def _integration_module(package: str, ctx) -> bool:
+    """An unconditional module-level import of ``package`` in a file that also tests whether ``package`` is available: a module
+    written to be imported only where the package is installed, since without it its first line fails (peft 0.17.1
+    tuners/lora/bnb.py:19, imported only under ``is_bnb_available()`` by tuners/lora/model.py:340). Whatever
+    imports it is where a run opts into the package."""
+    return isinstance(ctx.parent, ast.Module) and package in _tested_packages(ctx)
+
+
 class CudaOnlyPackage(Rule):
     code = "ASC206"
     summary = "import of a CUDA-only third-party package (apex, flash_attn, xformers, bitsandbytes, triton, mmcv.ops...)"
@@ -140,7 +189,10 @@ class CudaOnlyPackage(Rule):
         "These packages ship CUDA kernels; they do not install or do not run on an Ascend NPU. An import the code "
         "does without where the package is missing is not reported: in a `try` whose `except ImportError` falls "
         "back, or under an availability guard (`if is_xformers_available():`, `if HAS_APEX:`, "
-        "`if torch.cuda.is_available():`, alone or and-ed); nor is one whose names only serve as the type of "
+        "`if torch.cuda.is_available():`, alone or and-ed, with no `raise` on the other side), after an "
+        "`if not <available>: return`; nor a module-level "
+        "import in a file that tests whether that package is available (a module only imported where it is); nor "
+        "one whose names only serve as the type of "
         "`isinstance`/`issubclass` checks when the file also imports the package for real use (reported there)."
     )
     example = "from flash_attn import flash_attn_func"
@@ -160,6 +212,14 @@ class CudaOnlyPackage(Rule):
         ("if not is_bitsandbytes_available():\n    raise ImportError('pip install bitsandbytes')\n"
          "import bitsandbytes as bnb\n", 3),
         ("if is_apex_available():\n    pass\nelse:\n    import apex\n", 4),
+        # the guard's other side raises: the package is required (peft 0.17.1 utils/loftq_utils.py:192-195)
+        ("def loftq_init(weight):\n    if is_bnb_available():\n        import bitsandbytes as bnb\n    else:\n"
+         "        raise ValueError('bitsandbytes is not available')\n", 3),
+        # a branch a package-specific option takes: what the option needs (litgpt 0.5.13 finetune/lora.py:221)
+        ("def main(args):\n    if args.use_bnb_linear is not None:\n        import bitsandbytes as bnb\n", 3),
+        # near misses of an integration module: the file tests another package's availability, or none
+        ("import bitsandbytes as bnb\nif is_xformers_available():\n    import xformers\n", 1),
+        ("import bitsandbytes as bnb\n\nclass Linear8bitLt(bnb.nn.Linear8bitLt):\n    pass\n", 1),
         # the import is used for more than a type check (diffusers 0.42.1 bnb_quantizer.py:134, judged right)
         ("def create_quantized_param(module, value):\n    import bitsandbytes as bnb\n"
          "    if isinstance(module, bnb.nn.Linear4bit):\n        return bnb.nn.Params4bit(value)\n", 2),
@@ -191,7 +251,14 @@ class CudaOnlyPackage(Rule):
               # quantizers/bitsandbytes/utils.py:30)
               "def env():\n    if is_xformers_available():\n        import xformers\n        return xformers.__version__\n",
               "if is_bitsandbytes_available():\n    import bitsandbytes as bnb\n",
-              "if _CAN_USE_FLASH_ATTN and torch.cuda.is_available():\n    from flash_attn import flash_attn_func\n"]
+              "if _CAN_USE_FLASH_ATTN and torch.cuda.is_available():\n    from flash_attn import flash_attn_func\n",
+              # an early return where the package is missing (peft 0.17.1 import_utils.py:29-35)
+              "def is_bnb_4bit_available():\n    if not is_bnb_available():\n        return False\n"
+              "    import bitsandbytes as bnb\n    return hasattr(bnb.nn, 'Linear4bit')\n",
+              # a module that tests whether the package it imports is there: imported only where it is
+              # (peft 0.17.1 tuners/lora/bnb.py:19-27)
+              "import bitsandbytes as bnb\nimport torch\nfrom peft.import_utils import is_bnb_available\n\n"
+              "if is_bnb_available():\n    class Linear8bitLt(torch.nn.Module):\n        pass\n"]
 
     def check(self, node, ctx) -> None:
         if _optional(node, ctx) or _redundant_type_check(node, ctx):
@@ -217,6 +284,8 @@ class CudaOnlyPackage(Rule):
             found = _cuda_only(module)
             if found:
                 package, instead = found
+                if _integration_module(package, ctx):
+                    return
                 ctx.report(node, self.code, f"{package} is a CUDA-only package (on NPU use {instead})",
                            api=package, tips=instead)
                 return
