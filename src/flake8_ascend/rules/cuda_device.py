@@ -321,10 +321,12 @@ class HardCodedCudaDevice(Rule):
                        "from configuration, e.g. an NPU accelerator registered with Lightning)",
                        api=f"accelerator={node.value!r}", tips=cuda_accelerators[node.value])
             return
+        built = _formatted(node, ctx)
+        if built is None and not _CUDA_STRING.fullmatch(node.value):
+            return  # most strings: no device, and the questions below walk up the tree
         if on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx) or npu_skips(node, ctx) or \
                 shown_through_name(node, ctx):
             return
-        built = _formatted(node, ctx)
         if built and (self._device_context(ctx, built[0], built[1]) or _handed_on(ctx, built[1])) and not migrated(ctx):
             ctx.report(node, self.code, f"hard-coded CUDA device {ast.unparse(built[0])} (use 'npu:N' or a configured "
                        "device)", api=repr(node.value), tips="cuda device string -> npu", guard=cuda_branch_test(node, ctx))
