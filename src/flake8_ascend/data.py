@@ -8,7 +8,7 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -72,6 +72,13 @@ class VersionData:
             api: tuple(row) for api, row in raw.get("official", {}).items()}
         self.restrictions: Dict[str, dict] = raw.get("restrictions", {})  # facts of each partial row's note
         self.npu_all = frozenset(raw.get("npu_all", ()))
+        # status -> the last part of every API some table gives it: a name or attribute spelled otherwise names
+        # no API of that status, which spares ASC101-103 resolving it
+        tails: Dict[str, Set[str]] = {}
+        for table in (self.apis, self.official):
+            for api, row in table.items():
+                tails.setdefault(row[0], set()).add(api.rpartition(".")[2])
+        self.tails: Dict[str, FrozenSet[str]] = {status: frozenset(names) for status, names in tails.items()}
         self.transfer_to_npu: Dict[str, List[str]] = raw.get("transfer_to_npu", {})
 
     def api_status(self, qualname: str, official: bool = False) -> Optional[Tuple[str, str, str]]:

@@ -99,6 +99,14 @@ def _new_cache(_ctx) -> dict:
     return {}
 
 
+def _may_name(node: ast.AST, ctx, status: str) -> bool:
+    """The cheap test before ``status_of``: an attribute's API ends in its own name (``x.mode`` ->
+    ``torch.Tensor.mode``), and a bare name names an API only when some binding of the file imports it."""
+    if node.__class__ is ast.Attribute:
+        return node.attr in ctx.data.tails.get(status, ())
+    return node.id in ctx.model.module.resolver.imported
+
+
 def status_of(node: ast.AST, ctx, wanted: str) -> Optional[Tuple[str, str, str, str]]:
     """(api, status, note, how decided) when the data gives the API *used* at ``node`` (see ``is_use``) the
     status ``wanted``.
@@ -130,7 +138,7 @@ class _ApiStatusRule(Rule):
     wanted = ""
 
     def check(self, node, ctx) -> None:
-        if isinstance(node.ctx, ast.Store) or isinstance(node.ctx, ast.Del):
+        if not isinstance(node.ctx, ast.Load) or not _may_name(node, ctx, self.wanted):
             return
         found = status_of(node, ctx, self.wanted)
         if found:
@@ -179,7 +187,7 @@ class UnsupportedApi(_ApiStatusRule):
     use_instead = "Use a supported equivalent, move that computation to the CPU explicitly, or pick a newer torch_npu."
 
     def check(self, node, ctx) -> None:
-        if not isinstance(node.ctx, ast.Load):
+        if not isinstance(node.ctx, ast.Load) or not _may_name(node, ctx, self.wanted):
             return
         found = status_of(node, ctx, self.wanted)
         if found and not found[0].startswith(CPP_EXTENSION) and not _operand_on_host(node, ctx):
