@@ -104,7 +104,7 @@ def _may_name(node: ast.AST, ctx, status: str) -> bool:
     ``torch.Tensor.mode``), and a bare name names an API only when some binding of the file imports it."""
     if node.__class__ is ast.Attribute:
         return node.attr in ctx.data.tails.get(status, ())
-    return node.id in ctx.model.module.resolver.imported
+    return node.id in ctx.model.imported
 
 
 def status_of(node: ast.AST, ctx, wanted: str) -> Optional[Tuple[str, str, str, str]]:

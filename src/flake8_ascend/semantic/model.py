@@ -16,7 +16,7 @@ Answers depend only on the node asked about, so a rule may ask about any node, i
 from __future__ import annotations
 
 import ast
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence, Set
 
 from .flow import Flow
 from .names import Binding, Resolver, Scope, ScopeBuilder
@@ -38,6 +38,8 @@ class SemanticModel:
         self.lines = lines
         self.scopes: Dict[int, Scope] = builder.build(tree)
         self.module: Scope = self.scopes[id(tree)]
+        # names some binding of the file gives a qualified name: a name outside it resolves to nothing
+        self.imported: Set[str] = self.module.resolver.imported
         self._node_scopes = builder.node_scopes
         self._flows: Dict[int, Flow] = {}
         self._reads: Dict[int, Dict[str, List[Read]]] = {}
@@ -60,7 +62,7 @@ class SemanticModel:
         root = node
         while isinstance(root, ast.Attribute):
             root = root.value
-        if not isinstance(root, ast.Name) or root.id not in self.module.resolver.imported:
+        if not isinstance(root, ast.Name) or root.id not in self.imported:
             return None  # what the resolver would answer, without looking up the node's scope
         return (self._node_scopes.get(id(node)) or self.module).resolver.qualname(node)
 
