@@ -513,16 +513,20 @@ class MatmulNondeterministic(_CallAdvice):
         "    return torch.matmul(kernel1d[:, None], kernel1d[None, :])\n",
         "import torch\ndef outer(a, b):\n    return torch.matmul(a.unsqueeze(-1), b.unsqueeze(-2))\n",
         "import torch\ndef outer(a, b):\n    return a[..., None].matmul(b[..., None, :])\n",
+        # one operand from numpy: the product runs on the host (diffusers 0.42.1 pipelines/sana_wm/cam_utils.py:277)
+        "import torch\ndef prepare(poses_c2w, first_inv):\n    poses = torch.from_numpy(poses_c2w).float()\n"
+        "    return torch.matmul(first_inv, poses[1:])\n",
     ]
 
     def stays_quiet(self, node: ast.Call, ctx) -> bool:
         """``matmul(q, k.transpose(-2, -1))`` is ASC303's (``torch_npu.contrib.function.matmul_transpose``); a
-        matmul of two host tensors never runs on the NPU; an outer product sums nothing."""
+        matmul with a host tensor never runs on the NPU (torch refuses operands on two devices, so the other one
+        is on the host too); an outer product sums nothing."""
         method = isinstance(node.func, ast.Attribute) and ctx.chain(node.func) is None
         args = node.args if method else node.args[1:]
         operands = [node.func.value, *node.args[:1]] if method else node.args[:2]
         return bool(args) and _transposed_last_two(args[0], ctx) or (
-            len(operands) == 2 and (all(ctx.values.on_host(operand) for operand in operands)
+            len(operands) == 2 and (any(ctx.values.on_host(operand) for operand in operands)
                                     or outer_product(*operands, ctx)))
 
     def message(self, api: str) -> str:
