@@ -21,19 +21,35 @@ def _int(node: ast.AST) -> Optional[int]:
 
 
 def transposed_last_two(expr: ast.AST, ctx) -> bool:
-    """``k.transpose(-2, -1)``, ``k.transpose(-1, -2)``, ``torch.transpose(k, -2, -1)`` or ``k.mT``."""
+    """``k.transpose(-2, -1)``, ``k.transpose(-1, -2)``, ``torch.transpose(k, -2, -1)`` or ``k.mT``, of a ``k`` that
+    is not conjugated first: ``x.conj().transpose(-1, -2)`` is a Hermitian transpose of complex data, which
+    ``matmul_transpose`` neither conjugates nor takes (asteroid 0.7.0 dsp/beamforming.py:472)."""
     if isinstance(expr, ast.Attribute):
-        return expr.attr == "mT"
+        return expr.attr == "mT" and not _conjugated(expr.value, ctx)
     if not isinstance(expr, ast.Call) or expr.keywords:
         return False
     qualname = ctx.qualname(expr.func)
-    if qualname == "torch.transpose":
-        dims = expr.args[1:]
+    if qualname == "torch.transpose" and expr.args:
+        dims, operand = expr.args[1:], expr.args[0]
     elif qualname is None and isinstance(expr.func, ast.Attribute) and expr.func.attr == "transpose":
-        dims = expr.args
+        dims, operand = expr.args, expr.func.value
     else:
         return False
-    return len(dims) == 2 and {_int(d) for d in dims} in _TRANSPOSE_LAST_TWO
+    return len(dims) == 2 and {_int(d) for d in dims} in _TRANSPOSE_LAST_TWO and not _conjugated(operand, ctx)
+
+
+_CONJUGATES = frozenset(("conj", "conj_physical", "resolve_conj"))
+
+
+def _conjugated(expr: ast.AST, ctx) -> bool:
+    """``x.conj()``, ``torch.conj(x)``, ``x.conj_physical()``: a complex tensor's conjugate."""
+    if not isinstance(expr, ast.Call):
+        return False
+    func = expr.func
+    qualname = ctx.qualname(func)
+    if qualname is not None:
+        return qualname.rpartition(".")[2] in _CONJUGATES and qualname.startswith("torch.")
+    return isinstance(func, ast.Attribute) and func.attr in _CONJUGATES
 
 
 def _pair(node: Optional[ast.AST]) -> bool:
@@ -135,6 +151,8 @@ class AffinityTorchCall(Rule):
         ("import torch\ns = torch.matmul(q, k.transpose(-1, -2))\n", 2),
         ("import torch\ns = torch.zeros(2, 3, 4) @ k.transpose(-2, -1)\n", 2),
         ("import torch\ndef scores(q, k):\n    return q @ k.transpose(-2, -1)\n", 3),
+        # near miss of a conjugate transpose: the conjugate is of the other operand
+        ("import torch\ndef scores(q, k):\n    return q.conj() @ k.transpose(-2, -1)\n", 3),
         # near misses of an optimizer over one tensor: two tensors, a parameter group
         ("import torch\nopt = torch.optim.SGD([x_in, y_in], lr=0.1)\n", 2),
         ("import torch\nopt = torch.optim.AdamW([{'params': model.parameters()}], lr=1e-3)\n", 2),
@@ -147,6 +165,8 @@ class AffinityTorchCall(Rule):
         "import torch.nn as nn\nact = nn.SiLU()\n",
         "import numpy as np\nimport torch\ndef scores(q, k):\n    q = np.asarray(q)\n    return q @ k.transpose(-2, -1)\n",
         "import keras\nopt = keras.optimizers.AdamW(1e-3)\n",
+        # a Hermitian product of complex data (asteroid 0.7.0 dsp/beamforming.py:472)
+        "import torch\ndef gev(a, b):\n    inv = torch.inverse(b)\n    return inv @ a @ inv.conj().transpose(-1, -2)\n",
         # an optimizer over one tensor: nothing to fuse (diffusers 0.42.1 pipeline_stable_diffusion_pix2pix_zero.py:1050)
         "import torch\ndef step(latent_model_input, amount):\n    x_in = latent_model_input.detach().clone()\n"
         "    x_in.requires_grad = True\n    opt = torch.optim.SGD([x_in], lr=amount)\n    return opt\n",

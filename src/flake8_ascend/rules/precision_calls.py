@@ -9,6 +9,7 @@ from ..registry import Rule
 from ..semantic.values import NUMBER
 from ..detect.training import last_name, source_text
 from ._sources import ADVICE_TABLE, ASCEND_API_DOCS, OFFICIAL_ADVICE
+from .affinity_calls import transposed_last_two
 from ..walk import walk_tree
 
 _DETERMINISTIC_LASTS = last_names("torch.use_deterministic_algorithms")
@@ -55,23 +56,6 @@ class _CallAdvice(Rule):
 
     def message(self, api: str) -> str:
         raise NotImplementedError
-
-
-def _transposed_last_two(expr: ast.AST, ctx) -> bool:
-    """``k.transpose(-2, -1)``, ``k.transpose(-1, -2)``, ``torch.transpose(k, -2, -1)`` or ``k.mT``."""
-    if isinstance(expr, ast.Attribute):
-        return expr.attr == "mT"
-    if not isinstance(expr, ast.Call):
-        return False
-    if ctx.qualname(expr.func) == "torch.transpose":
-        dims = expr.args[1:]
-    elif isinstance(expr.func, ast.Attribute) and expr.func.attr == "transpose" and ctx.qualname(expr.func) is None:
-        dims = expr.args
-    else:
-        return False
-    values = {d.operand.value * -1 if isinstance(d, ast.UnaryOp) and isinstance(d.op, ast.USub)
-              and isinstance(d.operand, ast.Constant) else None for d in dims}
-    return len(dims) == 2 and values == {-1, -2}
 
 
 class BaddbmmOverflow(_CallAdvice):
@@ -525,7 +509,7 @@ class MatmulNondeterministic(_CallAdvice):
         method = isinstance(node.func, ast.Attribute) and ctx.chain(node.func) is None
         args = node.args if method else node.args[1:]
         operands = [node.func.value, *node.args[:1]] if method else node.args[:2]
-        return bool(args) and _transposed_last_two(args[0], ctx) or (
+        return bool(args) and transposed_last_two(args[0], ctx) or (
             len(operands) == 2 and (any(ctx.values.on_host(operand) for operand in operands)
                                     or outer_product(*operands, ctx)))
 
