@@ -9,7 +9,7 @@ from ..semantic.flow import Flow
 from ..detect.fused import STARTS, function_patterns, other_branch_calls, sdpa_in_other_branch
 from ..detect.once_per_call import runs_once
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
-from ..semantic.values import ARRAY, COMPARE, MASK, NUMBER
+from ..semantic.values import ARRAY, BUILT_ON_HOST, COMPARE, MASK, NUMBER
 from ..registry import Rule
 from ..rewrite import Kind, Rewrite
 from .affinity_calls import _CAIT_ATTENTION, _TIMM_SDPA_OR_MANUAL
@@ -56,6 +56,13 @@ _RMS_NORM_BRANCHES = (
 _INDEX_PUT = "boolean-mask index put"
 
 
+def _built_on_host(x: ast.AST, ctx) -> bool:
+    """``x`` was made by a factory given no device, in a function that places nothing on a device (peft 0.17.1
+    tuners/randlora/model.py:169, ``torch.zeros(shape)`` filled at init): the index put runs on the CPU. A tensor
+    moved with ``.cpu()`` is not enough: the flow does not model branches (``if assign_on_cpu: x = x.cpu()``)."""
+    return ctx.values.of(x).device == BUILT_ON_HOST and ctx.values.host_side(x)
+
+
 class AffinityPattern(Rule):
     """A statement or expression pattern with an NPU affinity or fused replacement.
 
@@ -97,6 +104,10 @@ class AffinityPattern(Rule):
     fires = [
         (_CAIT_ATTENTION, 11),  # the matmul-softmax-matmul, reported alone (ASC303 keeps quiet about q @ k.T)
         ("import torch\ndef f(boxes):\n    boxes[boxes < 0] = 0\n    return boxes\n", 3),
+        # near misses of a tensor built on the host: built on the input's device; moved to a device afterwards
+        ("import torch\ndef f(x, sparsity):\n    b = torch.zeros(x.shape, device=x.device)\n    b[x < sparsity] = -1\n"
+         "    return b\n", 4),
+        ("import torch\ndef f(x, device):\n    m = torch.zeros(4)\n    m[x > 0] = 1\n    return m.to(device)\n", 4),
         ("import torch\ndef norm(x, eps):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n", 3),
         # near miss of diffusers' RMSNorm below: the other branch is not the advised NPU API
         (_RMS_NORM_BRANCHES.format(npu="torch.nn.functional.rms_norm(x, (x.shape[-1],), w, eps)"), 9),
@@ -153,6 +164,9 @@ class AffinityPattern(Rule):
         "import torch\ndef f(d):\n    d = {}\n    d[d > 0] = 1\n",
         "import torch\ndef f(x):\n    x[x.shape[0] > 2] = 0\n",
         "import torch\ndef f(x, names):\n    x[names == 'a'] = 0\n",
+        # a tensor built on the host at init (peft 0.17.1 tuners/randlora/model.py:166-169)
+        "import torch\ndef init(shape, sparsity):\n    b = torch.rand(shape)\n    b_sparse = torch.zeros(b.shape)\n"
+        "    b_sparse[b < 1 / (2 * sparsity)] = -1\n    return b_sparse\n",
     ]
 
     def _owner(self, ctx) -> ast.AST:
@@ -181,7 +195,7 @@ class AffinityPattern(Rule):
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
         masks = [p for p in parts if isinstance(p, (ast.Compare, ast.UnaryOp, ast.BinOp, ast.Name, ast.Call,
                                                     ast.Subscript, ast.Attribute)) and self._mask(p, ctx)]
-        if len(masks) != 1 or not self._tensor(x, masks[0], ctx) or runs_once(node, ctx):
+        if len(masks) != 1 or not self._tensor(x, masks[0], ctx) or runs_once(node, ctx) or _built_on_host(x, ctx):
             return
         value = ctx.values.of(node.value)
         if isinstance(node, ast.AugAssign):
