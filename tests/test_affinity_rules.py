@@ -267,8 +267,8 @@ def test_index_put_rewrite_is_offered_only_for_fresh_local_tensors():
     assert param.rewrite is None and "not rewritten" in param.message
     view = single("import torch\ndef f(s: torch.Tensor):\n    x = s.view(-1)\n    x[x > 0] = 0\n", "ASC304")
     assert view.rewrite is None
-    stored = single("import torch\ndef f(self):\n    x = torch.zeros(3)\n    self.buf = x\n    x[x > 0] = 1\n",
-                    "ASC304")
+    stored = single("import torch\ndef f(self, s):\n    x = torch.zeros(3, device=s.device)\n    self.buf = x\n"
+                    "    x[x > 0] = 1\n", "ASC304")
     assert stored.rewrite is None
 
 
