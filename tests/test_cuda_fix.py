@@ -107,7 +107,10 @@ def test_columns_after_non_ascii_text_on_the_line_still_match():
 
 def test_code_with_npu_cases_of_its_own_keeps_its_findings_but_gets_no_rewrite(lint):
     source = (FIXTURES / "dispatch.in.py").read_text(encoding="utf-8")
-    assert {f.code for f in lint(source, codes=["ASC2"])} >= {"ASC201", "ASC202"}  # still manual work
+    codes = {f.code for f in lint(source, codes=["ASC2"])}
+    # the 'cuda' default is still manual work; the CUDA cases beside their NPU cases (the assert, the
+    # set_device dispatched on the device's prefix) are not (open_clip 3.2.0 distributed.py:48-51, judged silent)
+    assert "ASC202" in codes and "ASC201" not in codes
     assert fixed(source)[:2] == (source, 0)
     # the same CUDA lines without the NPU cases are rewritten
     plain = "import torch\n\n\ndef f(device='cuda'):\n    torch.cuda.set_device(device)\n"
