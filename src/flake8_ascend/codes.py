@@ -86,7 +86,7 @@ CODES: Dict[str, Code] = {
     "ASC514": Code("perf_training_loop.GcCollectInTrainingLoop", _PERF, _N),
     "ASC515": Code("perf_calls.SyncBatchNormLayers", _PERF, _N),
     "ASC601": Code("precision_calls.BaddbmmOverflow", _PREC, _N),
-    "ASC602": Code("precision_calls.EmbeddingNondeterministic", _PREC, _N),
+    "ASC602": Code("precision_calls.EmbeddingNondeterministic", _PREC, _N, default_off=True),
     "ASC603": Code("precision_calls.MatmulNondeterministic", _PREC, _N, default_off=True),
     "ASC604": Code("precision_calls.SeluHalfBackward", _PREC, _N),
     "ASC605": Code("precision_calls.InfNanHandling", _PREC, _N),
