@@ -221,7 +221,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     commands.choices["score"].add_argument("--min-precision", type=float, help="exit 1 below this headline precision")
     commands.choices["sample"].add_argument("--per-code", type=int, default=10)
     commands.choices["sample"].add_argument("--seed", type=int, default=27)
-    commands.choices["sample"].add_argument("--codes", nargs="*", help="code prefixes to sample (default: all)")
+    # one comma-separated value, repeatable: ``nargs="*"`` swallowed the corpus names that followed it
+    commands.choices["sample"].add_argument("--codes", action="extend", type=lambda text: text.split(","),
+                                            help="code prefixes to sample, comma-separated (default: all)")
     commands.choices["sample"].add_argument("--version", default=DEFAULT_VERSION)
     args = parser.parse_args(argv)
     return score(args) if args.command == "score" else sample(args)
