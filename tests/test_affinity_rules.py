@@ -270,6 +270,14 @@ def test_index_put_rewrite_is_offered_only_for_fresh_local_tensors():
     stored = single("import torch\ndef f(self, s):\n    x = torch.zeros(3, device=s.device)\n    self.buf = x\n"
                     "    x[x > 0] = 1\n", "ASC304")
     assert stored.rewrite is None
+    # a mask over fewer dimensions than the target (diffusers 0.42.1 value_guided_sampling.py:107) would
+    # broadcast along the wrong ones in npu_fast_condition_index_put; one built from the target is its shape
+    narrow = single("import torch\ndef f(s, timesteps):\n    grad = s * 2\n    grad[timesteps < 2] = 0\n"
+                    "    return grad\n", "ASC304")
+    assert narrow.rewrite is None and "the mask may not have the target's shape" in narrow.message
+    own = single("import torch\ndef f(s, lo, hi):\n    x = s * 2\n    keep = (x > lo) & (x < hi)\n"
+                 "    x[~keep] = 0\n    return x\n", "ASC304")
+    assert own.rewrite is not None
 
 
 # -- ASC304: fused patterns ----------------------------------------------------------------------

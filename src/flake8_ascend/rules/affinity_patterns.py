@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 from types import SimpleNamespace
+from typing import List
 
 from ..detect import affinity
 from ..semantic.flow import Flow
@@ -56,6 +57,76 @@ _RMS_NORM_BRANCHES = (
 _INDEX_PUT = "boolean-mask index put"
 
 
+_PREDICATES = frozenset(("isnan", "isinf", "isfinite", "isneginf", "isposinf", "signbit", "eq", "ne", "gt", "ge", "lt",
+                         "le", "isclose"))
+_LOGICAL = frozenset(("logical_and", "logical_or", "logical_xor"))
+_KEEPS_SHAPE = frozenset(("clone", "detach", "float", "double", "half", "bfloat16", "contiguous", "to"))
+_FACTORIES = frozenset(("zeros", "ones", "empty", "full", "rand", "randn"))
+
+
+def _shaped_like(x: ast.Name, flow: Flow) -> List[ast.Name]:
+    """``x`` and the local names whose shape the binding of ``x`` copies: ``b = torch.zeros(y.shape)``,
+    ``torch.zeros_like(y)`` (divided by a number or not), ``y.clone()``, ``y.float()``."""
+    names = [x]
+    value = flow.resolve(x)
+    while isinstance(value, ast.BinOp) and isinstance(value.right, ast.Constant):  # ones_like(a) / 2.4
+        value = value.left
+    if not isinstance(value, ast.Call):
+        return names
+    func, args = value.func, value.args
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    source = None
+    if name.endswith("_like") and args:
+        source = args[0]
+    elif name in _FACTORIES and args:
+        first = args[0]
+        if isinstance(first, ast.Attribute) and first.attr == "shape":
+            source = first.value
+        elif isinstance(first, ast.Call) and isinstance(first.func, ast.Attribute) and first.func.attr == "size" \
+                and not first.args:
+            source = first.func.value
+    elif name in _KEEPS_SHAPE and isinstance(func, ast.Attribute):
+        source = func.value
+    if isinstance(source, ast.Name):
+        names.append(source)
+    return names
+
+
+def _mask_of(mask: ast.AST, shaped: List[ast.Name], flow: Flow, depth: int = 0) -> bool:
+    """``mask`` is computed elementwise from a tensor of the target's own shape (``shaped``): ``x > 0``,
+    ``~torch.isnan(x)``, ``(x > a) & (x < b)``, or a local name bound to one. That is the whole-tensor mask
+    ``npu_fast_condition_index_put`` needs; a mask over fewer dimensions (diffusers 0.42.1
+    value_guided_sampling.py:107, ``grad[timesteps < 2] = 0`` on a 3-D ``grad``) would broadcast along the wrong
+    ones there."""
+    if depth > 8:
+        return False
+
+    def own(expr: ast.AST) -> bool:
+        return isinstance(expr, ast.Name) and any(flow.same(expr, name) for name in shaped)
+
+    if isinstance(mask, ast.Compare):
+        return any(own(side) for side in (mask.left, *mask.comparators))
+    if isinstance(mask, ast.UnaryOp) and isinstance(mask.op, (ast.Invert, ast.Not)):
+        return _mask_of(mask.operand, shaped, flow, depth + 1)
+    if isinstance(mask, ast.BinOp) and isinstance(mask.op, (ast.BitAnd, ast.BitOr, ast.BitXor, ast.Mult)):
+        return _mask_of(mask.left, shaped, flow, depth + 1) and _mask_of(mask.right, shaped, flow, depth + 1)
+    if isinstance(mask, ast.Call):
+        func = mask.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in _LOGICAL:
+            return len(mask.args) == 2 and all(_mask_of(a, shaped, flow, depth + 1) for a in mask.args)
+        if name == "logical_not":
+            operand = mask.args[0] if mask.args else getattr(func, "value", None)
+            return operand is not None and _mask_of(operand, shaped, flow, depth + 1)
+        if name in _PREDICATES:
+            return (bool(mask.args) and own(mask.args[0])) or (isinstance(func, ast.Attribute) and own(func.value))
+        return False
+    if isinstance(mask, ast.Name):
+        value = flow.resolve(mask)
+        return value is not mask and _mask_of(value, shaped, flow, depth + 1)
+    return False
+
+
 def _built_on_host(x: ast.AST, ctx) -> bool:
     """``x`` was made by a factory given no device, in a function that places nothing on a device (peft 0.17.1
     tuners/randlora/model.py:169, ``torch.zeros(shape)`` filled at init): the index put runs on the CPU. A tensor
@@ -71,7 +142,10 @@ class AffinityPattern(Rule):
     unknown inside a function that never uses numpy/pandas/cupy. Lists, dicts, numpy arrays, pandas
     ``.loc`` and ``state_dict[k] = v`` never fire. ``x[mask] = number`` gets the affinity API; the rewrite
     ``x = npu_fast_condition_index_put(x, mask, value)`` rebinds ``x``, so it is offered only when ``x`` is a
-    local name bound in the same body to a newly allocated tensor and not stored anywhere else afterwards.
+    local name bound in the same body to a newly allocated tensor and not stored anywhere else afterwards, and
+    only when the mask is computed elementwise from a tensor of ``x``'s own shape (``x > 0``, ``~torch.isnan(x)``,
+    a comparison of ``y`` when ``x = torch.zeros_like(y)``): the fused API takes a whole-tensor mask, and a mask
+    over fewer dimensions would broadcast along the wrong ones.
     ``x[mask] = tensor`` and masks beside other indices (``x[:, mask] = 0``) name ``torch.where`` /
     ``masked_scatter_`` / ``masked_fill_`` instead, never rewritten.  ``x[mask] *= value`` reads and
     writes back through the mask (an index and an IndexPut): ``torch.where(mask, x * value, x)``.
@@ -226,7 +300,8 @@ class AffinityPattern(Rule):
         if not affinity.available(entry, ctx.data.version):
             return
         flow = ctx.model.flow(self._owner(ctx))
-        why_not = self._unsafe(x, flow, ctx)
+        why_not = self._unsafe(x, flow, ctx) or ("" if _mask_of(node.targets[0].slice, _shaped_like(x, flow), flow)
+                                                  else "the mask may not have the target's shape")
         note = f"not rewritten: {why_not}" if why_not else "ascend-analyse --fix rewrites it"
         ctx.report(node, self.code, f"replace the boolean-mask index put by x = {entry['target']}(x, mask, value) "
                    f"(NPU affinity API, {affinity.since(entry)}; {note})",
