@@ -174,6 +174,9 @@ class HardCodedCudaDevice(Rule):
         ("device = 'cuda' if ok else 'cpu'\n", 1),
         ("x = x.to('cuda')\n", 1),
         ("if x.device.type == 'cuda':\n    model.half()\n", 1),
+        # near miss of a CUDA case beside an NPU case: the function has no NPU case
+        ("import torch\ndef place(model):\n    if torch.cuda.is_available():\n        model = model.cuda()\n"
+         "    return model\n", 4),
         # a built device handed to a method or returned (mmaction2 1.2.0 roi_heads/shared_heads/lfb.py:97)
         ("class LFB:\n    def __init__(self, local_rank):\n        self.load_lfb(f'cuda:{local_rank}')\n", 3),
         ("def where(rank):\n    return 'cuda:{}'.format(rank)\n", 2),
@@ -241,6 +244,9 @@ class HardCodedCudaDevice(Rule):
         "    run(args)\n",
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
         "path = 'data/cuda/kernels.txt'\n",
+        # a CUDA case with the NPU case beside it (open_clip 3.2.0 open_clip_train/profiler.py:138-141)
+        "import torch\ndef place(model, device):\n    if torch.cuda.is_available():\n        model = model.cuda()\n"
+        "    elif device == 'npu' and torch.npu.is_available():\n        model = model.npu()\n    return model\n",
         # near misses of a built device handed on: shown to a person
         "def show(rank):\n    print(f'cuda:{rank}')\n    logger.info('cuda:{}'.format(rank))\n"
         "    raise ValueError(f'cuda:{rank}')\n",
@@ -307,7 +313,8 @@ class HardCodedCudaDevice(Rule):
             if (isinstance(func, ast.Attribute) and func.attr == "cuda" and ctx.qualname(func) is None
                     and not migrated(ctx) and not self._forwarding(ctx) and not optional_cuda_branch(node, ctx)
                     and not on_cuda_package_path(node, ctx) and not offline_cpu_fallback(node, ctx)
-                    and not npu_skips(node, ctx)):
+                    and not npu_skips(node, ctx) and not (cuda_branch_test(node, ctx) is not None
+                                                          and has_npu_branch(ctx))):
                 ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or .to(device))",
                            api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu",
                            rewrite=None if _defines_cuda(ctx) else method_fix(func.attr, ctx),
