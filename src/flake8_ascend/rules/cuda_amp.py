@@ -39,11 +39,8 @@ class CudaAmp(Rule):
               "            self._scaler = torch.cuda.amp.GradScaler()\n"]
 
     def check(self, node, ctx) -> None:
-        root = node
-        while root.__class__ is ast.Attribute:
-            root = root.value
-        if root.__class__ is not ast.Name or root.id not in ctx.model.imported:
-            return  # names no import: no qualified name to ask about (the cheap half of ``ctx.chain``)
+        if not ctx.model.may_resolve(node):
+            return  # names no import: no qualified name to ask about
         qualname = ctx.chain(node)
         if qualname and qualname.startswith("torch.cuda.amp.") and not quiet(ctx, qualname) and not npu_skips(
                 node, ctx) and not old_torch_fallback(node, qualname, ctx):

@@ -173,10 +173,10 @@ def _tested_packages(ctx) -> FrozenSet[str]:
 
 
 def _integration_module(package: str, ctx) -> bool:
-    """An unconditional module-level import of ``package`` in a file that also tests whether ``package`` is available: a module
-    written to be imported only where the package is installed, since without it its first line fails (peft 0.17.1
-    tuners/lora/bnb.py:19, imported only under ``is_bnb_available()`` by tuners/lora/model.py:340). Whatever
-    imports it is where a run opts into the package."""
+    """An unconditional module-level import of ``package`` in a file that also tests whether ``package`` is
+    available: a module written to be imported only where the package is installed, since without it its first
+    line fails (peft 0.17.1 tuners/lora/bnb.py:19, imported only under ``is_bnb_available()`` by
+    tuners/lora/model.py:340). Whatever imports it is where a run opts into the package."""
     return isinstance(ctx.parent, ast.Module) and package in _tested_packages(ctx)
 
 

@@ -57,12 +57,20 @@ class SemanticModel:
         """The resolver for the names of ``scope``."""
         return scope.resolver
 
+    def may_resolve(self, node: ast.AST) -> bool:
+        """Whether ``node`` can have a qualified name at all: a name or attribute chain whose root name some
+        binding of the file imports (the cheap test before ``qualname``)."""
+        root = node
+        while root.__class__ is ast.Attribute:
+            root = root.value
+        return root.__class__ is ast.Name and root.id in self.imported
+
     def qualname(self, node: ast.AST) -> Optional[str]:
         """Fully qualified import path of a name or attribute chain read at ``node``, if it is one."""
-        root = node
-        while isinstance(root, ast.Attribute):
+        root = node  # ``may_resolve`` inlined: every rule asks this of every name
+        while root.__class__ is ast.Attribute:
             root = root.value
-        if not isinstance(root, ast.Name) or root.id not in self.imported:
+        if root.__class__ is not ast.Name or root.id not in self.imported:
             return None  # what the resolver would answer, without looking up the node's scope
         return (self._node_scopes.get(id(node)) or self.module).resolver.qualname(node)
 
