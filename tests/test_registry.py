@@ -59,3 +59,46 @@ def test_examples_match_their_snapshot(rule):
 def test_only_fixable_codes_carry_rewrites(rule):
     rewrites = [f.rewrite for source, _ in rule.fires for f in snapshots.findings(rule, source)[1] if f.rewrite]
     assert rule.fixable or not rewrites, f"{rule.code} attaches {rewrites[0]} but codes.CODES says not fixable"
+
+
+GATED = [rule for rule in RULES if rule.names != "every"]
+
+
+@pytest.mark.parametrize("rule", GATED, ids=lambda r: r.code)
+def test_a_names_gate_changes_no_finding(rule, monkeypatch):
+    """``Rule.names`` only spares calls: every example reports the same with the rule called on every name."""
+    sources = [source for source, _ in rule.fires] + list(rule.passes)
+    gated = [run_rules(source, codes=[rule.code], **rule.example_settings_dict()) for source in sources]
+    monkeypatch.setattr(rule, "names", "every")
+    assert [run_rules(source, codes=[rule.code], **rule.example_settings_dict()) for source in sources] == gated
+
+
+def test_the_names_gates_call_a_rule_on_the_chains_it_may_report():
+    """"outermost" sees each chain once, whole; "imported" only those rooted in an imported name."""
+    import ast
+
+    from flake8_ascend.config import make_config
+    from flake8_ascend.engine import lint
+
+    source = "import torch\nx = torch.cuda.amp.autocast\ny = z.w\ntorch = x\n"
+    seen = {}
+    for gate in ("every", "outermost", "imported"):
+        class Spy:
+            names = gate
+            node_types = (ast.Name, ast.Attribute)
+            trigger_words = ()
+
+            def __call__(self):
+                return self
+
+            def runs_with(self, config):
+                return True
+
+            def check(self, node, ctx):
+                seen.setdefault(gate, []).append(ast.unparse(node))
+
+        lint(ast.parse(source), source.splitlines(True), "m.py", make_config(), [Spy()])
+    assert sorted(seen["every"]) == sorted(["torch.cuda.amp.autocast", "torch.cuda.amp", "torch.cuda", "torch", "x",
+                                            "z.w", "z", "y", "torch", "x"])
+    assert sorted(seen["outermost"]) == sorted(["torch.cuda.amp.autocast", "x", "z.w", "y", "torch", "x"])
+    assert sorted(seen["imported"]) == sorted(["torch.cuda.amp.autocast", "x", "torch", "x"])

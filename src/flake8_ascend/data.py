@@ -72,13 +72,19 @@ class VersionData:
             api: tuple(row) for api, row in raw.get("official", {}).items()}
         self.restrictions: Dict[str, dict] = raw.get("restrictions", {})  # facts of each partial row's note
         self.npu_all = frozenset(raw.get("npu_all", ()))
-        # status -> the last part of every API some table gives it: a name or attribute spelled otherwise names
-        # no API of that status, which spares ASC101-103 resolving it
+        # status -> the last part of every API some table gives it (``tails``), and of every ``torch.Tensor``
+        # method (``method_tails``): an attribute spelled otherwise names no API of that status, a method only when
+        # its chain resolves to an import, which spares ASC101-103 resolving it
         tails: Dict[str, Set[str]] = {}
+        methods: Dict[str, Set[str]] = {}
         for table in (self.apis, self.official):
             for api, row in table.items():
-                tails.setdefault(row[0], set()).add(api.rpartition(".")[2])
+                tail = api.rpartition(".")[2]
+                tails.setdefault(row[0], set()).add(tail)
+                if api.startswith("torch.Tensor."):
+                    methods.setdefault(row[0], set()).add(tail)
         self.tails: Dict[str, FrozenSet[str]] = {status: frozenset(names) for status, names in tails.items()}
+        self.method_tails: Dict[str, FrozenSet[str]] = {status: frozenset(names) for status, names in methods.items()}
         self.transfer_to_npu: Dict[str, List[str]] = raw.get("transfer_to_npu", {})
 
     def api_status(self, qualname: str, official: bool = False) -> Optional[Tuple[str, str, str]]:

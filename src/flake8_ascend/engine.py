@@ -193,12 +193,22 @@ def _active_rules(source: str, rules: Iterable[Type[Rule]], config: Config, test
             and rule.runs_with(config)]
 
 
-def _handlers(rules: Sequence[Rule]) -> Dict[type, List[Rule]]:
-    table: Dict[type, List[Rule]] = {}
+_CHAIN_TYPES = (ast.Name, ast.Attribute)
+
+
+def _handlers(rules: Sequence[Rule]) -> Tuple[Dict[type, List[Rule]], Dict[type, List[Rule]], Dict[type, List[Rule]]]:
+    """Per node class, the rules to call: on every node, and (``Rule.names``) on the outermost node of a chain and
+    on one whose root name the file imports."""
+    every: Dict[type, List[Rule]] = {}
+    outermost: Dict[type, List[Rule]] = {}
+    imported: Dict[type, List[Rule]] = {}
+    tables = {"every": every, "outermost": outermost, "imported": imported}
     for rule in rules:
+        gate = getattr(rule, "names", "every")
         for node_type in rule.node_types:
+            table = tables[gate] if node_type in _CHAIN_TYPES else every
             table.setdefault(node_type, []).append(rule)
-    return table
+    return every, outermost, imported
 
 
 def lint(
@@ -244,11 +254,28 @@ _LEAVES = frozenset((ast.Name, ast.Constant))  # no child worth visiting: the wa
 def _walk(tree: ast.AST, lines: Sequence[str], path: str, config: Config, active: List,
           shown: Optional[Callable[[str], bool]]) -> List[Finding]:
     """``lint`` once the active rules (and visitors) are known: the model, the walk, the findings."""
-    handlers = _handlers(active)
+    handlers, outermost, imported_rules = _handlers(active)
     ctx = Context(tree, lines, path, config)
     stack = ctx.stack
+    imported = ctx.model.imported
+    chained = bool(outermost or imported_rules)
 
     push, pop, rules_of, fields_of = stack.append, stack.pop, handlers.get, fields_table().get
+    outermost_of, imported_of = outermost.get, imported_rules.get
+    Attribute, Name = ast.Attribute, ast.Name
+
+    def chain_rules(node: ast.AST, cls: type) -> None:
+        """The gated rules of the outermost node of a chain (``Rule.names``)."""
+        for rule in outermost_of(cls, ()):
+            rule.check(node, ctx)
+        rules = imported_of(cls)
+        if rules:
+            root = node
+            while root.__class__ is Attribute:
+                root = root.value
+            if root.__class__ is Name and root.id in imported:
+                for rule in rules:
+                    rule.check(node, ctx)
 
     def visit(node: ast.AST) -> None:
         cls = node.__class__
@@ -256,12 +283,15 @@ def _walk(tree: ast.AST, lines: Sequence[str], path: str, config: Config, active
         if rules is not None:
             for rule in rules:
                 rule.check(node, ctx)
+        if cls is Attribute and chained and stack[-1].__class__ is not Attribute:  # not a link inside a chain
+            chain_rules(node, cls)
         fields = fields_of(cls)
         if fields is None:
             fields = child_fields(cls)
         if not fields:  # a leaf (a name, a constant): no child to see it on the stack
             return
         push(node)
+        outer = chained and cls is not Attribute  # a name here is a whole chain, not the root of one
         for name in fields:
             value = getattr(node, name, None)
             if value.__class__ is list:
@@ -269,11 +299,15 @@ def _walk(tree: ast.AST, lines: Sequence[str], path: str, config: Config, active
                     if item.__class__ in _LEAVES:  # ``visit`` inlined for names and constants: only their rules
                         for rule in rules_of(item.__class__, ()):
                             rule.check(item, ctx)
+                        if outer and item.__class__ is Name:
+                            chain_rules(item, Name)
                     elif isinstance(item, AST):
                         visit(item)
             elif value.__class__ in _LEAVES:
                 for rule in rules_of(value.__class__, ()):
                     rule.check(value, ctx)
+                if outer and value.__class__ is Name:
+                    chain_rules(value, Name)
             elif isinstance(value, AST):
                 visit(value)
         pop()

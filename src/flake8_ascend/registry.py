@@ -22,6 +22,12 @@ class Rule:
     summary: ClassVar[str] = ""  # one line: what the code reports
     node_types: ClassVar[Tuple[type, ...]] = ()
     trigger_words: ClassVar[Tuple[str, ...]] = ("torch",)  # () means "always run"
+    # Which ``Name`` / ``Attribute`` nodes reach ``check``: "every"; "outermost", each chain once at its outermost
+    # node (``torch.cuda.amp`` whole, not ``torch.cuda`` inside it: a rule that asks ``ctx.chain``, which names
+    # only the whole chain); "imported", outermost and rooted in a name some binding of the file imports (a rule
+    # that asks only ``ctx.chain``, which is None for any other). The engine tests this once per node instead of
+    # every rule calling in to learn it.
+    names: ClassVar[str] = "every"
     # From the code's row of codes.CODES, set on definition:
     report: ClassVar[Report]
     level: ClassVar[Level]

@@ -19,11 +19,14 @@ from ..walk import iter_children
 
 _DEVICE_INDEX = re.compile(r"\d+")
 _NPU_DATA = re.compile(r"npu(:\d+)?|hccl|HCCL")
+# what such a string literal's text must hold: ``npu`` before its closing quote or a device index ("input" and
+# "torch_npu" hold neither), or ``hccl``
+_NPU_TEXT = re.compile(r"npu['\":]|hccl", re.IGNORECASE)
 
 
 def names_npu(tree: ast.AST, lines) -> bool:
     """The module holds an NPU device or backend string: it has NPU cases of its own."""
-    if not any("npu" in line or "hccl" in line.lower() for line in lines):
+    if not any(_NPU_TEXT.search(line) for line in lines if "npu" in line or "hccl" in line.lower()):
         return False
     stack = [tree]  # every node, as ``ast.walk`` gives them (order does not matter), less contexts and operators
     while stack:

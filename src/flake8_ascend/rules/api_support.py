@@ -100,10 +100,13 @@ def _new_cache(_ctx) -> dict:
 
 
 def _may_name(node: ast.AST, ctx, status: str) -> bool:
-    """The cheap test before ``status_of``: an attribute's API ends in its own name (``x.mode`` ->
-    ``torch.Tensor.mode``), and a bare name names an API only when some binding of the file imports it."""
+    """The cheap test before ``status_of``: an attribute's API ends in its own name, and is a tensor method
+    (``x.mode`` -> ``torch.Tensor.mode``) or a chain whose root the file imports (``torch.linalg.eig``); a bare
+    name names an API only when some binding of the file imports it."""
     if node.__class__ is ast.Attribute:
-        return node.attr in ctx.data.tails.get(status, ())
+        data = ctx.data
+        return node.attr in data.method_tails.get(status, ()) or (
+            node.attr in data.tails.get(status, ()) and ctx.model.may_resolve(node))
     return node.id in ctx.model.imported
 
 
@@ -134,6 +137,7 @@ def status_of(node: ast.AST, ctx, wanted: str) -> Optional[Tuple[str, str, str, 
 
 class _ApiStatusRule(Rule):
     node_types = (ast.Name, ast.Attribute)
+    names = "outermost"  # a tensor method (``x.mode``) has no import chain: every outermost attribute
     source = _SOURCE
     wanted = ""
 

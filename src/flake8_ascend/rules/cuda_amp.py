@@ -13,6 +13,7 @@ class CudaAmp(Rule):
     code = "ASC207"
     summary = "CUDA AMP API (torch.cuda.amp.autocast, GradScaler, custom_fwd, custom_bwd)"
     node_types = (ast.Name, ast.Attribute)
+    names = "imported"
     trigger_words = ("amp",)
     why = ("`torch.cuda.amp` drives CUDA autocast; on NPU the same API lives in `torch_npu.npu.amp` / `torch.amp` with "
            "device 'npu'. In a branch only CUDA takes (`if torch.cuda.is_available():`) the finding on the test names "
@@ -39,8 +40,6 @@ class CudaAmp(Rule):
               "            self._scaler = torch.cuda.amp.GradScaler()\n"]
 
     def check(self, node, ctx) -> None:
-        if not ctx.model.may_resolve(node):
-            return  # names no import: no qualified name to ask about
         qualname = ctx.chain(node)
         if qualname and qualname.startswith("torch.cuda.amp.") and not quiet(ctx, qualname) and not npu_skips(
                 node, ctx) and not old_torch_fallback(node, qualname, ctx):

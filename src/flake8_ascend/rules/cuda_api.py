@@ -39,6 +39,7 @@ class CudaApi(Rule):
     code = "ASC201"
     summary = "torch.cuda API use; says whether transfer_to_npu maps it or it needs a manual rewrite"
     node_types = (ast.Name, ast.Attribute)
+    names = "imported"
     trigger_words = ("cuda",)
     why = (
         "`torch.cuda` drives NVIDIA devices. `torch_npu.contrib.transfer_to_npu` redirects the names that "

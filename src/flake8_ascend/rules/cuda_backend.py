@@ -42,6 +42,7 @@ class CudaBackendSwitch(Rule):
     code = "ASC203"
     summary = "cuDNN / CUDA backend switch (torch.backends.cudnn.*, torch.backends.cuda.*) whose intent the NPU loses"
     node_types = (ast.Name, ast.Attribute)
+    names = "imported"
     trigger_words = ("cud",)
     why = (
         "These switches tune NVIDIA libraries. On NPU most are accepted but change nothing. A flag whose setting "

@@ -15,6 +15,7 @@ class LegacyDump(Rule):
     code = "ASC650"
     summary = "legacy Ascend dump / overflow switch (torch.utils.dumper, the ACL_DUMP_DATA variable)"
     node_types = (ast.Name, ast.Attribute, ast.Constant)
+    names = "imported"
     trigger_words = ("dumper", _ENV)
     why = (
         "`torch.utils.dumper(use_dump=..., check_overflow=...)` existed only in Huawei's patched PyTorch 1.5/1.8 "

@@ -93,6 +93,7 @@ class NcclBackend(Rule):
     code = "ASC204"
     summary = "NCCL collective backend ('nccl', Backend.NCCL, is_nccl_available)"
     node_types = (ast.Constant, ast.Name, ast.Attribute)
+    names = "imported"
     trigger_words = ("nccl", "NCCL")
     why = ("NCCL is NVIDIA's collective library; on Ascend the backend is HCCL (`'hccl'`). Not reported where the "
            "framework picks HCCL itself on an NPU (mmengine's `dist_cfg`, an mmdet-2.x config's `dist_params` that "

@@ -89,6 +89,7 @@ class DoublePrecisionTensor(Rule):
     code = "ASC508"
     summary = "float64 / complex128 tensors (.double(), dtype=torch.float64), which NPUs run on the AI CPU"
     node_types = (ast.Call, ast.Name, ast.Attribute)
+    names = "imported"
     trigger_words = ("float64", "double", "complex128", "DoubleTensor")
     why = (
         "The NPU's AI cores compute in float32 and lower precision. Operators given float64 (or "

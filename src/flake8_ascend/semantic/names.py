@@ -14,7 +14,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from ..walk import child_fields
+from ..walk import child_fields, fields_table
 
 # Modules whose public names are re-exported under a shorter, documented path.
 _CANONICAL_PREFIXES = (
@@ -111,6 +111,7 @@ class Scope:
 # Nodes without child nodes that the builder has no ``visit_`` method for: visiting one only records its scope,
 # which the generic visits do in place (names and constants are about half of all nodes).
 _LEAVES = frozenset((ast.Name, ast.Constant))
+_FIELDS = fields_table()
 
 
 class ScopeBuilder(ast.NodeVisitor):
@@ -139,17 +140,18 @@ class ScopeBuilder(ast.NodeVisitor):
         method(node)
 
     def generic_visit(self, node: ast.AST) -> None:  # ``iter_children`` inlined: every node of the file passes here
-        visit, scopes = self.visit, self.node_scopes
-        for name in child_fields(node.__class__):
+        visit, scopes, current = self.visit, self.node_scopes, self.current  # a child's visit restores ``current``
+        cls = node.__class__
+        for name in _FIELDS.get(cls) or child_fields(cls):
             value = getattr(node, name, None)
             if value.__class__ is list:
                 for item in value:
                     if item.__class__ in _LEAVES:
-                        scopes[id(item)] = self.current
+                        scopes[id(item)] = current
                     elif isinstance(item, ast.AST):
                         visit(item)
             elif value.__class__ in _LEAVES:
-                scopes[id(value)] = self.current
+                scopes[id(value)] = current
             elif isinstance(value, ast.AST):
                 visit(value)
 

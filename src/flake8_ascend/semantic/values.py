@@ -34,12 +34,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from ..calls import argument, is_constant
-from ..walk import assign_targets, child_fields
+from ..walk import assign_targets, child_fields, fields_table
 from .names import Resolver, Scope
 
 if TYPE_CHECKING:
     from .model import SemanticModel
 
+_FIELDS = fields_table()  # ``child_fields``' memo, looked up inline by ``walk``
 TENSOR, MASK, ARRAY, NUMBER, CONTAINER, OTHER, UNKNOWN = (
     "tensor", "mask", "array", "number", "container", "other", "unknown")
 COMPARE = "compare"  # ``a > b`` of unknowns: a mask if a side turns out to be a tensor (evidence decides)
@@ -420,23 +421,27 @@ class Values:
         """One walk of a function body: which names are used as tensors, which as arrays."""
         evidence = _Evidence()
         resolver = self.model.resolver(scope)
-        for node in walk(owner):
-            if isinstance(node, (ast.Assign, ast.AugAssign)):
+        for node in walk(owner):  # the node's class by identity: this loop sees every node of every function asked
+            cls = node.__class__
+            if cls is ast.Name or cls is ast.Constant:
+                continue
+            if cls is ast.Assign or cls is ast.AugAssign:
                 for target in assign_targets(node):
                     if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
                         evidence.written.setdefault(target.value.id, []).append(
-                            (isinstance(node, ast.Assign), target.slice, node.value))
-            elif isinstance(node, ast.Subscript):
+                            (cls is ast.Assign, target.slice, node.value))
+            elif cls is ast.Subscript:
                 parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
                 for part in parts:
                     if isinstance(part, ast.Name):
                         evidence.indexes.setdefault(part.id, []).append(node.value)
-            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-                if node.attr in TENSOR_ONLY:
-                    evidence.tensor.add(node.value.id)
-                elif node.attr in ARRAY_ONLY:
-                    evidence.array.add(node.value.id)
-            elif isinstance(node, ast.Call):
+            elif cls is ast.Attribute:
+                if node.value.__class__ is ast.Name:
+                    if node.attr in TENSOR_ONLY:
+                        evidence.tensor.add(node.value.id)
+                    elif node.attr in ARRAY_ONLY:
+                        evidence.array.add(node.value.id)
+            elif cls is ast.Call:
                 func = node.func
                 if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
                     if func.attr.endswith("_") and not func.attr.startswith("_"):  # ``x.index_put_(...)``
@@ -1028,7 +1033,8 @@ def walk(node: ast.AST):
     while stack:
         node = pop()
         yield node
-        for name in child_fields(node.__class__):  # ``iter_children`` inlined: the same nodes in the same order
+        cls = node.__class__
+        for name in _FIELDS.get(cls) or child_fields(cls):  # ``iter_children`` inlined: the same nodes, same order
             value = getattr(node, name, None)
             if value.__class__ is list:
                 for item in value:
