@@ -22,7 +22,9 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 from flake8.defaults import NOQA_FILE, NOQA_INLINE_REGEXP
 from flake8.utils import parse_comma_separated_list
 
+from .codes import CODES, Report
 from .config import Config
+from .detect.export_path import on_export_path
 from .registry import Rule, all_rules
 from .rewrite import Rewrite
 from .semantic.model import SemanticModel
@@ -65,6 +67,12 @@ class Finding:
     @property
     def text(self) -> str:
         return f"{self.code} {self.message}"
+
+
+# codes whose findings advise on running on the NPU (affinity, dynamic shapes, performance, precision), as opposed to
+# what stops the code there: none of them is reported in code that only exports the model (detect/export_path.py)
+_NPU_ADVICE = frozenset(code for code, row in CODES.items() if row.report in (
+    Report.AFFINITY_API_CALL, Report.DYNAMIC_SHAPE_HINTS, Report.PERFORMANCE_ADVICE, Report.PRECISION_ADVICE))
 
 
 class Context:
@@ -145,6 +153,8 @@ class Context:
                rewrite: Optional[Rewrite] = None, guard: Optional[ast.AST] = None, family: str = "") -> None:
         """``guard``: the test of a branch only CUDA takes, around ``node``; a finding on that test stands for this
         one (``fold``).  ``family``: see ``Finding.family``."""
+        if code in _NPU_ADVICE and on_export_path(self):
+            return  # advice for running on the NPU, in code that only exports the model for another runtime
         if rewrite is not None and "--fix" not in message:  # a finding with a safe rewrite names its command
             message += f"; ascend-analyse --fix --select {code} rewrites it"
         finding = Finding(

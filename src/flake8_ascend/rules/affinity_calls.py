@@ -115,6 +115,13 @@ def _one_tensor(call: ast.Call) -> bool:
         params.elts[0], (ast.Starred, ast.Dict, ast.ListComp, ast.GeneratorExp, ast.Call))
 
 
+_DEPLOYED = (
+    "import torch\nclass Head:\n    def switch_to_deploy(self):\n        self.{helper}()\n\n"
+    "    def {helper}(self):\n        def _forward(x):\n            return torch.matmul(x, self.w.transpose(-1, -2))\n"
+    "        self.forward = _forward\n"
+)
+
+
 class AffinityTorchCall(Rule):
     """A call of a torch API the affinity table maps to an NPU affinity or fused API.
 
@@ -133,7 +140,9 @@ class AffinityTorchCall(Rule):
     why = (
         "torch_npu's fused optimizers update all parameters in a few large kernels instead of one small kernel "
         "per tensor, and its affinity roll and matmul_transpose avoid slow generic kernels on NPU. An optimizer "
-        "over a single tensor (`SGD([latent], lr=...)`) has nothing to fuse and is not reported."
+        "over a single tensor (`SGD([latent], lr=...)`) has nothing to fuse and is not reported. "
+        "Nor in code that only exports the model (a function named for `onnx`, `export` or `deploy`, or one only "
+        "they reach): the exported graph must keep standard operators, as for every advice code."
     )
     example = "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)"
     use_instead = (
@@ -155,6 +164,8 @@ class AffinityTorchCall(Rule):
         ("import torch\ndef scores(q, k):\n    return q.conj() @ k.transpose(-2, -1)\n", 3),
         # near misses of an optimizer over one tensor: two tensors, a parameter group
         ("import torch\nopt = torch.optim.SGD([x_in, y_in], lr=0.1)\n", 2),
+        # near miss of a deploy conversion: the helper also runs in the forward
+        (_DEPLOYED.format(helper="_convert") + "    def forward(self, x):\n        self._convert()\n", 8),
         ("import torch\nopt = torch.optim.AdamW([{'params': model.parameters()}], lr=1e-3)\n", 2),
     ]
     passes = [
@@ -170,6 +181,9 @@ class AffinityTorchCall(Rule):
         # an optimizer over one tensor: nothing to fuse (diffusers 0.42.1 pipeline_stable_diffusion_pix2pix_zero.py:1050)
         "import torch\ndef step(latent_model_input, amount):\n    x_in = latent_model_input.detach().clone()\n"
         "    x_in.requires_grad = True\n    opt = torch.optim.SGD([x_in], lr=amount)\n    return opt\n",
+        # built only for a deploy conversion (an export: no torch_npu API may enter the graph; mmpose 1.3.2
+        # rtmo_head.py:550-590, switch_to_deploy -> _convert_gau -> a nested forward; detect/export_path.py)
+        _DEPLOYED.format(helper="_convert_gau"),
         # the first product of a hand-written attention: ASC304 reports the whole fused pattern instead
         _CAIT_ATTENTION,
         _CAIT_ATTENTION.replace("q @ k.transpose(-2, -1)", "torch.matmul(q, k.transpose(-2, -1))"),

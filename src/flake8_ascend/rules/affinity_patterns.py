@@ -163,7 +163,9 @@ class AffinityPattern(Rule):
     why = (
         "A boolean-mask assignment becomes an IndexPut that runs on the AI CPU; hand-written RMSNorm, RoPE, "
         "SwiGLU, attention and add+LayerNorm run as chains of small kernels that torch_npu has single fused "
-        "kernels for."
+        "kernels for. "
+        "Nor in code that only exports the model (a function named for `onnx`, `export` or `deploy`, or one only "
+        "they reach): the exported graph must keep standard operators, as for every advice code."
     )
     example = "boxes[boxes < 0] = 0\nx = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)"
     use_instead = (
@@ -178,6 +180,9 @@ class AffinityPattern(Rule):
     fires = [
         (_CAIT_ATTENTION, 11),  # the matmul-softmax-matmul, reported alone (ASC303 keeps quiet about q @ k.T)
         ("import torch\ndef f(boxes):\n    boxes[boxes < 0] = 0\n    return boxes\n", 3),
+        # near miss of an export entry: a name that only contains the word (not ``export`` between underscores)
+        ("import torch\nclass Checker:\n    def exported_scores(self, images, scores):\n"
+         "        flagged = torch.any(scores > 0, dim=1)\n        images[flagged] = 0.0\n        return images\n", 5),
         # near misses of a tensor built on the host: built on the input's device; moved to a device afterwards
         ("import torch\ndef f(x, sparsity):\n    b = torch.zeros(x.shape, device=x.device)\n    b[x < sparsity] = -1\n"
          "    return b\n", 4),
@@ -238,6 +243,9 @@ class AffinityPattern(Rule):
         "import torch\ndef f(d):\n    d = {}\n    d[d > 0] = 1\n",
         "import torch\ndef f(x):\n    x[x.shape[0] > 2] = 0\n",
         "import torch\ndef f(x, names):\n    x[names == 'a'] = 0\n",
+        # an ONNX export entry (diffusers 0.42.1 safety_checker.py:106-127): the graph must keep standard operators
+        "import torch\nclass Checker:\n    def forward_onnx(self, images, scores):\n        flagged = torch.any(scores > 0, dim=1)\n"
+        "        images[flagged] = 0.0\n        return images\n",
         # a tensor built on the host at init (peft 0.17.1 tuners/randlora/model.py:166-169)
         "import torch\ndef init(shape, sparsity):\n    b = torch.rand(shape)\n    b_sparse = torch.zeros(b.shape)\n"
         "    b_sparse[b < 1 / (2 * sparsity)] = -1\n    return b_sparse\n",
