@@ -55,6 +55,11 @@ CORPORA = [
     Corpus("asteroid", "asteroid==0.7.0", sdist=False, split="tuning"),
     Corpus("mmaction2", "mmaction2==1.2.0", sdist=False, split="tuning"),
     Corpus("open_clip", "open_clip_torch==3.2.0", sdist=False, split="tuning"),
+    # Added to the tuning side on 2026-11-26 (fifth round), before any of their findings was read: a PyTorch-native
+    # LLM fine-tuning library, a Lightning project, an OCR toolbox outside OpenMMLab; the test side is unchanged.
+    Corpus("torchtune", "torchtune==0.6.1", sdist=False, split="tuning"),
+    Corpus("neuralforecast", "neuralforecast==3.0.2", sdist=False, split="tuning"),
+    Corpus("doctr", "python-doctr==0.12.0", sdist=False, split="tuning"),
     Corpus("trl", "trl==1.16.0", sdist=False, split="test"),
     Corpus("pytorch_forecasting", "pytorch-forecasting==1.8.0", sdist=False, split="test"),
     Corpus("mmocr", "mmocr==1.0.1", sdist=False, split="test"),
