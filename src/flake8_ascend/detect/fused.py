@@ -225,7 +225,18 @@ class Patterns:
         if probs is None or not probs[1]:
             return None
         scores = self._search(probs[1][0], ("matmul", "bmm"), _SCORE_STEPS)
-        return (scores[2], node) if scores else None
+        if scores is None or self._returned(found[1][0], found[2]):
+            return None
+        return scores[2], node
+
+    def _returned(self, weights: ast.AST, product: ast.AST) -> bool:
+        """The attention weights leave the function other than through ``product`` (``return out, attn_prob``:
+        neuralforecast 3.0.2 tft.py:269, weights kept for interpretability): the fused kernel does not give them,
+        so it cannot replace the block."""
+        return isinstance(weights, ast.Name) and any(
+            any(isinstance(parent, (ast.Return, ast.Yield)) for parent in read.path)
+            and not any(parent is product for parent in read.path)
+            for read in self.ctx.model.reads(self.owner, weights.id))
 
     def _search(self, expr: ast.AST, wanted: Tuple[str, ...], through: frozenset):
         """The first operation in ``wanted`` reached from ``expr`` through operations in ``through``."""

@@ -134,6 +134,9 @@ def _built_on_host(x: ast.AST, ctx) -> bool:
     return ctx.values.of(x).device == BUILT_ON_HOST and ctx.values.host_side(x)
 
 
+_WEIGHTS_OUT = ("import torch\ndef attend(q, k, v):\n    attn = torch.softmax(q @ k.transpose(-2, -1), dim=-1)\n"
+                "    return {out}\n")
+
 class AffinityPattern(Rule):
     """A statement or expression pattern with an NPU affinity or fused replacement.
 
@@ -180,6 +183,8 @@ class AffinityPattern(Rule):
     fires = [
         (_CAIT_ATTENTION, 11),  # the matmul-softmax-matmul, reported alone (ASC303 keeps quiet about q @ k.T)
         ("import torch\ndef f(boxes):\n    boxes[boxes < 0] = 0\n    return boxes\n", 3),
+        # near miss of attention weights returned: only the output leaves
+        (_WEIGHTS_OUT.format(out="attn @ v"), 3),
         # near miss of an export entry: a name that only contains the word (not ``export`` between underscores)
         ("import torch\nclass Checker:\n    def exported_scores(self, images, scores):\n"
          "        flagged = torch.any(scores > 0, dim=1)\n        images[flagged] = 0.0\n        return images\n", 5),
@@ -243,6 +248,9 @@ class AffinityPattern(Rule):
         "import torch\ndef f(d):\n    d = {}\n    d[d > 0] = 1\n",
         "import torch\ndef f(x):\n    x[x.shape[0] > 2] = 0\n",
         "import torch\ndef f(x, names):\n    x[names == 'a'] = 0\n",
+        # attention whose weights the function returns (neuralforecast 3.0.2 tft.py:253-269, kept for
+        # interpretability): the fused kernel does not give them
+        _WEIGHTS_OUT.format(out="attn @ v, attn"),
         # an ONNX export entry (diffusers 0.42.1 safety_checker.py:106-127): the graph must keep standard operators
         "import torch\nclass Checker:\n    def forward_onnx(self, images, scores):\n        flagged = torch.any(scores > 0, dim=1)\n"
         "        images[flagged] = 0.0\n        return images\n",
