@@ -23,8 +23,9 @@ an iteration?" use it, so they agree.  The definitions, also in docs/advice.md:
 - Code *runs every step* when it is in the body of a training loop (loops
   nested in it included) or in a step function called from a loop, without
   crossing a def/lambda/class boundary, and not in the body of an ``if``
-  whose test uses ``%`` (``if step % 10 == 0:``, periodic logging or
-  gradient accumulation).
+  whose test uses ``%`` (``if step % 10 == 0:``, periodic logging) unless
+  that body runs the optimizer step (``if (i + 1) % accumulation == 0:``:
+  with gradient accumulation, it runs on every optimizer step).
 - An *entry script* has a module-level ``if __name__ == "__main__":`` and a
   training loop.
 """
@@ -103,43 +104,47 @@ class Training:
         self.step_functions: Set[int] = set(framework_steps)
         self.scales_loss = False  # GradScaler, scaler.scale(...), amp.scale_loss or X.backward(loss)
         self.accumulates = False  # an optimizer step under a periodic ``if`` inside a training loop
+        # ids of those periodic ``if``s (``if (i + 1) % accumulation == 0: optimizer.step()``): their body runs on
+        # every optimizer step, unlike a logging branch ``if step % 100 == 0:``
+        self.accumulation_steps: Set[int] = set()
         self._candidates: Dict[str, List[ast.AST]] = {}  # def name -> defs with a step outside their loops
         self._hits: List[int] = _lines_with(lines, _STEP_WORDS + ("scale", "Scaler"))
         self._on_call = self._step_call
-        self._walk(tree, tree, None, False)
+        self._walk(tree, tree, None, None)
         if self._candidates:
             self._hits = _lines_with(lines, tuple(self._candidates))
             self._on_call = self._loop_call
-            self._walk(tree, tree, None, False)
+            self._walk(tree, tree, None, None)
         self.is_entry = bool(self.loops) and any(is_main_guard(s) for s in getattr(tree, "body", ()))
 
     # -- building ------------------------------------------------------------
-    def _walk(self, node: ast.AST, scope: ast.AST, loop: Optional[ast.AST], periodic: bool) -> None:
+    # ``periodic``: the innermost periodic ``if`` (``% N``) whose body holds the node inside its loop, or None
+    def _walk(self, node: ast.AST, scope: ast.AST, loop: Optional[ast.AST], periodic: Optional[ast.If]) -> None:
         for child in ast.iter_child_nodes(node):
             self._visit(child, scope, loop, periodic)
 
-    def _visit(self, node: ast.AST, scope: ast.AST, loop: Optional[ast.AST], periodic: bool) -> None:
+    def _visit(self, node: ast.AST, scope: ast.AST, loop: Optional[ast.AST], periodic: Optional[ast.If]) -> None:
         if isinstance(node, ast.stmt):
             at = bisect_left(self._hits, node.lineno)
             if at == len(self._hits) or self._hits[at] > node.end_lineno:
                 return  # none of the words is on its lines: nothing to find inside
         if isinstance(node, _BOUNDARIES):
-            self._walk(node, node, None, False)
+            self._walk(node, node, None, None)
             return
         if isinstance(node, ast.Call):
             self._on_call(node, scope, loop, periodic)
         if isinstance(node, _LOOPS):
-            self._walk(node, scope, node, False)
+            self._walk(node, scope, node, None)
         elif isinstance(node, ast.If) and _periodic(node.test):
             self._visit(node.test, scope, loop, periodic)
             for stmt in node.body:
-                self._visit(stmt, scope, loop, True)
+                self._visit(stmt, scope, loop, node)
             for stmt in node.orelse:
                 self._visit(stmt, scope, loop, periodic)
         else:
             self._walk(node, scope, loop, periodic)
 
-    def _step_call(self, call: ast.Call, scope: ast.AST, loop: Optional[ast.AST], periodic: bool) -> None:
+    def _step_call(self, call: ast.Call, scope: ast.AST, loop: Optional[ast.AST], periodic: Optional[ast.If]) -> None:
         func = call.func
         name = last_name(func)
         if name in _LOSS_SCALING or (name == "scale" and len(call.args) == 1):
@@ -150,11 +155,13 @@ class Training:
         if kind and loop is not None:
             self.loops.add(id(loop))
             self._kinds.setdefault(loop, set()).add(kind)
-            self.accumulates |= kind == "step" and periodic
+            if kind == "step" and periodic is not None:
+                self.accumulates = True
+                self.accumulation_steps.add(id(periodic))
         elif kind and isinstance(scope, _FUNCTIONS):
             self._candidates.setdefault(scope.name, []).append(scope)
 
-    def _loop_call(self, call: ast.Call, scope: ast.AST, loop: Optional[ast.AST], periodic: bool) -> None:
+    def _loop_call(self, call: ast.Call, scope: ast.AST, loop: Optional[ast.AST], periodic: Optional[ast.If]) -> None:
         """A loop calling ``f(...)`` / ``self.f(...)`` of a step function ``f`` is a training loop."""
         func = call.func
         if loop is None or not (isinstance(func, ast.Name) or (
@@ -174,7 +181,8 @@ class Training:
         """Does ``node`` (whose ancestors are ``stack``) run on every training step?"""
         child = node
         for parent in reversed(stack):
-            if isinstance(parent, ast.If) and _periodic(parent.test) and _in(child, parent.body):
+            if isinstance(parent, ast.If) and _periodic(parent.test) and _in(child, parent.body) and (
+                    id(parent) not in self.accumulation_steps):
                 return False
             if isinstance(parent, _LOOPS) and id(parent) in self.loops and (
                     _in(child, parent.body) or (isinstance(parent, ast.While) and child is parent.test)):

@@ -70,6 +70,9 @@ def _syncs_before(receiver: ast.AST) -> bool:
     return False
 
 
+_ACCUMULATION = ("for i, x in enumerate(data):\n    loss = f(x)\n    loss.backward()\n    if (i + 1) % accumulation == 0:\n"
+                 "        opt.step()\n{log}")
+
 class HostSyncInTrainingLoop(Rule):
     code = "ASC501"
     summary = "host synchronisation on every training step (.item(), .cpu(), .numpy(), print(tensor), float(loss))"
@@ -96,6 +99,9 @@ class HostSyncInTrainingLoop(Rule):
     )
     fires = [
         ("for x in data:\n    loss = model(x)\n    loss.backward()\n    opt.step()\n    total += loss.item()\n", 5),
+        # a periodic branch that runs the optimizer step is the step of gradient accumulation, not a logging branch
+        # (torchtune 0.6.1 recipes/full_finetune_single_device.py:720)
+        (_ACCUMULATION.format(log="        print(loss.item())\n"), 6),
         ("def train(loader):\n    for x in loader:\n        loss = f(x)\n        loss.backward()\n"
          "        print(loss)\n", 5),
         ("for x in data:\n    loss = f(x)\n    loss.backward()\n    optimizer.step()\n"
@@ -118,6 +124,7 @@ class HostSyncInTrainingLoop(Rule):
         "loss = f(x)\nloss.backward()\nprint(loss.item())\n",
         "for i, x in enumerate(data):\n    loss = f(x)\n    loss.backward()\n    opt.step()\n"
         "    if i % 10 == 0:\n        print(loss.item())\n",
+        _ACCUMULATION.format(log="        if step % 10 == 0:\n            print(loss.item())\n"),
         "for epoch in range(3):\n    for x in data:\n        loss = f(x)\n        loss.backward()\n"
         "    print(loss.item())\n",
         "for x in data:\n    y = model(x)\n    print(y.item())\n",
