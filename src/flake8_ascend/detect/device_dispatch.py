@@ -106,7 +106,9 @@ def _test_holder(node: ast.AST, ctx) -> Optional[ast.AST]:
 # (not synchronize or events: skipping them makes the NPU timings wrong, yolov5 torch_utils.py time_sync)
 _DIAGNOSTIC_CUDA = re.compile(r"torch\.cuda\.(is_available|device_count|current_device|get_device_(name|properties|"
                               r"capability)|empty_cache|mem_get_info|utilization|nvtx\..*|"
-                              r"(max_)?memory_\w+|reset_(peak|max)_memory_\w+|memory_summary)")
+                              r"(max_)?memory_\w+|reset_(peak|max)_memory_\w+|memory_summary|"
+                              # the memory profiler's history and snapshots (torchtune 0.6.1 recipes)
+                              r"memory\._(record_memory_history|dump_snapshot|snapshot))")
 # CUDA-graph step markers: without CUDA graphs there is no step to mark
 _CUDAGRAPH_MARKERS = frozenset({"torch._inductor.cudagraph_mark_step_begin", "torch.compiler.cudagraph_mark_step_begin"})
 # CUDA reseeds: redundant after torch.manual_seed, which seeds every device's generator (torch/random.py:
@@ -243,6 +245,10 @@ def names_a_type(node: ast.AST, ctx) -> bool:
 # a function whose name says it only diagnoses: checks, logs, prints or reports (litgpt 0.5.13
 # finetune/adapter.py:145, ``if torch.cuda.is_available() and devices > 1: check_nvlink_connectivity(fabric)``)
 _DIAGNOSES = re.compile(r"_?(check|verify|log|print|report|warn|show|dump)(_|$)")
+# a function whose name says it returns statistics (``get_memory_stats``)
+_STATISTICS = re.compile(r"(^|_)stats$")
+# additions to a collection, which ``_into_report`` follows to where the collection goes
+_COLLECTS = frozenset({"update", "append", "extend", "setdefault"})
 
 
 def _positive_cuda_test(test: ast.AST, ctx) -> bool:
@@ -386,6 +392,7 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
                 qualname = ctx.qualname(node.func) or ""
                 name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
                 if not (_DIAGNOSTIC_CUDA.fullmatch(qualname) or name in _REPORTING or _DIAGNOSES.match(name)
+                        or _STATISTICS.search(name) or _into_report(node, ctx)
                         or _reporting_alias(node.func, ctx)
                         or qualname in _CUDAGRAPH_MARKERS
                         or (qualname in _CUDA_RESEEDS and _seeds_all_devices(scope, ctx))):
@@ -401,6 +408,21 @@ _CUDA_LIBRARY_SETTINGS = ("torch.backends.cuda.", "torch.backends.cudnn.")
 def _cuda_library_setting(target: ast.AST, ctx) -> bool:
     """``torch.backends.cudnn.benchmark = True``, ``torch.backends.cuda.matmul.allow_tf32 = True``."""
     return isinstance(target, ast.Attribute) and (ctx.qualname(target) or "").startswith(_CUDA_LIBRARY_SETTINGS)
+
+
+def _into_report(call: ast.Call, ctx) -> bool:
+    """``log_dict.update(...)``: an addition to a local collection that only goes into a report, every other read of
+    it showing it (``self._metric_logger.log_dict(log_dict, ...)``; torchtune 0.6.1
+    recipes/dev/grpo_full_finetune_distributed.py:1040, peak-memory figures added on CUDA only)."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr in _COLLECTS and isinstance(func.value, ast.Name)):
+        return False
+    function = ctx.model.function(call)
+    reads = ctx.model.reads(function or ctx.tree, func.value.id)
+    collected = [read for read in reads if len(read.path) > 1 and read.path[0].__class__ is ast.Attribute
+                 and read.path[0].attr in _COLLECTS and read.path[1].__class__ is ast.Call
+                 and read.path[1].func is read.path[0]]
+    return len(collected) < len(reads) and all(_shown(read) for read in reads if read not in collected)
 
 
 def _reporting_alias(func: ast.AST, ctx) -> bool:

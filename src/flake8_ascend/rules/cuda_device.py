@@ -134,6 +134,10 @@ def _asks_for_cuda(test: ast.AST, ctx) -> bool:
                for node in walk_tree(test))
 
 
+_LOGGED_STATS = ("def log_step(self, loss):\n    log_dict = {{'loss': loss}}\n"
+                 "    if self._device.type == 'cuda' and self._log_peak_memory_stats:\n"
+                 "        log_dict.update(get_memory_stats(device=self._device))\n{end}")
+
 class HardCodedCudaDevice(Rule):
     code = "ASC202"
     summary = "hard-coded CUDA device (.cuda(), 'cuda:N' device strings)"
@@ -227,6 +231,8 @@ class HardCodedCudaDevice(Rule):
         # near miss of a device only shown: it is also returned to the caller
         ("import torch\ndef pick():\n    device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
          "    logger.info('Device: %s', device)\n    return device\n", 3),
+        # near miss of figures only logged: the collection is also returned to the caller
+        (_LOGGED_STATS.format(end="    return log_dict\n"), 3),
         # a call in the file relies on the default (mmdet 3.1.0 utils/dist_utils.py:68)
         ("def obj2tensor(pyobj, device='cuda'):\n    return torch.tensor(pyobj, device=device)\n\n"
          "def reduce(obj):\n    return obj2tensor(obj)\n", 1),
@@ -283,6 +289,11 @@ class HardCodedCudaDevice(Rule):
         "    def sparse_priors(self, idxs, device='cuda'):\n        return idxs.to(device)\n",
         "def prepare(targets, device):\n    def indices(now, target, device='cuda'):\n"
         "        return torch.arange(now, device=device)\n    return [indices(t, 4, device) for t in targets]\n",
+        # CUDA-only memory profiling and peak-memory figures that only go to the metrics logger (torchtune 0.6.1
+        # recipes/full_finetune_distributed.py:897, recipes/dev/grpo_full_finetune_distributed.py:1040)
+        "import torch\ndef train(self, idx):\n    if idx == self.profile_step and self._device.type == 'cuda':\n"
+        "        torch.cuda.memory._record_memory_history(enabled=None)\n",
+        _LOGGED_STATS.format(end="    self._metric_logger.log_dict(log_dict, step=self.global_step)\n"),
         # a check that only raises for a CUDA case (diffusers 0.42.1 utils/torch_utils.py:95)
         "def randn(generator, device):\n    gen_type = generator.device.type\n"
         "    if gen_type != device.type and gen_type == 'cpu':\n        pass\n"
