@@ -65,6 +65,23 @@ def test_module_level_lines_stay_apart_and_repeats_with_a_rewrite_fold_but_are_s
     assert [f.line for f in fixable] == [2, 3, 6, 7]  # --fix rewrites every one
 
 
+# torchtune 0.6.1 models/llama3/_parallelism.py:15-25: one module-level dict literal, one change to make
+PLAN = """\
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+PLAN = {
+    "tok_embeddings": RowwiseParallel(),
+    "layers.*.attn.output_proj": RowwiseParallel(),
+}
+OTHER = RowwiseParallel()
+"""
+
+
+def test_repeats_inside_one_module_level_statement_fold_but_statements_stay_apart():
+    found = run_rules(PLAN, codes=["ASC101"])
+    assert [f.line for f in found] == [3, 6]
+    assert found[0].message.endswith("(again in this statement on line 4)")
+
+
 # mmseg 1.2.2 decode_heads/stdc_head.py:50-51: two index puts of one function, each line its own "API"
 THRESHOLDS = """\
 import torch

@@ -88,7 +88,8 @@ class Context:
         self.findings: List[Finding] = []
         self._chains: Dict[int, Optional[str]] = {}
         self._memo: Dict[str, object] = {}
-        self.owners: Dict[Finding, int] = {}  # finding -> id of the innermost function it sits in
+        # finding -> (id, kind) of its function, or of its top-level statement (``fold``)
+        self.owners: Dict[Finding, Tuple[int, str]] = {}
         self.guards: Dict[Finding, Tuple[int, int]] = {}  # finding -> lines of the CUDA test guarding its branch
         self.model = SemanticModel(tree, lines)  # scopes, bindings, values: independent of the walk
         self.values = self.model.values  # the value model: what an expression is, where it lives
@@ -170,9 +171,12 @@ class Context:
             family=family,
         )
         self.findings.append(finding)
+        # the innermost function, or at module level the top-level statement (one dict literal is one change)
         function = self.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
         if function is not None:
-            self.owners[finding] = id(function)
+            self.owners[finding] = (id(function), "function")
+        elif len(self.stack) > 1:
+            self.owners[finding] = (id(self.stack[1]), "statement")
         if guard is not None:
             self.guards[finding] = (guard.lineno, getattr(guard, "end_lineno", None) or guard.lineno)
 
@@ -344,15 +348,16 @@ def _lines(numbers: Iterable[int]) -> str:
     return f"line{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))}"
 
 
-def fold(findings: List[Finding], owners: Dict[Finding, int], guards: Dict[Finding, Tuple[int, int]],
+def fold(findings: List[Finding], owners: Dict[Finding, Tuple[int, str]], guards: Dict[Finding, Tuple[int, int]],
          lines: Sequence[str], shown: Optional[Callable[[str], bool]] = None) -> List[Finding]:
     """The sorted findings with two kinds folded into another one (its message names them, ``folded`` keeps them):
 
     - a finding in a branch only CUDA takes, into an ASC2 finding on the branch's test: on an NPU the test turns
       the branch off, which that finding says; the calls inside matter once the test lets the NPU in;
     - a later repeat of a (function, code, problem) into the first (module-level script lines are separate
-      statements to change, so only repeats inside a function fold; the problem is the API, or the rule's
-      ``family``: every boolean-mask index put of a function is one problem).
+      statements to change, so there only repeats inside one top-level statement fold, such as the entries of one
+      dict literal; the problem is the API, or the rule's ``family``: every boolean-mask index put of a function
+      is one problem).
 
     A finding whose ``# noqa`` hides it, or whose code the front end does not show (``shown``), neither folds
     nor takes others in, so a suppressed site never hides the rest in either front end.
@@ -371,7 +376,7 @@ def fold(findings: List[Finding], owners: Dict[Finding, int], guards: Dict[Findi
                 lead = next((t for t in on_tests if span[0] <= t.line <= span[1] and t.line < finding.line), None)
                 if lead is not None:
                     into[finding] = lead
-    first: Dict[Tuple[int, str, str], Finding] = {}
+    first: Dict[Tuple[Tuple[int, str], str, str], Finding] = {}
     branch_leads = set(into.values())  # a test that turns a branch off says so in its own finding: never a repeat
     for finding in findings:
         owner = owners.get(finding)
@@ -398,7 +403,7 @@ def fold(findings: List[Finding], owners: Dict[Finding, int], guards: Dict[Findi
             continue
         message = finding.message
         if finding in repeats:
-            message += f" (again in this function on {_lines(f.line for f in repeats[finding])})"
+            message += f" (again in this {owners[finding][1]} on {_lines(f.line for f in repeats[finding])})"
         if finding in branch:
             groups: Dict[Tuple[str, str], List[int]] = {}
             for inner in branch[finding]:
