@@ -4,7 +4,7 @@ import ast
 import pytest
 
 from flake8_ascend.config import make_config
-from flake8_ascend.detect.export_path import ExportPaths
+from flake8_ascend.detect.export_path import ExportPaths, exporting_module
 from flake8_ascend.engine import lint
 from flake8_ascend.semantic.model import SemanticModel
 
@@ -89,3 +89,19 @@ def test_advice_stays_out_of_export_code_but_a_cuda_finding_does_not():
               "def forward(q, k):\n    return torch.matmul(q, k.transpose(-1, -2))\n")
     found = [(f.line, f.code) for f in lint(ast.parse(source), source.splitlines(True), "m.py", make_config())]
     assert found == [(3, "ASC202"), (6, "ASC303")]
+
+
+@pytest.mark.parametrize("path,exports", [
+    ("torchtune/modules/_export/_position_embeddings.py", True), ("yolov5/export.py", True),
+    ("pkg\\onnx\\symbolic.py", True), ("tools/deploy/convert.py", True),
+    # near misses: the word inside a longer one; a module about something else
+    ("tools/deployment/handler.py", False), ("utils/exporter.py", False), ("models/heads/rtmo_head.py", False),
+])
+def test_export_modules(path, exports):
+    assert exporting_module(path) is exports
+
+
+def test_advice_stays_out_of_an_export_module():
+    source = "import torch\ndef forward(q, k):\n    return torch.matmul(q, k.transpose(-1, -2))\n"
+    for path, found in (("pkg/_export/attention.py", []), ("pkg/modules/attention.py", [(3, "ASC303")])):
+        assert [(f.line, f.code) for f in lint(ast.parse(source), source.splitlines(True), path, make_config())] == found

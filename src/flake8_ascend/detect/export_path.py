@@ -8,7 +8,8 @@ precision reports) is wrong there; what stops the code on an NPU machine (the CU
 A function is on an export path when:
 
 - its name says so: a word ``onnx``, ``export`` or ``deploy`` between underscores (``forward_onnx``,
-  ``switch_to_deploy``, ``onnx_export``; not ``exported`` or ``deployment``);
+  ``switch_to_deploy``, ``onnx_export``; not ``exported`` or ``deployment``), or the name of its module or of a
+  package above it does (torchtune 0.6.1 ``modules/_export/``, yolov5 ``export.py``);
 - a ``def`` around it is on one (a forward built and installed by a deploy conversion);
 - the file calls it, and every call sits in a function on an export path (``_convert_gau``, which only
   ``switch_to_deploy`` calls), followed up to a few calls back.
@@ -19,6 +20,7 @@ and diffusers 0.42.1 ``safety_checker.py`` (``forward_onnx``).
 from __future__ import annotations
 
 import ast
+import os
 import re
 from typing import Dict, Sequence
 
@@ -65,6 +67,13 @@ class ExportPaths:
         return False
 
 
+def exporting_module(path: str) -> bool:
+    """Does the module's path name it for export (a folder or the file itself)?"""
+    return any(_EXPORT_NAME.search(part) for part in re.split(r"[\\/]", os.path.splitext(path)[0]))
+
+
 def on_export_path(ctx) -> bool:
     """Is the node the engine is checking in a function on an export path (module docstring)?"""
+    if ctx.memo("export_module", lambda c: exporting_module(c.path)):
+        return True
     return ctx.memo("export_paths", lambda c: ExportPaths(c.model)).on_path(ctx.stack)
