@@ -25,7 +25,8 @@ an iteration?" use it, so they agree.  The definitions, also in docs/advice.md:
   crossing a def/lambda/class boundary, and not in the body of an ``if``
   whose test uses ``%`` (``if step % 10 == 0:``, periodic logging) unless
   that body runs the optimizer step (``if (i + 1) % accumulation == 0:``:
-  with gradient accumulation, it runs on every optimizer step).
+  with gradient accumulation, it runs on every optimizer step), nor in the
+  body of an ``if`` that ends in ``raise`` (it runs once, on the way out).
 - An *entry script* has a module-level ``if __name__ == "__main__":`` and a
   training loop.
 """
@@ -181,8 +182,9 @@ class Training:
         """Does ``node`` (whose ancestors are ``stack``) run on every training step?"""
         child = node
         for parent in reversed(stack):
-            if isinstance(parent, ast.If) and _periodic(parent.test) and _in(child, parent.body) and (
-                    id(parent) not in self.accumulation_steps):
+            if isinstance(parent, ast.If) and _in(child, parent.body) and (
+                    (_periodic(parent.test) and id(parent) not in self.accumulation_steps)
+                    or isinstance(parent.body[-1], ast.Raise)):  # periodic, or on the way to an error
                 return False
             if isinstance(parent, _LOOPS) and id(parent) in self.loops and (
                     _in(child, parent.body) or (isinstance(parent, ast.While) and child is parent.test)):

@@ -102,6 +102,9 @@ class HostSyncInTrainingLoop(Rule):
         # a periodic branch that runs the optimizer step is the step of gradient accumulation, not a logging branch
         # (torchtune 0.6.1 recipes/full_finetune_single_device.py:720)
         (_ACCUMULATION.format(log="        print(loss.item())\n"), 6),
+        # near miss of an error path: the branch goes on
+        ("for x in data:\n    loss = f(x)\n    loss.backward()\n    if torch.isnan(loss):\n"
+         "        print('inputs', torch.isnan(x).sum())\n        continue\n", 5),
         ("def train(loader):\n    for x in loader:\n        loss = f(x)\n        loss.backward()\n"
          "        print(loss)\n", 5),
         ("for x in data:\n    loss = f(x)\n    loss.backward()\n    optimizer.step()\n"
@@ -125,6 +128,9 @@ class HostSyncInTrainingLoop(Rule):
         "for i, x in enumerate(data):\n    loss = f(x)\n    loss.backward()\n    opt.step()\n"
         "    if i % 10 == 0:\n        print(loss.item())\n",
         _ACCUMULATION.format(log="        if step % 10 == 0:\n            print(loss.item())\n"),
+        # on the way to an error: it runs once (neuralforecast 3.0.2 common/_base_model.py:1278-1282)
+        "for x in data:\n    loss = f(x)\n    loss.backward()\n    if torch.isnan(loss):\n"
+        "        print('inputs', torch.isnan(x).sum())\n        raise Exception('Loss is NaN, training stopped.')\n",
         "for epoch in range(3):\n    for x in data:\n        loss = f(x)\n        loss.backward()\n"
         "    print(loss.item())\n",
         "for x in data:\n    y = model(x)\n    print(y.item())\n",
