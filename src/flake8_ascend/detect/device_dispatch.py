@@ -437,6 +437,52 @@ def _reporting_alias(func: ast.AST, ctx) -> bool:
             b.value.attr if isinstance(b.value, ast.Attribute) else b.value.id) in SHOWN_BY for b in bindings)
 
 
+def disables_a_report(node: ast.AST, ctx) -> bool:
+    """``node`` is part of the test of an ``if`` that only warns and switches off a flag whose every other read
+    guards a branch that only reports (torchtune 0.6.1 recipes/ppo_full_finetune_single_device.py:128, ``if
+    self._log_peak_memory_stats and self._device.type != "cuda": log.info(...); self._log_peak_memory_stats =
+    False``): on an NPU the run only loses the report. A flag that also decides anything else (``args.fp16 = False``
+    read by the training code) is not."""
+    holder = _test_holder(node, ctx)
+    if not isinstance(holder, ast.If) or holder.orelse:
+        return False
+    flags = []
+    for statement in holder.body:
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) and _shows(statement.value):
+            continue
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(
+                statement.value, ast.Constant) and statement.value.value in (False, None):
+            flags.append(statement.targets[0])
+            continue
+        return False
+    owner = ctx.enclosing(ast.ClassDef) or ctx.tree
+    return bool(flags) and all(_gates_reports_only(flag, holder, owner, ctx) for flag in flags)
+
+
+def _shows(call: ast.Call) -> bool:
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    return name in SHOWN_BY or bool(_DIAGNOSES.match(name))
+
+
+def _gates_reports_only(flag: ast.AST, holder: ast.If, owner: ast.AST, ctx) -> bool:
+    """Every read of ``flag`` (``self.x`` or a name) in ``owner`` outside ``holder`` is in the test of an ``if``
+    whose branches only report."""
+    spelled = ast.dump(flag, annotate_fields=False).replace("Store()", "Load()")
+    tests = [(n, {id(t) for t in walk_tree(n.test)}) for n in walk_tree(owner) if isinstance(n, ast.If) and n is not holder]
+    inside = {id(n) for n in walk_tree(holder)}
+    name = getattr(flag, "attr", None) or getattr(flag, "id", None)
+    for read in walk_tree(owner):
+        if read.__class__ is not flag.__class__ or (getattr(read, "attr", None) or getattr(read, "id", None)) != name \
+                or id(read) in inside or not isinstance(read.ctx, ast.Load) or \
+                ast.dump(read, annotate_fields=False) != spelled:
+            continue
+        guard = next((n for n, ids in tests if id(read) in ids), None)
+        if guard is None or not ctx.memo(f"reports_only.{id(guard)}", lambda c: _reports_only(
+                guard, ctx.model.function(guard) or ctx.tree, c)):
+            return False
+    return True
+
+
 def optional_cuda_branch(node: ast.AST, ctx) -> Optional[ast.If]:
     """The ``if`` whose CUDA test ``node`` is part of, or whose body ``node`` runs in, when both its branches only
     report (``_reports_only``): on an NPU the CUDA branch is skipped and nothing but a report is lost."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ..detect.device_dispatch import (cuda_branch_test, guarded_branch, has_npu_branch, in_cuda_test,
+from ..detect.device_dispatch import (cuda_branch_test, disables_a_report, guarded_branch, has_npu_branch, in_cuda_test,
                                       in_tensor_dispatch_test, names_a_type, npu_skips, offline_cpu_fallback,
                                       only_reported, optional_cuda_branch, tensor_dispatch, turns_off)
 from ..detect.training import last_name
@@ -34,6 +34,10 @@ _APEX_OPTIMIZERS = (
     "        assert torch.cuda.is_available(), 'CUDA required for APEX optimizers'\n"
     "        opt_class = _import_class(opt_info.opt_class)\n    return opt_class(params)\n")
 
+
+_FLAG_OFF = ("import torch\nclass Recipe:\n    def setup(self, cfg):\n        self._log_peak = cfg.log_peak\n"
+             "        if self._log_peak and not torch.cuda.is_available():\n            log.warning('no CUDA: no peak memory')\n"
+             "            self._log_peak = False\n\n    def step(self):\n        if self._log_peak:\n            {use}\n")
 
 class CudaApi(Rule):
     code = "ASC201"
@@ -83,6 +87,8 @@ class CudaApi(Rule):
         ("import torch\ndef seed_all(seed, device):\n    if device.type == 'cuda':\n"
          "        torch.cuda.manual_seed(seed)\n", 4),
         ("import torch\ndef check():\n    if not torch.cuda.is_available():\n        raise ValueError('no GPU')\n", 3),
+        # near miss of a flag switched off that only gates a report: it also decides the precision
+        (_FLAG_OFF.format(use="self.model.half()"), 5),
         ("import torch\ndef attn(use_xformers):\n    if use_xformers:\n        pass\n    else:\n"
          "        torch.cuda.synchronize()\n", 6),
         # near miss of a diagnostic: a function named for a setup, not a check
@@ -118,6 +124,8 @@ class CudaApi(Rule):
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
+        # a report switched off without CUDA: the flag only gates the report (torchtune 0.6.1 recipes)
+        _FLAG_OFF.format(use="log.info(torch.cuda.max_memory_allocated())"),
         # timm 1.0.31 optim/_optim_factory.py:206: the requirement of an opt-in CUDA-only package (ASC206's finding)
         _APEX_OPTIMIZERS.format(prefix="apex."),
         "from numba import cuda\n@cuda.jit\ndef k(a):\n    pass\n",
@@ -209,7 +217,8 @@ class CudaApi(Rule):
             return
         guard = cuda_branch_test(node, ctx)
         if quiet(ctx, qualname) or ((guard is not None or in_cuda_test(node, ctx)) and has_npu_branch(ctx)) or \
-                optional_cuda_branch(node, ctx) or on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx):
+                optional_cuda_branch(node, ctx) or on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx) or \
+                disables_a_report(node, ctx):
             return
         if tensor_dispatch(guard) or in_tensor_dispatch_test(node, ctx) or only_reported(node, qualname, ctx) or \
                 names_a_type(node, ctx) or npu_skips(node, ctx):

@@ -10,8 +10,9 @@ from ..calls import MISSING, argument
 from ..data import load_frameworks
 from ..registry import Rule
 from .cuda_api import DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
-from ..detect.device_dispatch import (SHOWN_BY, cuda_branch_test, guarded_branch, has_npu_branch, npu_skips,
-                                      offline_cpu_fallback, optional_cuda_branch, shown_through_name, turns_off)
+from ..detect.device_dispatch import (SHOWN_BY, cuda_branch_test, disables_a_report, guarded_branch, has_npu_branch,
+                                      npu_skips, offline_cpu_fallback, optional_cuda_branch, shown_through_name,
+                                      turns_off)
 from ..detect.cuda_fixes import method_fix, string_fix
 from ..detect.cuda_packages import on_cuda_package_path
 from ..detect.transfer_to_npu import migrated
@@ -138,6 +139,15 @@ _LOGGED_STATS = ("def log_step(self, loss):\n    log_dict = {{'loss': loss}}\n"
                  "    if self._device.type == 'cuda' and self._log_peak_memory_stats:\n"
                  "        log_dict.update(get_memory_stats(device=self._device))\n{end}")
 
+# torchtune 0.6.1 recipes/ppo_full_finetune_single_device.py:126-131 and :1031: a report switched off off CUDA
+_PEAK_MEMORY_FLAG = (
+    "class Recipe:\n    def setup(self, cfg):\n        self._log_peak = cfg.get('log_peak_memory_stats', False)\n"
+    "        if self._log_peak and self._device.type != 'cuda':\n"
+    "            log.info('training does not use cuda. Setting log_peak_memory_stats=False.')\n"
+    "            self._log_peak = False\n\n    def step(self, loss):\n"
+    "        if self._log_peak:\n            log.info(get_memory_stats(device=self._device))\n{more}"
+)
+
 class HardCodedCudaDevice(Rule):
     code = "ASC202"
     summary = "hard-coded CUDA device (.cuda(), 'cuda:N' device strings)"
@@ -231,6 +241,8 @@ class HardCodedCudaDevice(Rule):
         # near miss of a device only shown: it is also returned to the caller
         ("import torch\ndef pick():\n    device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
          "    logger.info('Device: %s', device)\n    return device\n", 3),
+        # near miss of a flag that only gates a report: it also decides the precision
+        (_PEAK_MEMORY_FLAG.format(more="        if self._log_peak:\n            self.model.half()\n"), 4),
         # near miss of figures only logged: the collection is also returned to the caller
         (_LOGGED_STATS.format(end="    return log_dict\n"), 3),
         # a call in the file relies on the default (mmdet 3.1.0 utils/dist_utils.py:68)
@@ -294,6 +306,8 @@ class HardCodedCudaDevice(Rule):
         "import torch\ndef train(self, idx):\n    if idx == self.profile_step and self._device.type == 'cuda':\n"
         "        torch.cuda.memory._record_memory_history(enabled=None)\n",
         _LOGGED_STATS.format(end="    self._metric_logger.log_dict(log_dict, step=self.global_step)\n"),
+        # a flag switched off off CUDA that only gates a report
+        _PEAK_MEMORY_FLAG.format(more=""),
         # a check that only raises for a CUDA case (diffusers 0.42.1 utils/torch_utils.py:95)
         "def randn(generator, device):\n    gen_type = generator.device.type\n"
         "    if gen_type != device.type and gen_type == 'cpu':\n        pass\n"
@@ -351,7 +365,7 @@ class HardCodedCudaDevice(Rule):
             return
         if (_CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
                 and (not migrated(ctx) or self._compared(ctx)) and not (self._compared(ctx) and has_npu_branch(ctx))
-                and not optional_cuda_branch(node, ctx)):
+                and not optional_cuda_branch(node, ctx) and not (self._compared(ctx) and disables_a_report(node, ctx))):
             branch = guarded_branch(node, ctx) if self._compared(ctx) else None
             what = (f"device test against {node.value!r} is {turns_off(branch)} (test for 'npu' too, or take the "
                     "device from configuration)" if branch is not None else
