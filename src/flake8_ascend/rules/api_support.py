@@ -6,7 +6,6 @@ from typing import Optional, Tuple
 
 from ..detect.api_domain import CUDA_DOMAIN as _CUDA_DOMAIN
 from ..registry import Rule
-from ..semantic.names import PARAMETER
 from .cuda_extension import CPP_EXTENSION
 
 _SOURCE = (
@@ -310,9 +309,9 @@ class RestrictedApi(_ApiStatusRule):
         "rules_data/README.md) and a call is reported only where it plausibly breaks one: a dtype known at "
         "the call (its `dtype=` argument, an explicit cast of its tensor such as `x.double()`) outside the "
         "list, or a restricted argument in use (`F.interpolate(x, scale_factor=2)`, `topk(..., sorted=False)`, "
-        "`x.to(memory_format=torch.channels_last)`); an argument left at its off value (`dropout=0.0`, directly "
-        "or through a parameter's default) or that torch does not hand to the kernel (`scale_factor` with "
-        "`recompute_scale_factor=True`) is not in use. bf16 counts as listed where torch_npu's autocast runs "
+        "`x.to(memory_format=torch.channels_last)`); an argument left at its off value (`dropout=0.0`) or that "
+        "torch does not hand to the kernel (`scale_factor` with `recompute_scale_factor=True`) is not in use. "
+        "bf16 counts as listed where torch_npu's autocast runs "
         "the op's kernel in bf16. Notes about hardware models or compatibility switches concern no call. "
         "The message states the fact in English; the CSV Tips keep the original note."
     )
@@ -322,14 +321,14 @@ class RestrictedApi(_ApiStatusRule):
 
     fires = [
         ("import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2, mode='nearest')\n", 2),
-        # near misses of a feature left off: turned on by default, the scale handed on, the parameter rebound
-        (_RNN_DROPOUT.format(default="0.1", use="dropout_prob"), 4),
+        # near misses of a feature left off: a parameter that defaults to off (a caller or a configuration may turn
+        # it on), the scale handed on; a None default that the configuration must set (mmseg 1.2.2
+        # multimodal_encoder_decoder.py:82-132 asserts it is given)
+        (_RNN_DROPOUT.format(default="0.0", use="dropout_prob"), 4),
         ("import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2, recompute_scale_factor=False)\n", 2),
-        # a None default that the configuration must set (mmseg 1.2.2 multimodal_encoder_decoder.py:82-132)
         ("import torch.nn.functional as F\nclass Seg:\n    def __init__(self, encoder_resolution: float = None):\n"
          "        self.encoder_resolution = encoder_resolution\n\n    def encode(self, inputs):\n"
          "        return F.interpolate(inputs, scale_factor=self.encoder_resolution, mode='bilinear')\n", 7),
-        (_RNN_DROPOUT.format(default="0.0", use="dropout_prob or 0.1"), 4),
         ("import torch\nv, i = torch.topk(x, 5, sorted=False)\n", 2),
         ("import torch\nx = torch.randn(2, 3)\ny = x.to(memory_format=torch.channels_last)\n", 3),
         ("import torch\nv = torch.sum(x, dtype=torch.float32)\n", 2),
@@ -346,13 +345,9 @@ class RestrictedApi(_ApiStatusRule):
         "import torch\nx = torch.randn(4)\ny = x.detach()\nz = x.new_zeros(3)\nv = x.sum().item()\n",
         "import torch.nn as nn\nfc = nn.Linear(4, 4)\nconv = nn.Conv2d(3, 8, 3)\n",
         "import torch.nn.functional as F\ny = F.interpolate(x, size=(8, 8), mode='bilinear')\n",
-        # a restricted argument left at its off value, directly or through a parameter's default (doctr 0.12.0
-        # sar/pytorch.py:37; neuralforecast 3.0.2 gru.py:190, stored on self), or not handed to the kernel
-        # (doctr 0.12.0 vision_transformer/pytorch.py:53: torch computes the size, the kernel gets no scale)
+        # a restricted argument left at its off value, or not handed to the kernel (doctr 0.12.0
+        # vision_transformer/pytorch.py:53: torch computes the size, the kernel gets no scale)
         "import torch.nn as nn\nrnn = nn.LSTM(8, 16, 2, dropout=0.0)\n",
-        _RNN_DROPOUT.format(default="0.0", use="dropout_prob"),
-        "import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self, n, encoder_dropout: float = 0.0):\n"
-        "        self.encoder_dropout = encoder_dropout\n        self.rnn = nn.GRU(n, n, dropout=self.encoder_dropout)\n",
         "import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2, recompute_scale_factor=True)\n",
         "import torch\nv, i = torch.topk(x, 5)\nw = x.to(memory_format=torch.contiguous_format)\n",
         # yolov5 7.0 utils/dataloaders.py:925: a collate_fn runs in the DataLoader workers, on the host
@@ -468,38 +463,10 @@ _NOT_PASSED_ON = {("torch.nn.functional.interpolate", "scale_factor"): ("recompu
 
 def _off(node, ctx) -> bool:
     """An "argument not supported" restriction that this value does not exercise: the feature's off value
-    (``dropout=0.0``, ``scale_factor=None``), or a parameter whose default is zero, of the function or of the
-    ``__init__`` that stored it on ``self`` (doctr 0.12.0 sar/pytorch.py:37, ``dropout=dropout_prob`` with
-    ``dropout_prob: float = 0.0``): the restriction bites only where a caller turns the feature on."""
+    (``dropout=0.0``, ``scale_factor=None``). A parameter that defaults to it is not enough: whether a caller or
+    a configuration turns the feature on is known only outside the file."""
     known, value = _literal(node, ctx)
-    if known:
-        return value is None or (type(value) in (int, float, bool) and value == 0)
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        cls = ctx.enclosing(ast.ClassDef)
-        init = next((f for f in getattr(cls, "body", ()) if isinstance(f, ast.FunctionDef) and f.name == "__init__"),
-                    None)
-        stored = [s.value for s in getattr(init, "body", ()) if isinstance(s, ast.Assign) and any(
-            isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" and t.attr == node.attr
-            for t in s.targets)]
-        return len(stored) == 1 and isinstance(stored[0], ast.Name) and _off_default(init, stored[0].id, ctx)
-    if isinstance(node, ast.Name):
-        binding = ctx.model.binding(node)
-        function = ctx.model.function(node)
-        return binding is not None and binding.kind == PARAMETER and function is not None and \
-            _off_default(function, node.id, ctx)
-    return False
-
-
-def _off_default(function: ast.AST, name: str, ctx) -> bool:
-    args = function.args
-    positional = args.posonlyargs + args.args
-    defaults = list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + [
-        (a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
-    default = next((d for a, d in defaults if a.arg == name), None)
-    known, value = _literal(default, ctx) if default is not None else (False, None)
-    # a None default often stands for "set me" (mmseg 1.2.2 multimodal_encoder_decoder.py:82-99 asserts
-    # encoder_resolution is given): only a zero is the feature left off
-    return known and type(value) in (int, float, bool) and value == 0
+    return known and (value is None or (type(value) in (int, float, bool) and value == 0))
 
 
 def _argument_broken(fact: dict, keywords: dict, ctx) -> Optional[str]:
