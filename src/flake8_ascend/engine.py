@@ -271,7 +271,7 @@ def _walk(tree: ast.AST, lines: Sequence[str], path: str, config: Config, active
     handlers, outermost, imported_rules = _handlers(active)
     ctx = Context(tree, lines, path, config)
     stack = ctx.stack
-    imported = ctx.model.imported
+    may_resolve = ctx.model.may_resolve
     chained = bool(outermost or imported_rules)
 
     push, pop, rules_of, fields_of = stack.append, stack.pop, handlers.get, fields_table().get
@@ -283,13 +283,9 @@ def _walk(tree: ast.AST, lines: Sequence[str], path: str, config: Config, active
         for rule in outermost_of(cls, ()):
             rule.check(node, ctx)
         rules = imported_of(cls)
-        if rules:
-            root = node
-            while root.__class__ is Attribute:
-                root = root.value
-            if root.__class__ is Name and root.id in imported:
-                for rule in rules:
-                    rule.check(node, ctx)
+        if rules and may_resolve(node):
+            for rule in rules:
+                rule.check(node, ctx)
 
     def visit(node: ast.AST) -> None:
         cls = node.__class__

@@ -23,6 +23,7 @@ import re
 from typing import Optional
 
 from ..walk import assign_targets, walk_tree
+from .training import last_name
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _NPU = re.compile(r"npu(:\d+)?")
@@ -460,25 +461,23 @@ def disables_a_report(node: ast.AST, ctx) -> bool:
 
 
 def _shows(call: ast.Call) -> bool:
-    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    name = last_name(call.func)
     return name in SHOWN_BY or bool(_DIAGNOSES.match(name))
 
 
 def _gates_reports_only(flag: ast.AST, holder: ast.If, owner: ast.AST, ctx) -> bool:
     """Every read of ``flag`` (``self.x`` or a name) in ``owner`` outside ``holder`` is in the test of an ``if``
     whose branches only report."""
-    spelled = ast.dump(flag, annotate_fields=False).replace("Store()", "Load()")
+    spelled, name = ast.dump(flag, annotate_fields=False).replace("Store()", "Load()"), last_name(flag)
     tests = [(n, {id(t) for t in walk_tree(n.test)}) for n in walk_tree(owner) if isinstance(n, ast.If) and n is not holder]
     inside = {id(n) for n in walk_tree(holder)}
-    name = getattr(flag, "attr", None) or getattr(flag, "id", None)
     for read in walk_tree(owner):
-        if read.__class__ is not flag.__class__ or (getattr(read, "attr", None) or getattr(read, "id", None)) != name \
-                or id(read) in inside or not isinstance(read.ctx, ast.Load) or \
-                ast.dump(read, annotate_fields=False) != spelled:
+        if read.__class__ is not flag.__class__ or last_name(read) != name or id(read) in inside or \
+                not isinstance(read.ctx, ast.Load) or ast.dump(read, annotate_fields=False) != spelled:
             continue
         guard = next((n for n, ids in tests if id(read) in ids), None)
         if guard is None or not ctx.memo(f"reports_only.{id(guard)}", lambda c: _reports_only(
-                guard, ctx.model.function(guard) or ctx.tree, c)):
+                guard, c.model.function(guard) or c.tree, c)):
             return False
     return True
 

@@ -9,6 +9,7 @@ from ..detect import affinity
 from ..semantic.flow import Flow
 from ..detect.fused import STARTS, function_patterns, other_branch_calls, sdpa_in_other_branch
 from ..detect.once_per_call import runs_once
+from ..detect.training import last_name
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
 from ..semantic.values import ARRAY, BUILT_ON_HOST, COMPARE, MASK, NUMBER
 from ..registry import Rule
@@ -74,7 +75,7 @@ def _shaped_like(x: ast.Name, flow: Flow) -> List[ast.Name]:
     if not isinstance(value, ast.Call):
         return names
     func, args = value.func, value.args
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    name = last_name(func)
     source = None
     if name.endswith("_like") and args:
         source = args[0]
@@ -112,7 +113,7 @@ def _mask_of(mask: ast.AST, shaped: List[ast.Name], flow: Flow, depth: int = 0) 
         return _mask_of(mask.left, shaped, flow, depth + 1) and _mask_of(mask.right, shaped, flow, depth + 1)
     if isinstance(mask, ast.Call):
         func = mask.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        name = last_name(func)
         if name in _LOGICAL:
             return len(mask.args) == 2 and all(_mask_of(a, shaped, flow, depth + 1) for a in mask.args)
         if name == "logical_not":

@@ -174,8 +174,8 @@ _IDEOGRAM = (
 )
 
 
-_RNN_DROPOUT = ("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self, n, dropout_prob: float = {default}):\n"
-                "        self.rnn = nn.LSTM(n, n, 2, batch_first=True, dropout={use})\n")
+_RNN_DROPOUT = ("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self, n, dropout_prob: float = 0.0):\n"
+                "        self.rnn = nn.LSTM(n, n, 2, batch_first=True, dropout=dropout_prob)\n")
 
 class UnsupportedApi(_ApiStatusRule):
     code = "ASC101"
@@ -324,7 +324,7 @@ class RestrictedApi(_ApiStatusRule):
         # near misses of a feature left off: a parameter that defaults to off (a caller or a configuration may turn
         # it on), the scale handed on; a None default that the configuration must set (mmseg 1.2.2
         # multimodal_encoder_decoder.py:82-132 asserts it is given)
-        (_RNN_DROPOUT.format(default="0.0", use="dropout_prob"), 4),
+        (_RNN_DROPOUT, 4),
         ("import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2, recompute_scale_factor=False)\n", 2),
         ("import torch.nn.functional as F\nclass Seg:\n    def __init__(self, encoder_resolution: float = None):\n"
          "        self.encoder_resolution = encoder_resolution\n\n    def encode(self, inputs):\n"
@@ -461,12 +461,11 @@ def _same(a, b) -> bool:
 _NOT_PASSED_ON = {("torch.nn.functional.interpolate", "scale_factor"): ("recompute_scale_factor", True)}
 
 
-def _off(node, ctx) -> bool:
-    """An "argument not supported" restriction that this value does not exercise: the feature's off value
+def _off(value) -> bool:
+    """A literal an "argument not supported" restriction is not exercised by: the feature's off value
     (``dropout=0.0``, ``scale_factor=None``). A parameter that defaults to it is not enough: whether a caller or
     a configuration turns the feature on is known only outside the file."""
-    known, value = _literal(node, ctx)
-    return known and (value is None or (type(value) in (int, float, bool) and value == 0))
+    return value is None or (type(value) in (int, float, bool) and value == 0)
 
 
 def _argument_broken(fact: dict, keywords: dict, ctx) -> Optional[str]:
@@ -476,7 +475,7 @@ def _argument_broken(fact: dict, keywords: dict, ctx) -> Optional[str]:
         return f"{arg} must be set to {fact['value']!r}" if fact["rule"] == "set_to" and None not in keywords else None
     known, value = _literal(node, ctx)
     rule = fact["rule"]
-    if rule == "absent" and not _off(node, ctx):
+    if rule == "absent" and not (known and _off(value)):
         return f"the {arg} argument is not supported"
     if not known:
         return None
