@@ -313,6 +313,10 @@ def test_rmsnorm_module_written_by_hand():
     "return x * torch.rsqrt(torch.mean(x ** 2, dim=-1, keepdim=True) + eps)",
     "ms = (x * x).mean(-1, keepdim=True)\n    return x / torch.sqrt(ms + eps)",
     "return x.float() * (x.float().square().mean(-1, keepdim=True) + eps).rsqrt()",
+    # a dimension that is not a literal may be the last one (litgpt 0.5.13 model.py:1319, ``dim=self.dim``, -1 by
+    # default); the last dimension of a 3-D tensor
+    "return x * torch.rsqrt(torch.mean(x * x, dim=self.dim, keepdim=True) + eps)",
+    "return x * torch.rsqrt(torch.mean(x**2, dim=2, keepdim=True) + eps)",
 ])
 def test_rmsnorm_spellings(body):
     source = f"import torch\ndef norm(x, eps):\n    {body}\n"
@@ -326,9 +330,34 @@ def test_rmsnorm_spellings(body):
     "return y * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)",
     "return x * torch.rsqrt(x.pow(3).mean(-1, keepdim=True) + eps)",
     "return x * torch.rsqrt(eps)",
+    # the mean is not over the last dimension: a pixel norm over the channels of a feature map (diffusers 0.42.1
+    # autoencoder_kl_ltx2_audio.py:93; timm 1.0.31 fast_norm.py:181), every element
+    "return x / torch.sqrt(torch.mean(x**2, dim=1, keepdim=True) + eps)",
+    "return x * torch.rsqrt(x.pow(2).mean() + eps)",
 ])
 def test_rmsnorm_near_misses(body):
     assert fused(f"import torch\ndef norm(x, y, eps):\n    {body}\n") == []
+
+
+PIXEL_NORM = """
+import torch
+class PixelNorm(torch.nn.Module):
+    def __init__(self, dim: int = {default}, eps: float = 1e-8) -> None:
+        super().__init__()
+        self.dim = dim
+        self.eps = eps
+
+    def forward(self, x):
+        mean_sq = torch.mean(x**2, dim=self.dim, keepdim=True)
+        return x / torch.sqrt(mean_sq + self.eps)
+"""
+
+
+def test_rmsnorm_over_a_dimension_the_class_keeps():
+    # diffusers 0.42.1 autoencoder_kl_ltx2_audio.py:87-95: a pixel norm over the channels (dim 1 by default)
+    assert fused(PIXEL_NORM.format(default=1)) == []
+    # litgpt 0.5.13 model.py:1302-1320: RMSNorm(size, dim=-1)
+    assert [t for _, _, t in fused(PIXEL_NORM.format(default=-1))] == ["torch_npu.npu_rms_norm"]
 
 
 @pytest.mark.parametrize("body", [

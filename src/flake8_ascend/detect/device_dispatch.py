@@ -78,15 +78,56 @@ def has_npu_branch(ctx) -> bool:
     if function is None:
         return False
     return ctx.memo(f"npu_branch.{id(function)}", lambda _: _compares_with(function, _NPU) or any(
-        isinstance(n, (ast.If, ast.IfExp)) and any(_npu_probe(t) for t in walk_tree(n.test))
+        (isinstance(n, (ast.If, ast.IfExp)) and any(_npu_probe(t) for t in walk_tree(n.test))) or
+        (isinstance(n, ast.BoolOp) and any(_npu_probe(v) for v in n.values))
         for n in walk_tree(function)))
+
+
+# the NVIDIA compute capability (SM version): code that compares it picks kernels built for an NVIDIA architecture
+_CAPABILITY = frozenset({"torch.cuda.get_device_capability", "torch.cuda.get_device_properties"})
+# what an architecture gate may decide that the NPU also has: a precision
+_PRECISION = re.compile(r"bf16|bfloat16|fp16|float16|half|precision|tf32|autocast|(^|\W|_)amp(\W|_|$)", re.I)
+
+
+def _capability(expr: ast.AST, ctx) -> bool:
+    """``torch.cuda.get_device_capability()[0]``, ``torch.cuda.get_device_properties(d).major``."""
+    while isinstance(expr, (ast.Subscript, ast.Attribute)) and not (
+            isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name)):
+        expr = expr.value
+    return isinstance(expr, ast.Call) and ctx.qualname(expr.func) in _CAPABILITY
+
+
+def architecture_gate(node: ast.AST, ctx) -> bool:
+    """``node`` is part of an expression that compares the NVIDIA compute capability with a version, alone or
+    ``and``-ed with ``torch.cuda.is_available()`` (torchtune 0.6.1 utils/_import_guard.py:13, flex attention from
+    SM 7.5; diffusers 0.42.1 quantizers/gguf/utils.py:35, attention_dispatch.py:478): a gate for kernels built for
+    an NVIDIA architecture (Triton, FP8, flash-attention), which no NPU has; the NPU run takes the portable path.
+    A gate whose statement decides a precision (``use_bf16 = ... >= (8, 0)``) stays reported: the NPU has it."""
+    root, statement = node, None
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, ast.stmt):
+            statement = parent
+            break
+        root = parent
+    if statement is None or not any(isinstance(n, ast.Compare) and any(
+            _capability(side, ctx) for side in (n.left, *n.comparators)) for n in walk_tree(root)):
+        return False
+    return not _PRECISION.search(ast.unparse(statement))
 
 
 def in_cuda_test(node: ast.AST, ctx) -> bool:
     """``node`` is part of a CUDA test: ``x.type == 'cuda'``, ``torch.cuda.is_available()``, ``x.is_cuda``
-    (``cuda_branch_test`` answers for the code such a test guards)."""
+    (``cuda_branch_test`` answers for the code such a test guards), in an ``if`` or kept in a flag
+    (``cuda_support = torch.cuda.is_available() and torch.cuda.is_bf16_supported()``)."""
     holder = _test_holder(node, ctx)
-    return holder is not None and _positive_cuda_test(holder.test, ctx)
+    if holder is not None:
+        return _positive_cuda_test(holder.test, ctx)
+    root = node
+    for parent, _ in ctx.lineage(node):
+        if not isinstance(parent, _TEST_PARTS):
+            return isinstance(parent, ast.Assign) and parent.value is root and _positive_cuda_test(root, ctx)
+        root = parent
+    return False
 
 
 _TEST_PARTS = (ast.Call, ast.Attribute, ast.BoolOp, ast.Compare, ast.UnaryOp)

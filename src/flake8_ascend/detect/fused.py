@@ -133,7 +133,7 @@ class Patterns:
         terms = inner[1] if inner and inner[0] == "add" else [found[1][0]]
         for term in terms:
             mean = self.op(term)
-            if not mean or mean[0] != "mean" or not mean[1]:
+            if not mean or mean[0] != "mean" or not mean[1] or not self._mean_of_last_dim(mean):
                 continue
             base = self._squared(mean[1][0])
             if base is None or (self.op(base) or ("",))[0] == "sub":  # centred: a LayerNorm, not RMSNorm
@@ -142,6 +142,37 @@ class Patterns:
             if product is not None:
                 return mean[2], product
         return None
+
+    def _mean_of_last_dim(self, found) -> bool:
+        """A ``mean`` found by ``op`` may reduce the last dimension: npu_rms_norm normalises the trailing
+        dimensions, so a mean over everything or over a leading dimension (``dim=1``, the channels of a feature map:
+        timm 1.0.31 fast_norm.py:181 ``rms_norm2d``; ``self.dim`` set from a parameter whose default is 1, diffusers
+        0.42.1 autoencoder_kl_ltx2_audio.py:93 pixel norm) is no RMSNorm it replaces.  Any other dimension may be
+        (``dim=self.dim``, -1 by default in litgpt 0.5.13 model.py:1319; ``dim=2`` of a 3-D tensor)."""
+        dims = [k.value for k in found[2].keywords if k.arg in ("dim", "axis")] + list(found[1][1:2])
+        if not dims:
+            return False
+        dim = dims[0]
+        if isinstance(dim, ast.Attribute) and isinstance(dim.value, ast.Name) and dim.value.id == "self":
+            dim = self._init_default(dim.attr)
+        return not (isinstance(dim, ast.Constant) and dim.value in (0, 1))
+
+    def _init_default(self, attr: str) -> Optional[ast.AST]:
+        """The default of the ``__init__`` parameter the class stores as ``self.<attr>`` (``self.dim = dim``)."""
+        cls = next((n for n in reversed(self.ctx.model.ancestors(self.owner)) if isinstance(n, ast.ClassDef)), None)
+        init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None) \
+            if cls is not None else None
+        if init is None:
+            return None
+        stored = [n.value for n in walk_tree(init) if isinstance(n, ast.Assign) for t in n.targets
+                  if isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
+                  and t.value.id == "self"]
+        if len(stored) != 1 or not isinstance(stored[0], ast.Name):
+            return None
+        arguments = init.args.posonlyargs + init.args.args
+        defaults = dict(zip([a.arg for a in arguments][len(arguments) - len(init.args.defaults):], init.args.defaults))
+        defaults.update((a.arg, d) for a, d in zip(init.args.kwonlyargs, init.args.kw_defaults) if d is not None)
+        return defaults.get(stored[0].id)
 
     def _squared(self, expr: ast.AST) -> Optional[ast.AST]:
         found = self.op(expr)

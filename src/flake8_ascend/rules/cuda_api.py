@@ -4,7 +4,8 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ..detect.device_dispatch import (cuda_branch_test, disables_a_report, guarded_branch, has_npu_branch, in_cuda_test,
+from ..detect.device_dispatch import (architecture_gate, cuda_branch_test, disables_a_report, guarded_branch,
+                                      has_npu_branch, in_cuda_test,
                                       in_tensor_dispatch_test, names_a_type, npu_skips, offline_cpu_fallback,
                                       only_reported, optional_cuda_branch, tensor_dispatch, turns_off)
 from ..detect.training import last_name
@@ -50,7 +51,8 @@ class CudaApi(Rule):
         "`torch_npu.npu` also provides; every other name must be rewritten by hand. A file that imports "
         "transfer_to_npu is only told about the names it does not map. Not reported where an NPU run skips the "
         "call without loss (a report, an estimate left `None`, a CUDA reseed after `torch.manual_seed`, a "
-        "CUDA-graph step marker, a CUDA case that only raises, a memory figure that only goes into a print or a log, a "
+        "CUDA-graph step marker, a gate on the NVIDIA compute capability that picks no precision (kernels built for an "
+        "SM version, which no NPU has), a CUDA case that only raises, a memory figure that only goes into a print or a log, a "
         "local name holding the answer or a device built from it whose every read only prints, logs or formats it "
         "into a message), "
         "where a tensor's own `.is_cuda` picks a CUDA kernel (a tensor on the NPU takes the other path), where the "
@@ -121,6 +123,12 @@ class CudaApi(Rule):
          "        torch.cuda.set_device(device)\n", 4),
         ("import torch\ndef main(model):\n    if torch.cuda.is_available():\n"
          "        torch.backends.cudnn.benchmark = True\n        model.half()\n", 3),
+        # near misses of an NVIDIA architecture gate: it decides a precision the NPU has; a capability only printed
+        # is no gate (and no report either: it is kept)
+        ("import torch\nuse_bf16 = torch.cuda.get_device_capability()[0] >= 8\n", 2),
+        ("import torch\ndef dtype():\n    if torch.cuda.get_device_capability() >= (8, 0):\n"
+         "        return torch.bfloat16\n    return torch.float32\n", 3),
+        ("import torch\ncapability = torch.cuda.get_device_capability()\n", 2),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
@@ -209,6 +217,16 @@ class CudaApi(Rule):
         "import torch\ndef main(args):\n    if torch.cuda.is_available():\n"
         "        torch.backends.cuda.matmul.allow_tf32 = True\n        torch.backends.cudnn.benchmark = True\n"
         "        torch.backends.cudnn.deterministic = False\n",
+        # an NVIDIA architecture gate: kernels for an SM version (flex attention from SM 7.5, torchtune 0.6.1
+        # utils/_import_guard.py:13; diffusers 0.42.1 attention_dispatch.py:478), the NPU takes the portable path
+        "import torch\n_SUPPORTS_FLEX_ATTENTION = (\n    torch.cuda.is_available() and torch.cuda.get_device_capability() "
+        ">= (7, 5)\n)\n",
+        "import torch\ndef check(query, major, minor):\n    if torch.cuda.get_device_capability(query.device) < (major, minor):\n"
+        "        raise ValueError('needs a newer GPU')\n",
+        # an NPU case beside the CUDA one, in a flag (torchtune 0.6.1 training/precision.py:63-71)
+        "import torch\ndef verify_bf16_support():\n    cuda_support = torch.cuda.is_available() and "
+        "torch.cuda.is_bf16_supported()\n    npu_support = is_npu_available and torch.npu.is_bf16_supported()\n"
+        "    return cuda_support or npu_support\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -218,7 +236,7 @@ class CudaApi(Rule):
         guard = cuda_branch_test(node, ctx)
         if quiet(ctx, qualname) or ((guard is not None or in_cuda_test(node, ctx)) and has_npu_branch(ctx)) or \
                 optional_cuda_branch(node, ctx) or on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx) or \
-                disables_a_report(node, ctx):
+                disables_a_report(node, ctx) or architecture_gate(node, ctx):
             return
         if tensor_dispatch(guard) or in_tensor_dispatch_test(node, ctx) or only_reported(node, qualname, ctx) or \
                 names_a_type(node, ctx) or npu_skips(node, ctx):
