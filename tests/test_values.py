@@ -212,6 +212,10 @@ def test_real_snippets(path):
     ("import torch\ndef f(self, p):\n    ids = self.tokenizer(p, return_tensors='pt')['input_ids']\n    ids[0]\n",
      model.BUILT_ON_HOST),
     ("import torch\ndef f(self, p):\n    self.tokenizer(p, return_tensors='pt').attention_mask\n", model.BUILT_ON_HOST),
+    # a legacy constructor is a CPU tensor type, and a *_like of it stays there (peft 0.17.1 tuners/cpt/model.py:113)
+    ("import torch\ndef f(mask):\n    torch.Tensor(mask).long()\n", model.BUILT_ON_HOST),
+    ("import torch\ndef f(mask):\n    torch.ones_like(torch.Tensor(mask)).to(torch.float32) * 1e-10\n",
+     model.BUILT_ON_HOST),
     # near misses: moved, combined with a tensor of unknown place, module level, __init__, a default-device
     # context, a tensor given to torch.tensor, a self attribute (a buffer or parameter the module moves)
     ("import torch\ndef f(n, x):\n    t = torch.linspace(0, 1, n)\n    t = t.to(x.device)\n    t\n", None),
@@ -224,6 +228,9 @@ def test_real_snippets(path):
     ("import torch\nclass A:\n    def __init__(self):\n        t = torch.arange(3)\n        t\n", None),
     ("import torch\ndef f(n):\n    with torch.device('cuda'):\n        t = torch.arange(n)\n    t\n", None),
     ("import torch\ndef f(x):\n    torch.tensor(x)\n", None),
+    # a legacy constructor in __init__ (a parameter's data, moved with the module), or moved
+    ("import torch\nclass A:\n    def __init__(self, n):\n        t = torch.Tensor(n)\n        t\n", None),
+    ("import torch\ndef f(mask, x):\n    torch.LongTensor(mask).to(x.device)\n", None),
     ("import torch\nclass A:\n    def reset(self):\n        self.t = torch.zeros(3)\n    def f(self):\n"
      "        self.t\n", None),
 ])

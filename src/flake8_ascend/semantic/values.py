@@ -136,6 +136,10 @@ _FACTORIES = frozenset(
 # Factories whose values are fixed by their arguments (not random, not uninitialised memory).
 _CONSTANT_FACTORIES = frozenset("zeros ones full arange linspace logspace eye tensor as_tensor tril_indices "
                                 "triu_indices".split())
+# Legacy constructors (``torch.Tensor(data)``, ``torch.LongTensor(sizes)``): CPU tensor types, so they build on
+# the host wherever a factory given no device does (torch/_tensor_docs: "torch.*Tensor" are the CPU types).
+_LEGACY_CONSTRUCTORS = frozenset("""Tensor FloatTensor DoubleTensor HalfTensor BFloat16Tensor LongTensor IntTensor
+    ShortTensor ByteTensor CharTensor BoolTensor""".split())
 _LIKE = frozenset(("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like"))
 _TO_DEVICE = frozenset(("cuda", "npu"))
 # Factories that copy their data argument (which may already be a tensor) rather than make a new tensor.
@@ -825,6 +829,10 @@ class Values:
             return _unique(call)
         if qualname == "torch.where" and len(call.args) == 1 and not call.keywords:
             return Value(CONTAINER, items=(Value(TENSOR),))
+        if qualname == f"torch.{name}" and name in _LEGACY_CONSTRUCTORS:
+            device = self._device(name, call, None, 0, scope, depth) or (
+                BUILT_ON_HOST if self._builds_on_host("zeros", call, scope, depth) else None)
+            return Value(MASK if name == "BoolTensor" else TENSOR, device)
         kinds = returns(qualname)
         if not kinds and qualname.startswith(("torch.linalg.", "torch.fft.", "torch.special.")) \
                 and name.islower() and not name.startswith("_"):
