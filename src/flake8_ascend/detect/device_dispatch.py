@@ -287,6 +287,8 @@ def names_a_type(node: ast.AST, ctx) -> bool:
 # a function whose name says it only diagnoses: checks, logs, prints or reports (litgpt 0.5.13
 # finetune/adapter.py:145, ``if torch.cuda.is_available() and devices > 1: check_nvlink_connectivity(fabric)``)
 _DIAGNOSES = re.compile(r"_?(check|verify|log|print|report|warn|show|dump)(_|$)")
+# what a torch.profiler.profile writes out: trace files for a person to read (torch 2.13 torch/profiler/profiler.py)
+_PROFILER_EXPORTS = frozenset({"export_chrome_trace", "export_memory_timeline", "export_stacks"})
 # a function whose name says it returns statistics (``get_memory_stats``)
 _STATISTICS = re.compile(r"(^|_)stats$")
 # additions to a collection, which ``_into_report`` follows to where the collection goes
@@ -414,7 +416,8 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
             continue
         if isinstance(statement, ast.Try):
             if statement.orelse or statement.finalbody or not all(
-                    all(isinstance(h, (ast.Pass, ast.Continue)) for h in handler.body) for handler in statement.handlers):
+                    all(isinstance(h, (ast.Pass, ast.Continue)) or _shows_only(h) for h in handler.body)
+                    for handler in statement.handlers):
                 return False
             continue
         if not isinstance(statement, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Pass)):
@@ -434,6 +437,7 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
                 qualname = ctx.qualname(node.func) or ""
                 name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
                 if not (_DIAGNOSTIC_CUDA.fullmatch(qualname) or name in _REPORTING or _DIAGNOSES.match(name)
+                        or name in _PROFILER_EXPORTS
                         or _STATISTICS.search(name) or _into_report(node, ctx)
                         or _reporting_alias(node.func, ctx)
                         or qualname in _CUDAGRAPH_MARKERS
@@ -499,6 +503,12 @@ def disables_a_report(node: ast.AST, ctx) -> bool:
         return False
     owner = ctx.enclosing(ast.ClassDef) or ctx.tree
     return bool(flags) and all(_gates_reports_only(flag, holder, owner, ctx) for flag in flags)
+
+
+def _shows_only(statement: ast.stmt) -> bool:
+    """``log.warning(f'failed: {e}')``: a statement that only shows something (an ``except`` that reports and
+    carries on swallows the error as ``pass`` does)."""
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) and _shows(statement.value)
 
 
 def _shows(call: ast.Call) -> bool:

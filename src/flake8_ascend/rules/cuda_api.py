@@ -40,6 +40,13 @@ _FLAG_OFF = ("import torch\nclass Recipe:\n    def setup(self, cfg):\n        se
              "        if self._log_peak and not torch.cuda.is_available():\n            log.warning('no CUDA: no peak memory')\n"
              "            self._log_peak = False\n\n    def step(self):\n        if self._log_peak:\n            {use}\n")
 
+_PROFILER_DUMP = ("import torch\ndef trace_handler(prof, rank, out):\n"
+                  "    if prof.profile_memory and torch.cuda.is_available():\n        try:\n"
+                  "            prof.export_memory_timeline(f'{{out}}/rank{{rank}}_memory-timeline.html')\n"
+                  "        except Exception as e:\n            {handler}\n"
+                  "        torch.cuda.memory._dump_snapshot(f'{{out}}/rank{{rank}}_memory_snapshot.pickle')\n")
+
+
 class CudaApi(Rule):
     code = "ASC201"
     summary = "torch.cuda API use; says whether transfer_to_npu maps it or it needs a manual rewrite"
@@ -129,6 +136,8 @@ class CudaApi(Rule):
         ("import torch\ndef dtype():\n    if torch.cuda.get_device_capability() >= (8, 0):\n"
          "        return torch.bfloat16\n    return torch.float32\n", 3),
         ("import torch\ncapability = torch.cuda.get_device_capability()\n", 2),
+        # near miss of an export failure only logged: the handler changes what runs next
+        (_PROFILER_DUMP.format(handler="prof = None"), 3),
     ]
     passes = [
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
@@ -223,6 +232,9 @@ class CudaApi(Rule):
         ">= (7, 5)\n)\n",
         "import torch\ndef check(query, major, minor):\n    if torch.cuda.get_device_capability(query.device) < (major, minor):\n"
         "        raise ValueError('needs a newer GPU')\n",
+        # the profiler's CUDA memory timeline and snapshot, an export failure only logged (torchtune 0.6.1
+        # training/_profiler.py:115-125)
+        _PROFILER_DUMP.format(handler="log.warning(f'Failed to export memory timeline: {e}')"),
         # an NPU case beside the CUDA one, in a flag (torchtune 0.6.1 training/precision.py:63-71)
         "import torch\ndef verify_bf16_support():\n    cuda_support = torch.cuda.is_available() and "
         "torch.cuda.is_bf16_supported()\n    npu_support = is_npu_available and torch.npu.is_bf16_supported()\n"

@@ -191,6 +191,8 @@ class HardCodedCudaDevice(Rule):
         # near miss of a CUDA case beside an NPU case: the function has no NPU case
         ("import torch\ndef place(model):\n    if torch.cuda.is_available():\n        model = model.cuda()\n"
          "    return model\n", 4),
+        ("import torch\ndef _get_device_type_from_env():\n    if torch.cuda.is_available():\n        device = 'cuda'\n"
+         "    elif torch.xpu.is_available():\n        device = 'xpu'\n    else:\n        device = 'cpu'\n    return device\n", 4),
         # a built device handed to a method or returned (mmaction2 1.2.0 roi_heads/shared_heads/lfb.py:97)
         ("class LFB:\n    def __init__(self, local_rank):\n        self.load_lfb(f'cuda:{local_rank}')\n", 3),
         ("def where(rank):\n    return 'cuda:{}'.format(rank)\n", 2),
@@ -250,6 +252,10 @@ class HardCodedCudaDevice(Rule):
          "def reduce(obj):\n    return obj2tensor(obj)\n", 1),
     ]
     passes = [
+        # a CUDA case beside the code's own NPU case, picking a device by what the machine has (torchtune 0.6.1
+        # utils/_device.py:106-114)
+        "import torch\ndef _get_device_type_from_env():\n    if torch.cuda.is_available():\n        device = 'cuda'\n"
+        "    elif is_npu_available:\n        device = 'npu'\n    else:\n        device = 'cpu'\n    return device\n",
         # the code's own NPU case comes first (transformers/accelerate style)
         "def get_device():\n    if is_torch_npu_available():\n        return 'npu:0'\n    else:\n        return 'cuda:0'\n",
         "def get_device():\n    if torch.npu.is_available():\n        return 'npu:0'\n    return 'cuda:0'\n",
@@ -364,7 +370,8 @@ class HardCodedCudaDevice(Rule):
                        "device)", api=repr(node.value), tips="cuda device string -> npu", guard=cuda_branch_test(node, ctx))
             return
         if (_CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
-                and (not migrated(ctx) or self._compared(ctx)) and not (self._compared(ctx) and has_npu_branch(ctx))
+                and (not migrated(ctx) or self._compared(ctx))
+                and not ((self._compared(ctx) or cuda_branch_test(node, ctx) is not None) and has_npu_branch(ctx))
                 and not optional_cuda_branch(node, ctx) and not (self._compared(ctx) and disables_a_report(node, ctx))):
             branch = guarded_branch(node, ctx) if self._compared(ctx) else None
             what = (f"device test against {node.value!r} is {turns_off(branch)} (test for 'npu' too, or take the "
