@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from types import SimpleNamespace
 from typing import List
 
@@ -11,7 +12,7 @@ from ..detect.fused import STARTS, function_patterns, other_branch_calls, sdpa_i
 from ..detect.once_per_call import runs_once
 from ..detect.training import last_name
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
-from ..semantic.values import ARRAY, BUILT_ON_HOST, COMPARE, MASK, NUMBER
+from ..semantic.values import ARRAY, BUILT_ON_HOST, COMPARE, MASK, NUMBER, TENSOR, UNKNOWN
 from ..registry import Rule
 from ..rewrite import Kind, Rewrite
 from .affinity_calls import _CAIT_ATTENTION, _TIMM_SDPA_OR_MANUAL
@@ -128,6 +129,10 @@ def _mask_of(mask: ast.AST, shaped: List[ast.Name], flow: Flow, depth: int = 0) 
     return False
 
 
+# the name of a boolean mask: ``mask``, ``masks``, ``padding_mask``, ``mask_out``
+_MASK_NAME = re.compile(r"(^|_)masks?($|_)")
+
+
 def _built_on_host(x: ast.AST, ctx) -> bool:
     """``x`` was made by a factory given no device, in a function that places nothing on a device (peft 0.17.1
     tuners/randlora/model.py:169, ``torch.zeros(shape)`` filled at init): the index put runs on the CPU. A tensor
@@ -215,6 +220,14 @@ class AffinityPattern(Rule):
         ("import torch\ndef f(x: torch.Tensor, mask: torch.Tensor):\n    m = mask > 0\n    x[:, m] *= 0\n", 4),
         ("import torch\ndef f(scores, labels):\n    ignore = labels == -1\n    scores[ignore] -= scores.new_tensor(1.0)\n"
          "    return scores.softmax(-1)\n", 4),
+        # a mask that arrives as a parameter or a batch attribute, named so (torchtune 0.6.1 rlhf/rewards.py:218,
+        # recipes/dev/grpo_full_finetune_distributed.py:894)
+        ("import torch\nfrom typing import Optional\ndef estimate_advantages(values, rewards, "
+         "masks: Optional[torch.Tensor] = None):\n    advantages = whiten(rewards - values, mask=masks)\n"
+         "    if masks is not None:\n        advantages[~masks] = 0.0\n    return advantages\n", 6),
+        ("import torch\ndef grpo_step(self, trajectory, context_length):\n    pi_logits = self._model(trajectory.query)\n"
+         "    pi_logprobs = rlhf.logits_to_logprobs(pi_logits, context_length)\n"
+         "    pi_logprobs[trajectory.response_padding_masks] = 1.0\n    return pi_logprobs\n", 5),
         # near miss of a one-off: the same put inside the pipeline's denoising loop runs every step
         (_PIPELINE_EMBEDS.replace("        for t in self.timesteps:\n            latents = self.unet(latents, t, embeds)\n",
                                   "        for t in self.timesteps:\n            embeds, mask = self.process_embeds(embeds, mask)\n"
@@ -249,6 +262,15 @@ class AffinityPattern(Rule):
         "import torch\ndef f(d):\n    d = {}\n    d[d > 0] = 1\n",
         "import torch\ndef f(x):\n    x[x.shape[0] > 2] = 0\n",
         "import torch\ndef f(x, names):\n    x[names == 'a'] = 0\n",
+        # near misses of a name that says mask: a numpy function, a list of positions, a mask's element, a name
+        # that only contains the word
+        "import numpy as np\nimport torch\ndef f(scores, mask):\n    scores = np.asarray(scores)\n    scores[mask] = 0\n",
+        "import torch\ndef f(x):\n    mask = [0, 2]\n    x[mask] = 0\n",
+        "import torch\ndef f(x, masks, i):\n    x[masks[i]] = 0\n",
+        "import torch\ndef f(x, masking_ratio):\n    x[masking_ratio] = 0\n",
+        # a module's own setting named mask (mmpose 1.3.2 losses/classification_loss.py:211, keypoint indices)
+        "import torch\nclass KLDiscretLoss:\n    def __init__(self, mask=None):\n        self.mask = mask\n"
+        "    def forward(self, t_loss):\n        t_loss[:, self.mask] = t_loss[:, self.mask] * 2.0\n        return t_loss\n",
         # attention whose weights the function returns (neuralforecast 3.0.2 tft.py:253-269, kept for
         # interpretability): the fused kernel does not give them
         _WEIGHTS_OUT.format(out="attn @ v, attn"),
@@ -327,8 +349,18 @@ class AffinityPattern(Rule):
 
     @staticmethod
     def _mask(part: ast.AST, ctx) -> bool:
-        """A boolean mask, or a comparison of values the model cannot place (``x[x > 0]`` on an unknown x)."""
-        return ctx.values.of(part).kind in (MASK, COMPARE)
+        """A boolean mask, or a comparison of values the model cannot place (``x[x > 0]`` on an unknown x), or a
+        value the model cannot place whose name says it is a mask: a parameter, an attribute of a batch, or its
+        negation (torchtune 0.6.1 rlhf/rewards.py:218 ``advantages[~masks] = 0.0``, recipes/dev/
+        grpo_full_finetune_distributed.py:894 ``pi_logprobs[trajectory.response_padding_masks] = 1.0``)."""
+        value = ctx.values.of(part)
+        if value.kind in (MASK, COMPARE):
+            return True
+        named = part.operand if isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.Invert) else part
+        if isinstance(named, ast.Attribute) and isinstance(named.value, ast.Name) and named.value.id == "self":
+            return False  # a module's setting: mmpose 1.3.2 classification_loss.py:171, ``mask`` is list[int]
+        return value.kind in (UNKNOWN, TENSOR) and ctx.values.of(named).kind in (UNKNOWN, TENSOR) and bool(
+            _MASK_NAME.search(last_name(named).lower()))
 
     @staticmethod
     def _tensor(x: ast.AST, mask: ast.AST, ctx) -> bool:
