@@ -37,6 +37,9 @@ def value_of_last(source: str) -> model.Value:
     ("import torch\nx = torch.randn(3)\n~(x > 0).any(1)\n", model.MASK),
     ("import torch\nx = torch.randn(3)\nm = x > 0\ntorch.stack([m, m]).view(-1)\n", model.MASK),
     ("import torch\nx = torch.randn(3)\nx.any()\n", model.TENSOR),  # a 0-d flag, not a mask to index with
+    # a triangle of a boolean tensor keeps its dtype (doctr 0.12.0 parseq/pytorch.py:309); of a float one, not a mask
+    ("import torch\ndef f(n):\n    torch.triu(torch.ones(n, n, dtype=torch.bool), 2)\n", model.MASK),
+    ("import torch\ndef f(n):\n    torch.ones(n, n).tril()\n", model.TENSOR),
     # evidence from use, per function
     ("import torch\ndef f(x):\n    x.unsqueeze(0)\n    x\n", model.TENSOR),
     ("import torch\ndef f(x):\n    y = x.size(0)\n    x\n", model.TENSOR),

@@ -129,7 +129,7 @@ _SAME_DTYPE = frozenset(
     """view view_as reshape reshape_as squeeze unsqueeze flatten unflatten permute transpose t expand expand_as
     repeat contiguous clone detach narrow select index_select gather masked_select flip roll tile
     repeat_interleave cpu cuda npu to stack cat concat concatenate hstack vstack zeros_like ones_like
-    empty_like full_like""".split())
+    empty_like full_like triu tril diag_embed movedim swapaxes""".split())
 _FACTORIES = frozenset(
     """zeros ones empty full arange linspace logspace eye tensor as_tensor rand randn randint randperm
     zeros_like ones_like empty_like full_like rand_like randn_like tril_indices triu_indices""".split())
