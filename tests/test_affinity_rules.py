@@ -462,7 +462,24 @@ def test_attention_patterns():
     assert fused(with_f_dropout) == [(7, 12, "torch_npu.npu_fusion_attention")]
 
 
+def test_attention_written_with_einsum():
+    # neuralforecast 3.0.2 models/timellm.py:154-161, the reprogramming cross-attention
+    source = ("import math\nimport torch\nclass Reprogramming:\n    def reprogramming(self, target, source, value):\n"
+              "        B, L, H, E = target.shape\n        scale = 1.0 / math.sqrt(E)\n"
+              "        scores = torch.einsum('blhe,she->bhls', target, source)\n"
+              "        A = torch.softmax(scale * scores, dim=-1)\n"
+              "        return torch.einsum('bhls,she->blhe', A, value)\n")
+    assert fused(source) == [(7, 9, "torch_npu.npu_fusion_attention")]
+    # the weights as the second operand of the einsum
+    swapped = source.replace("torch.einsum('bhls,she->blhe', A, value)", "torch.einsum('she,bhls->blhe', value, A)")
+    assert fused(swapped) == [(7, 9, "torch_npu.npu_fusion_attention")]
+
+
 @pytest.mark.parametrize("body", [
+    # einsums that are no attention: a softmax of one operand, three operands, no softmax between them
+    "return torch.einsum('bij,bjk->bik', torch.softmax(x, dim=-1), v)",
+    "return torch.einsum('bij,bjk,bk->bi', torch.softmax(torch.einsum('bd,bd->b', q, k), -1), v, x)",
+    "return torch.einsum('bij,bjk->bik', torch.einsum('bid,bjd->bij', q, k), v)",
     "return torch.softmax(self.fc(x), dim=-1) @ v",     # softmax of a projection, not of q @ k
     "return (q @ k.transpose(-2, -1)) @ v",             # no softmax
     "return torch.sigmoid(q @ k.transpose(-2, -1)) @ v",

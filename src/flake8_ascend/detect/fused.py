@@ -27,7 +27,7 @@ _BINARY = frozenset(("add", "sub", "mul", "div"))
 _SCORE_STEPS = _BINARY | {"masked_fill", "masked_fill_"} | _CASTS  # between q @ k and softmax
 _PROB_STEPS = frozenset(("dropout", "mul", "div")) | _CASTS  # between softmax and @ v (head masks too)
 # the call names a detector can start from (cheap pre-filter on the hot path)
-STARTS = frozenset(("rsqrt", "sqrt", "cat", "concat", "concatenate", "layer_norm", "matmul", "bmm"))
+STARTS = frozenset(("rsqrt", "sqrt", "cat", "concat", "concatenate", "layer_norm", "matmul", "bmm", "einsum"))
 
 
 def module_ops(cls: ast.ClassDef, ctx) -> Dict[str, str]:
@@ -248,17 +248,18 @@ class Patterns:
         return None
 
     def attention(self, node: ast.AST) -> Optional[Span]:
-        """softmax(q @ k ... [scale, mask, casts]) [casts, dropout, head mask] @ v."""
+        """softmax(q @ k ... [scale, mask, casts]) [casts, dropout, head mask] @ v; either product may be an
+        ``einsum`` of two tensors (neuralforecast 3.0.2 timellm.py:158-161)."""
         found = self.op(node, follow=False)
-        if not found or found[0] not in ("matmul", "bmm") or len(found[1]) < 2:
-            return None
-        probs = self._search(found[1][0], ("softmax",), _PROB_STEPS)
-        if probs is None or not probs[1]:
-            return None
-        scores = self._search(probs[1][0], ("matmul", "bmm"), _SCORE_STEPS)
-        if scores is None or self._returned(found[1][0], found[2]):
-            return None
-        return scores[2], node
+        for weights in _product_operands(found)[:1 if found[0] != "einsum" else 2] if found else ():
+            probs = self._search(weights, ("softmax",), _PROB_STEPS)
+            if probs is None or not probs[1]:
+                continue
+            scores = self._search(probs[1][0], ("matmul", "bmm", "einsum"), _SCORE_STEPS)
+            if scores is None or not _product_operands(scores) or self._returned(weights, found[2]):
+                continue
+            return scores[2], node
+        return None
 
     def _returned(self, weights: ast.AST, product: ast.AST) -> bool:
         """The attention weights leave the function other than through ``product`` (``return out, attn_prob``:
@@ -303,6 +304,17 @@ def _is_full(element: ast.AST) -> bool:
 def _minus_one(node: ast.AST) -> bool:
     return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) \
         and isinstance(node.operand, ast.Constant) and node.operand.value == 1
+
+
+def _product_operands(found) -> List[ast.AST]:
+    """The two tensors of a product ``op`` found: ``matmul``/``bmm`` (``a @ b``), or ``einsum`` given an equation
+    and exactly two operands; none for anything else."""
+    name, args = found[0], found[1]
+    if name in ("matmul", "bmm") and len(args) >= 2:
+        return args[:2]
+    if name == "einsum" and len(args) == 3 and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
+        return args[1:]
+    return []
 
 
 def _last_dim(call: ast.Call) -> bool:
