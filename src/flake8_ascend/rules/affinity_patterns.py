@@ -147,8 +147,9 @@ class AffinityPattern(Rule):
     """A statement or expression pattern with an NPU affinity or fused replacement.
 
     *Index put*: ``x[mask] = value`` where ``mask`` (in any index position) is a boolean mask by the value
-    model (docs/value_model.md), ``value`` a Python number or a tensor, and ``x`` a tensor: known, or
-    unknown inside a function that never uses numpy/pandas/cupy. Lists, dicts, numpy arrays, pandas
+    model (docs/value_model.md) or an unplaced value named for a mask (``masks``, ``batch.padding_mask``), ``value``
+    a Python number or a tensor (or any value when ``x`` is a known tensor or the mask a known one), and ``x`` a
+    tensor: known, or unknown inside a function that never uses numpy/pandas/cupy. Lists, dicts, numpy arrays, pandas
     ``.loc`` and ``state_dict[k] = v`` never fire. ``x[mask] = number`` gets the affinity API; the rewrite
     ``x = npu_fast_condition_index_put(x, mask, value)`` rebinds ``x``, so it is offered only when ``x`` is a
     local name bound in the same body to a newly allocated tensor and not stored anywhere else afterwards, and
@@ -228,6 +229,10 @@ class AffinityPattern(Rule):
         ("import torch\ndef grpo_step(self, trajectory, context_length):\n    pi_logits = self._model(trajectory.query)\n"
          "    pi_logprobs = rlhf.logits_to_logprobs(pi_logits, context_length)\n"
          "    pi_logprobs[trajectory.response_padding_masks] = 1.0\n    return pi_logprobs\n", 5),
+        # a setting put through a mask into a known tensor (torchtune 0.6.1 recipes/ppo_full_finetune_single_device.py:849)
+        ("import torch\ndef generate_trajectory(self, scores, seq_lens):\n    scores = scores.gather(1, seq_lens[:, None])\n"
+         "    reward_penalty_mask = rlhf.get_reward_penalty_mask(seq_lens)\n"
+         "    scores[reward_penalty_mask] = self._reward_penalty\n    return scores\n", 5),
         # near miss of a one-off: the same put inside the pipeline's denoising loop runs every step
         (_PIPELINE_EMBEDS.replace("        for t in self.timesteps:\n            latents = self.unet(latents, t, embeds)\n",
                                   "        for t in self.timesteps:\n            embeds, mask = self.process_embeds(embeds, mask)\n"
@@ -268,6 +273,10 @@ class AffinityPattern(Rule):
         "import torch\ndef f(x):\n    mask = [0, 2]\n    x[mask] = 0\n",
         "import torch\ndef f(x, masks, i):\n    x[masks[i]] = 0\n",
         "import torch\ndef f(x, masking_ratio):\n    x[masking_ratio] = 0\n",
+        # a value of unknown kind put into an unknown through a comparison of unknowns: a data transform's keypoint
+        # array (mmaction2 1.2.0 datasets/transforms/processing.py:841)
+        "import torch\ndef _flip_kps(kps, img_width):\n    kp_x = kps[..., 0]\n"
+        "    kp_x[kp_x != 0] = img_width - kp_x[kp_x != 0]\n    return kps\n",
         # a module's own setting named mask (mmpose 1.3.2 losses/classification_loss.py:211, keypoint indices)
         "import torch\nclass KLDiscretLoss:\n    def __init__(self, mask=None):\n        self.mask = mask\n"
         "    def forward(self, t_loss):\n        t_loss[:, self.mask] = t_loss[:, self.mask] * 2.0\n        return t_loss\n",
@@ -316,8 +325,9 @@ class AffinityPattern(Rule):
                 self._augmented_put(node, ctx)
         elif value.kind == NUMBER and len(parts) == 1:
             self._scalar_put(node, x, ctx)
-        elif value.kind == NUMBER or value.tensor:
-            what = "a Python number" if value.kind == NUMBER else "a tensor"
+        elif value.kind == NUMBER or value.tensor or (value.kind == UNKNOWN and (  # a setting: ``self._penalty``
+                ctx.values.is_tensor(x) or ctx.values.of(masks[0]).kind == MASK)):
+            what = "a Python number" if value.kind == NUMBER else "a tensor" if value.tensor else "a value"
             replacement = ("torch.where(mask, value, x) when value broadcasts to x, else x.masked_scatter_(mask, "
                            "value)") if value.tensor else "x.masked_fill_(mask broadcast to x's shape, value)"
             ctx.report(node, self.code, f"boolean-mask index put of {what} runs IndexPut on the AI CPU: use "
