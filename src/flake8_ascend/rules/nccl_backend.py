@@ -14,10 +14,10 @@ from typing import Optional
 from ..data import load_frameworks, load_transfer_to_npu
 from ..registry import Rule
 from ..detect.cuda_fixes import string_fix
-from ..detect.device_dispatch import npu_skips
+from ..detect.device_dispatch import has_npu_branch, in_cuda_test, npu_skips
 from .cuda_device import _defaulted
 from ..detect.transfer_to_npu import migrated, quiet
-from ..walk import assign_targets
+from ..walk import assign_targets, walk_tree
 
 _GROUP_FUNCTIONS = ("init_process_group", "new_group", "init_device_mesh")
 # a per-device backend string of torch.distributed ('cpu:gloo,cuda:nccl'): device:backend pairs, one of them NCCL
@@ -89,6 +89,16 @@ def _mentions_backend(node: ast.AST) -> bool:
     return "backend" in _call_name(node.func if isinstance(node, ast.Call) else node).lower()
 
 
+def _asks_the_registry(ctx) -> bool:
+    """The function looks the backend up in ``torch.distributed.Backend.default_device_backend_map`` (torchtune
+    0.6.1 training/_distributed.py:117-120: ``backend = 'nccl'`` then the map's entry for the device type): torch_npu
+    registers 'hccl' for 'npu' there (torch 2.13 distributed_c10d.py ``Backend.register_backend`` fills the map from
+    its ``devices``), so the 'nccl' is only the fallback for a device the map does not know."""
+    function = ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
+    return function is not None and ctx.memo(f"backend_map.{id(function)}", lambda c: any(
+        isinstance(n, ast.Attribute) and n.attr == "default_device_backend_map" for n in walk_tree(function)))
+
+
 class NcclBackend(Rule):
     code = "ASC204"
     summary = "NCCL collective backend ('nccl', Backend.NCCL, is_nccl_available)"
@@ -98,7 +108,9 @@ class NcclBackend(Rule):
     why = ("NCCL is NVIDIA's collective library; on Ascend the backend is HCCL (`'hccl'`). Not reported where the "
            "framework picks HCCL itself on an NPU (mmengine's `dist_cfg`, an mmdet-2.x config's `dist_params` that "
            "mmcv 1.x's launcher reads); reported for deepspeed's `dist_backend` (used as given) and the HF Trainer's "
-           "`ddp_backend` (accelerate rejects anything but 'hccl' on an NPU). A hybrid backend "
+           "`ddp_backend` (accelerate rejects anything but 'hccl' on an NPU). Nor is the fallback of a lookup in "
+           "`dist.Backend.default_device_backend_map`, which torch_npu fills with 'npu' -> 'hccl', or an NCCL question "
+           "kept in a CUDA flag beside the function's own NPU case. A hybrid backend "
            "(`'cpu:gloo,cuda:nccl'`) needs `'cpu:gloo,npu:hccl'`.")
     example = "dist.init_process_group('nccl')"
     use_instead = ("Use `backend='hccl'`, or let transfer_to_npu rewrite it; comparisons with 'nccl' must be edited by hand "
@@ -120,6 +132,10 @@ class NcclBackend(Rule):
         ("import deepspeed\ndeepspeed.init_distributed(dist_backend='nccl')\n", 2),
         ("from transformers import TrainingArguments\nargs = TrainingArguments('out', ddp_backend='nccl')\n", 2),
         ("cfg = {'backend': 'nccl', 'port': 29500}\n", 1),
+        # near misses of a registry lookup and of an NPU flag: no lookup in the function, no NPU case beside
+        ("import torch.distributed as dist\ndef get_distributed_backend(device_type):\n    backend = 'nccl'\n"
+         "    if device_type == 'cpu':\n        backend = 'gloo'\n    return backend\n", 3),
+        ("import torch\ndef verify():\n    return torch.cuda.is_available() and torch.distributed.is_nccl_available()\n", 3),
         # near miss of an NPU case: the question is about another accelerator
         ("backend = 'xccl' if is_torch_xpu_available() else 'nccl'\n", 1),
         # transfer_to_npu rewrites no comparison: the backend is then 'hccl'
@@ -160,6 +176,16 @@ class NcclBackend(Rule):
               "parser.add_argument('--backend', choices=['nccl', 'hccl', 'gloo'])\n",
               "from dataclasses import dataclass\n@dataclass\nclass Args:\n    log_prefix: str = 'nccl'\n",
               "name = cfg.get('name', 'nccl')\n",
+              # the fallback of a lookup in torch's device -> backend map, which torch_npu fills with npu -> hccl
+              # (torchtune 0.6.1 training/_distributed.py:117-120)
+              "import torch.distributed as dist\ndef get_distributed_backend(device_type):\n"
+              "    default_device_backend_map = dist.Backend.default_device_backend_map\n    backend = 'nccl'\n"
+              "    if device_type in default_device_backend_map:\n        backend = default_device_backend_map[device_type]\n"
+              "    return backend\n",
+              # a CUDA flag beside an NPU one (torchtune 0.6.1 training/precision.py:63-71)
+              "import torch\ndef verify_bf16_support():\n    cuda_support = torch.cuda.is_available() and "
+              "torch.distributed.is_nccl_available()\n    npu_support = is_npu_available and torch.npu.is_bf16_supported()\n"
+              "    return cuda_support or npu_support\n",
               # transfer_to_npu rewrites init_process_group's backend and maps is_nccl_available
               "import torch.distributed as dist\nfrom torch_npu.contrib import transfer_to_npu\n"
               "dist.init_process_group(backend='nccl')\nok = dist.is_nccl_available()\n",
@@ -169,7 +195,8 @@ class NcclBackend(Rule):
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.Constant):
             if (isinstance(node.value, str) and node.value.lower() == "nccl" and self._backend_context(ctx, node)
-                    and not (migrated(ctx) and self._rewritten(ctx)) and not npu_skips(node, ctx)):
+                    and not (migrated(ctx) and self._rewritten(ctx)) and not npu_skips(node, ctx)
+                    and not _asks_the_registry(ctx)):
                 ctx.report(node, self.code, "NCCL backend 'nccl' does not exist on NPU (use 'hccl')",
                            api="nccl", tips="nccl -> hccl", rewrite=string_fix(node.value, ctx))
             elif isinstance(node.value, str) and _HYBRID.fullmatch(node.value) and self._backend_context(ctx, node):
@@ -182,7 +209,7 @@ class NcclBackend(Rule):
         if qualname and quiet(ctx, qualname):
             return
         if qualname in ("torch.distributed.Backend.NCCL", "torch.distributed.is_nccl_available",
-                        "torch.distributed.ProcessGroupNCCL"):
+                        "torch.distributed.ProcessGroupNCCL") and not (in_cuda_test(node, ctx) and has_npu_branch(ctx)):
             ctx.report(node, self.code, f"{qualname} is NCCL-specific (the NPU backend is HCCL)",
                        api=qualname, tips="NCCL -> HCCL")
 
