@@ -329,7 +329,9 @@ class AffinityPattern(Rule):
                 ctx.values.is_tensor(x) or ctx.values.of(masks[0]).kind == MASK)):
             what = "a Python number" if value.kind == NUMBER else "a tensor" if value.tensor else "a value"
             replacement = ("torch.where(mask, value, x) when value broadcasts to x, else x.masked_scatter_(mask, "
-                           "value)") if value.tensor else "x.masked_fill_(mask broadcast to x's shape, value)"
+                           "value)") if value.kind != NUMBER else "x.masked_fill_(mask broadcast to x's shape, value)"
+            if value.kind == UNKNOWN:
+                replacement += " (x.masked_fill_ for a number)"
             ctx.report(node, self.code, f"boolean-mask index put of {what} runs IndexPut on the AI CPU: use "
                        f"{replacement} (not rewritten: npu_fast_condition_index_put takes a whole-tensor mask "
                        "and a number)", api=source_line(node, ctx.lines) or "x[mask] = value", family=_INDEX_PUT,
