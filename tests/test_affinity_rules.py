@@ -473,6 +473,13 @@ def test_attention_written_with_einsum():
     # the weights as the second operand of the einsum
     swapped = source.replace("torch.einsum('bhls,she->blhe', A, value)", "torch.einsum('she,bhls->blhe', value, A)")
     assert fused(swapped) == [(7, 9, "torch_npu.npu_fusion_attention")]
+    # q @ k with relative-position scores added by an einsum (transformers 4.57.6 altclip modeling_altclip.py:221-233):
+    # the attention starts at q @ k
+    relative = ("import torch\nclass SelfAttention:\n    def forward(self, q, k, v, pos):\n"
+                "        scores = torch.matmul(q, k.transpose(-1, -2))\n"
+                "        if self.relative:\n            scores = scores + torch.einsum('bhld,lrd->bhlr', q, pos)\n"
+                "        probs = torch.softmax(scores, dim=-1)\n        return torch.matmul(probs, v)\n")
+    assert fused(relative) == [(4, 8, "torch_npu.npu_fusion_attention")]
 
 
 @pytest.mark.parametrize("body", [

@@ -71,11 +71,19 @@ def _npu_probe(node: ast.AST) -> bool:
     return False
 
 
+def _mentions_npu(function: ast.AST, ctx) -> bool:
+    """The function's text says ``npu`` in some case: every NPU case (a string, a name, ``hasattr(torch, 'npu')``)
+    does, so a function without it has none and is not walked (most files never say it)."""
+    if not ctx.memo("npu_in_file", lambda c: any("npu" in line.lower() for line in c.lines)):
+        return False
+    return any("npu" in line.lower() for line in ctx.lines[function.lineno - 1:function.end_lineno])
+
+
 def has_npu_branch(ctx) -> bool:
     """The function around the checked node also has an NPU case: a test for ``'npu'`` or an NPU availability
     question (memoised per function)."""
     function = ctx.enclosing(*_FUNCTIONS)
-    if function is None:
+    if function is None or not _mentions_npu(function, ctx):
         return False
     return ctx.memo(f"npu_branch.{id(function)}", lambda _: _compares_with(function, _NPU) or any(
         (isinstance(n, (ast.If, ast.IfExp)) and any(_npu_probe(t) for t in walk_tree(n.test))) or
@@ -89,12 +97,22 @@ _CAPABILITY = frozenset({"torch.cuda.get_device_capability", "torch.cuda.get_dev
 _PRECISION = re.compile(r"bf16|bfloat16|fp16|float16|half|precision|tf32|autocast|(^|\W|_)amp(\W|_|$)", re.I)
 
 
-def _capability(expr: ast.AST, ctx) -> bool:
-    """``torch.cuda.get_device_capability()[0]``, ``torch.cuda.get_device_properties(d).major``."""
+def _capability(expr: ast.AST, ctx) -> Optional[ast.Call]:
+    """The call in ``torch.cuda.get_device_capability()[0]``, ``torch.cuda.get_device_properties(d).major``."""
     while isinstance(expr, (ast.Subscript, ast.Attribute)) and not (
             isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name)):
         expr = expr.value
-    return isinstance(expr, ast.Call) and ctx.qualname(expr.func) in _CAPABILITY
+    return expr if isinstance(expr, ast.Call) and ctx.qualname(expr.func) in _CAPABILITY else None
+
+
+def _protected(call: ast.Call, root: ast.AST, ctx) -> bool:
+    """The capability is asked only where CUDA is there: ``and``-ed after a CUDA test in ``root``
+    (``torch.cuda.is_available() and ...``), or of a tensor's own device (``get_device_capability(query.device)``,
+    a kernel choice for that tensor, reached for CUDA tensors). Asked bare, it raises on a machine without CUDA."""
+    if call.args and isinstance(call.args[0], ast.Attribute) and call.args[0].attr == "device":
+        return True
+    return isinstance(root, ast.BoolOp) and isinstance(root.op, ast.And) and any(
+        _positive_cuda_test(value, ctx) for value in root.values if not any(n is call for n in walk_tree(value)))
 
 
 def architecture_gate(node: ast.AST, ctx) -> bool:
@@ -102,15 +120,17 @@ def architecture_gate(node: ast.AST, ctx) -> bool:
     ``and``-ed with ``torch.cuda.is_available()`` (torchtune 0.6.1 utils/_import_guard.py:13, flex attention from
     SM 7.5; diffusers 0.42.1 quantizers/gguf/utils.py:35, attention_dispatch.py:478): a gate for kernels built for
     an NVIDIA architecture (Triton, FP8, flash-attention), which no NPU has; the NPU run takes the portable path.
-    A gate whose statement decides a precision (``use_bf16 = ... >= (8, 0)``) stays reported: the NPU has it."""
+    A gate whose statement decides a precision (``use_bf16 = ... >= (8, 0)``) stays reported: the NPU has it; so
+    does one that asks bare, which raises without CUDA (``_protected``)."""
     root, statement = node, None
     for parent, child in ctx.lineage(node):
         if isinstance(parent, ast.stmt):
             statement = parent
             break
         root = parent
-    if statement is None or not any(isinstance(n, ast.Compare) and any(
-            _capability(side, ctx) for side in (n.left, *n.comparators)) for n in walk_tree(root)):
+    calls = [call for n in walk_tree(root) if isinstance(n, ast.Compare)
+             for call in (_capability(side, ctx) for side in (n.left, *n.comparators)) if call is not None]
+    if statement is None or not calls or not all(_protected(call, root, ctx) for call in calls):
         return False
     return not _PRECISION.search(ast.unparse(statement))
 

@@ -255,7 +255,9 @@ class Patterns:
             probs = self._search(weights, ("softmax",), _PROB_STEPS)
             if probs is None or not probs[1]:
                 continue
-            scores = self._search(probs[1][0], ("matmul", "bmm", "einsum"), _SCORE_STEPS)
+            # q @ k first: an einsum also added to the scores (relative positions) is not the product of q and k
+            scores = self._search(probs[1][0], ("matmul", "bmm"), _SCORE_STEPS) or self._search(
+                probs[1][0], ("einsum",), _SCORE_STEPS)
             if scores is None or not _product_operands(scores) or self._returned(weights, found[2]):
                 continue
             return scores[2], node

@@ -59,7 +59,7 @@ class CudaApi(Rule):
         "transfer_to_npu is only told about the names it does not map. Not reported where an NPU run skips the "
         "call without loss (a report, an estimate left `None`, a CUDA reseed after `torch.manual_seed`, a "
         "CUDA-graph step marker, a gate on the NVIDIA compute capability that picks no precision (kernels built for an "
-        "SM version, which no NPU has), a CUDA case that only raises, a memory figure that only goes into a print or a log, a "
+        "SM version, which no NPU has) asked after a CUDA test or of a tensor's device, a CUDA case that only raises, a memory figure that only goes into a print or a log, a "
         "local name holding the answer or a device built from it whose every read only prints, logs or formats it "
         "into a message), "
         "where a tensor's own `.is_cuda` picks a CUDA kernel (a tensor on the NPU takes the other path), where the "
@@ -136,6 +136,8 @@ class CudaApi(Rule):
         ("import torch\ndef dtype():\n    if torch.cuda.get_device_capability() >= (8, 0):\n"
          "        return torch.bfloat16\n    return torch.float32\n", 3),
         ("import torch\ncapability = torch.cuda.get_device_capability()\n", 2),
+        # near miss of a protected gate: asked bare, it raises on a machine without CUDA
+        ("import torch\nif torch.cuda.get_device_capability()[0] >= 9:\n    use_fp8_kernels = True\n", 2),
         # near miss of an export failure only logged: the handler changes what runs next
         (_PROFILER_DUMP.format(handler="prof = None"), 3),
     ]
