@@ -116,10 +116,11 @@ def _protected(call: ast.Call, root: ast.AST, ctx) -> bool:
 
 
 def architecture_gate(node: ast.AST, ctx) -> bool:
-    """``node`` is part of an expression that compares the NVIDIA compute capability with a version, alone or
-    ``and``-ed with ``torch.cuda.is_available()`` (torchtune 0.6.1 utils/_import_guard.py:13, flex attention from
-    SM 7.5; diffusers 0.42.1 quantizers/gguf/utils.py:35, attention_dispatch.py:478): a gate for kernels built for
-    an NVIDIA architecture (Triton, FP8, flash-attention), which no NPU has; the NPU run takes the portable path.
+    """``node`` is part of an expression that compares the NVIDIA compute capability with a version, ``and``-ed
+    after ``torch.cuda.is_available()`` or asked of a tensor's device (torchtune 0.6.1 utils/_import_guard.py:13,
+    flex attention from SM 7.5; diffusers 0.42.1 quantizers/gguf/utils.py:35, attention_dispatch.py:478): a gate for
+    kernels built for an NVIDIA architecture (Triton, FP8, flash-attention), which no NPU has; the NPU run takes the
+    portable path.
     A gate whose statement decides a precision (``use_bf16 = ... >= (8, 0)``) stays reported: the NPU has it; so
     does one that asks bare, which raises without CUDA (``_protected``)."""
     root, statement = node, None
