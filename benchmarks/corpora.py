@@ -60,6 +60,10 @@ CORPORA = [
     Corpus("torchtune", "torchtune==0.6.1", sdist=False, split="tuning"),
     Corpus("neuralforecast", "neuralforecast==3.0.2", sdist=False, split="tuning"),
     Corpus("doctr", "python-doctr==0.12.0", sdist=False, split="tuning"),
+    # Added to the tuning side on 2026-11-26 (sixth round), before any of their findings was read: a speech toolkit
+    # built on Lightning and an RLHF library on deepspeed; the test side is unchanged.
+    Corpus("pyannote", "pyannote.audio==3.3.2", sdist=False, split="tuning"),
+    Corpus("openrlhf", "openrlhf==0.11.2", sdist=False, split="tuning"),
     Corpus("trl", "trl==1.16.0", sdist=False, split="test"),
     Corpus("pytorch_forecasting", "pytorch-forecasting==1.8.0", sdist=False, split="test"),
     Corpus("mmocr", "mmocr==1.0.1", sdist=False, split="test"),
