@@ -121,3 +121,34 @@ def test_a_type_check_beside_the_real_use_is_silent():
 def test_a_type_check_alone_is_reported():
     source = BNB_QUANTIZER.split("    def create_quantized_param")[0]
     assert lint(source, "quantizer.py") == [(4, "ASC206")]
+
+
+# pyannote.audio 3.3.2 pipelines/utils/getter.py:189-197: the CUDA device count decides the branch
+DEVICE_COUNT = """
+import torch
+
+def get_devices(needs=None):
+    num_gpus = torch.cuda.device_count()
+    if num_gpus {test}:
+        return [torch.device("cpu")]
+    return [torch.device(f"cuda:{{index:d}}") for index in range(num_gpus)]
+"""
+
+
+@pytest.mark.parametrize("test", ["== 0", "< 1", "<= 0", "< 8"])
+def test_code_after_an_exit_on_no_cuda_device_is_one_cuda_branch(test):
+    # the device strings fold into the finding on the count: "the CUDA branch also has"
+    assert lint(DEVICE_COUNT.format(test=test), "pkg/getter.py") == [(5, "ASC201")]
+
+
+@pytest.mark.parametrize("test", ["> 1", "!= 0", "== 1"])
+def test_an_exit_that_an_npu_machine_does_not_take_leaves_the_strings_reported(test):
+    # near misses: on a machine without CUDA the count is 0 and these tests do not exit
+    assert lint(DEVICE_COUNT.format(test=test), "pkg/getter.py") == [(5, "ASC201"), (8, "ASC202")]
+
+
+@pytest.mark.parametrize("test,folded", [("torch.cuda.device_count() > 1", True), ("torch.cuda.device_count()", True),
+                                         ("torch.cuda.device_count() < 8", False)])
+def test_a_branch_on_the_device_count(test, folded):
+    source = f"import torch\ndef place(model):\n    if {test}:\n        model = model.cuda()\n    return model\n"
+    assert lint(source, "pkg/place.py") == ([(3, "ASC201")] if folded else [(3, "ASC201"), (4, "ASC202")])

@@ -322,20 +322,44 @@ def _positive_cuda_test(test: ast.AST, ctx) -> bool:
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return any(_positive_cuda_test(v, ctx) for v in test.values)
     if isinstance(test, ast.Compare):
+        if _count_on_npu(test, ctx) is False:
+            return True
         return len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)) and _compares_with(test, _CUDA)
     if isinstance(test, ast.Attribute):
         return test.attr == "is_cuda"
     if isinstance(test, ast.Name):  # a flag holding the answer: cuda_available = torch.cuda.is_available()
         return _cuda_question(test, ctx) is not None
-    return isinstance(test, ast.Call) and (ctx.qualname(test.func) == "torch.cuda.is_available" or
-                                           _prefix_test(test, _CUDA))
+    return isinstance(test, ast.Call) and (ctx.qualname(test.func) in _CUDA_QUESTIONS or _prefix_test(test, _CUDA))
+
+
+# questions whose answer is False (or 0) on a machine without CUDA
+_CUDA_QUESTIONS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
+_AT_ZERO = {ast.Eq: lambda n: 0 == n, ast.NotEq: lambda n: 0 != n, ast.Gt: lambda n: 0 > n,
+            ast.GtE: lambda n: 0 >= n, ast.Lt: lambda n: 0 < n, ast.LtE: lambda n: 0 <= n}
 
 
 def _cuda_question(name: ast.Name, ctx) -> Optional[ast.Call]:
-    """The ``torch.cuda.is_available()`` call a flag (``cuda_available``) was bound to, or None."""
+    """The ``torch.cuda.is_available()`` / ``torch.cuda.device_count()`` call a name (``cuda_available``,
+    ``num_gpus``) was bound to, or None."""
     binding = ctx.model.binding(name)
     value = binding.value if binding is not None else None
-    return value if isinstance(value, ast.Call) and ctx.qualname(value.func) == "torch.cuda.is_available" else None
+    return value if isinstance(value, ast.Call) and ctx.qualname(value.func) in _CUDA_QUESTIONS else None
+
+
+def _count_on_npu(test: ast.Compare, ctx) -> Optional[bool]:
+    """The value on a machine without CUDA (no CUDA device: the count is 0) of a comparison of the CUDA device count
+    with a number (``torch.cuda.device_count() > 1``, ``num_gpus == 0``, pyannote.audio 3.3.2
+    pipelines/utils/getter.py:189-197), or None for any other test."""
+    if len(test.ops) != 1 or type(test.ops[0]) not in _AT_ZERO:
+        return None
+    count, number = test.left, test.comparators[0]
+    if not (isinstance(number, ast.Constant) and type(number.value) is int):
+        return None
+    if isinstance(count, ast.Name):
+        count = _cuda_question(count, ctx)
+    if not (isinstance(count, ast.Call) and ctx.qualname(count.func) == "torch.cuda.device_count"):
+        return None
+    return _AT_ZERO[type(test.ops[0])](number.value)
 
 
 def tensor_dispatch(test: Optional[ast.AST]) -> bool:
@@ -349,9 +373,12 @@ def tensor_dispatch(test: Optional[ast.AST]) -> bool:
 
 
 def _negative_cuda_test(test: ast.AST, ctx) -> bool:
-    """``not torch.cuda.is_available()``, possibly ``or``-ed with more: True on an NPU."""
+    """``not torch.cuda.is_available()``, ``torch.cuda.device_count() == 0``, possibly ``or``-ed with more: True on
+    an NPU."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
         return any(_negative_cuda_test(v, ctx) for v in test.values)
+    if isinstance(test, ast.Compare):
+        return _count_on_npu(test, ctx) is True
     return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _positive_cuda_test(test.operand, ctx)
 
 
@@ -458,7 +485,7 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
                 qualname = ctx.qualname(node.func) or ""
                 name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
                 if not (_DIAGNOSTIC_CUDA.fullmatch(qualname) or name in _REPORTING or _DIAGNOSES.match(name)
-                        or name in _PROFILER_EXPORTS
+                        or name in _PROFILER_EXPORTS or name.endswith("Warning")  # the message of a warning
                         or _STATISTICS.search(name) or _into_report(node, ctx)
                         or _reporting_alias(node.func, ctx)
                         or qualname in _CUDAGRAPH_MARKERS

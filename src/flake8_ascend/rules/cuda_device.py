@@ -148,6 +148,11 @@ _PEAK_MEMORY_FLAG = (
     "        if self._log_peak:\n            log.info(get_memory_stats(device=self._device))\n{more}"
 )
 
+_TF32_WARNING = ("import warnings\nimport torch\n\ndef warn_reproducibility(device, model):\n"
+                 "    if (device.type == 'cuda') and (\n        torch.backends.cuda.matmul.allow_tf32 or "
+                 "torch.backends.cudnn.allow_tf32\n    ):\n        {then}\n")
+
+
 class HardCodedCudaDevice(Rule):
     code = "ASC202"
     summary = "hard-coded CUDA device (.cuda(), 'cuda:N' device strings)"
@@ -193,6 +198,8 @@ class HardCodedCudaDevice(Rule):
          "    return model\n", 4),
         ("import torch\ndef _get_device_type_from_env():\n    if torch.cuda.is_available():\n        device = 'cuda'\n"
          "    elif torch.xpu.is_available():\n        device = 'xpu'\n    else:\n        device = 'cpu'\n    return device\n", 4),
+        # near miss of a warning: the branch also changes what runs
+        (_TF32_WARNING.format(then="model = model.half()"), 5),
         # a built device handed to a method or returned (mmaction2 1.2.0 roi_heads/shared_heads/lfb.py:97)
         ("class LFB:\n    def __init__(self, local_rank):\n        self.load_lfb(f'cuda:{local_rank}')\n", 3),
         ("def where(rank):\n    return 'cuda:{}'.format(rank)\n", 2),
@@ -252,6 +259,9 @@ class HardCodedCudaDevice(Rule):
          "def reduce(obj):\n    return obj2tensor(obj)\n", 1),
     ]
     passes = [
+        # a CUDA case that only warns, the warning built from its class (pyannote.audio 3.3.2
+        # utils/reproducibility.py:52-65)
+        _TF32_WARNING.format(then="warnings.warn(ReproducibilityWarning('Please disable TensorFloat-32 (TF32)'))"),
         # a CUDA case beside the code's own NPU case, picking a device by what the machine has (torchtune 0.6.1
         # utils/_device.py:106-114)
         "import torch\ndef _get_device_type_from_env():\n    if torch.cuda.is_available():\n        device = 'cuda'\n"
