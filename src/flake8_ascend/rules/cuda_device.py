@@ -21,7 +21,11 @@ from ..walk import assign_targets, walk_tree
 _CUDA_STRING = re.compile(r"cuda(:\d+)?")
 _CUDA_TEMPLATE = re.compile(r"cuda:(\{[^{}]*\}|%[ds])")  # 'cuda:{}'.format(rank), 'cuda:%d' % rank
 _DEVICE_FUNCTIONS = frozenset({"torch.device", "torch.autocast", "torch.amp.autocast", "torch.Generator",
-                               "torch.set_default_device", "torch.amp.GradScaler"})
+                               "torch.set_default_device", "torch.amp.GradScaler",
+                               # device_type first (torch 2.13 distributed/device_mesh.py, re-exported by
+                               # torch.distributed)
+                               "torch.distributed.device_mesh.init_device_mesh",
+                               "torch.distributed.init_device_mesh"})
 _DEVICE_METHODS = frozenset({"to", "to_empty"})
 
 
@@ -214,6 +218,10 @@ class HardCodedCudaDevice(Rule):
         ("def f(x, where='cuda'):\n    return x.to(where)\n", 1),
         ("GPU = 'cuda:0'\ndef f(x):\n    return x.to(GPU)\n", 1),
         ("import torch\nscaler = torch.amp.GradScaler('cuda')\n", 2),
+        # a device mesh's device type (openrlhf 0.11.2 utils/deepspeed/deepspeed.py:106, torchtune 0.6.1
+        # recipes/dev/generate_v2_distributed.py:107)
+        ("from torch.distributed.device_mesh import init_device_mesh\n"
+         "mesh = init_device_mesh('cuda', (dp, sp, tp), mesh_dim_names=('dp', 'sp', 'tp'))\n", 2),
         # a CUDA case with no NPU case next to it
         ("def compile_for(device, model):\n    if device.type == 'cuda':\n        model = torch.compile(model)\n"
          "    elif device.type == 'mps':\n        model = model.half()\n    return model\n", 2),
@@ -259,6 +267,9 @@ class HardCodedCudaDevice(Rule):
          "def reduce(obj):\n    return obj2tensor(obj)\n", 1),
     ]
     passes = [
+        # near miss of a device mesh: the device type comes from configuration; 'cuda' names a mesh dimension
+        "from torch.distributed.device_mesh import init_device_mesh\n"
+        "mesh = init_device_mesh(device_type, (2, 4), mesh_dim_names=('cuda', 'tp'))\n",
         # a CUDA case that only warns, the warning built from its class (pyannote.audio 3.3.2
         # utils/reproducibility.py:52-65)
         _TF32_WARNING.format(then="warnings.warn(ReproducibilityWarning('Please disable TensorFloat-32 (TF32)'))"),
