@@ -57,3 +57,11 @@ def walk_tree(node: ast.AST) -> Iterator[ast.AST]:
 def assign_targets(statement: ast.AST) -> List[ast.expr]:
     """The targets of an ``Assign`` (``a = b = v``), or the one target of an ``AnnAssign`` / ``AugAssign``."""
     return statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+
+
+def parameter_defaults(args: ast.arguments) -> Dict[str, ast.expr]:
+    """Parameter name -> its default, for the parameters of a ``def`` that have one (positional and keyword-only)."""
+    positional = args.posonlyargs + args.args
+    defaults = {a.arg: d for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults)}
+    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    return defaults

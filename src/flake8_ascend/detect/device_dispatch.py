@@ -19,8 +19,9 @@ a device move, a return) decides what the NPU run does and stays reported.
 from __future__ import annotations
 
 import ast
+import operator
 import re
-from typing import Optional
+from typing import Optional, Sequence
 
 from ..walk import assign_targets, walk_tree
 from .training import last_name
@@ -71,24 +72,23 @@ def _npu_probe(node: ast.AST) -> bool:
     return False
 
 
-def _mentions_npu(function: ast.AST, ctx) -> bool:
-    """The function's text says ``npu`` in some case: every NPU case (a string, a name, ``hasattr(torch, 'npu')``)
-    does, so a function without it has none and is not walked (most files never say it)."""
-    if not ctx.memo("npu_in_file", lambda c: any("npu" in line.lower() for line in c.lines)):
-        return False
-    return any("npu" in line.lower() for line in ctx.lines[function.lineno - 1:function.end_lineno])
+def _mentions_npu(lines: Sequence[str]) -> bool:
+    """The text says ``npu`` in some case: every NPU case (a string, a name, ``hasattr(torch, 'npu')``) does, so
+    code without it has none and is not walked (most files never say it)."""
+    return any("npu" in line.lower() for line in lines)
 
 
 def has_npu_branch(ctx) -> bool:
     """The function around the checked node also has an NPU case: a test for ``'npu'`` or an NPU availability
     question (memoised per function)."""
     function = ctx.enclosing(*_FUNCTIONS)
-    if function is None or not _mentions_npu(function, ctx):
+    if function is None or not ctx.memo("npu_in_file", lambda c: _mentions_npu(c.lines)):
         return False
-    return ctx.memo(f"npu_branch.{id(function)}", lambda _: _compares_with(function, _NPU) or any(
+    return ctx.memo(f"npu_branch.{id(function)}", lambda c: _mentions_npu(
+        c.lines[function.lineno - 1:function.end_lineno]) and (_compares_with(function, _NPU) or any(
         (isinstance(n, (ast.If, ast.IfExp)) and any(_npu_probe(t) for t in walk_tree(n.test))) or
         (isinstance(n, ast.BoolOp) and any(_npu_probe(v) for v in n.values))
-        for n in walk_tree(function)))
+        for n in walk_tree(function))))
 
 
 # the NVIDIA compute capability (SM version): code that compares it picks kernels built for an NVIDIA architecture
@@ -334,8 +334,9 @@ def _positive_cuda_test(test: ast.AST, ctx) -> bool:
 
 # questions whose answer is False (or 0) on a machine without CUDA
 _CUDA_QUESTIONS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
-_AT_ZERO = {ast.Eq: lambda n: 0 == n, ast.NotEq: lambda n: 0 != n, ast.Gt: lambda n: 0 > n,
-            ast.GtE: lambda n: 0 >= n, ast.Lt: lambda n: 0 < n, ast.LtE: lambda n: 0 <= n}
+# a comparison's operator, to evaluate it with the count 0 on its left
+_OPERATORS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Gt: operator.gt, ast.GtE: operator.ge,
+              ast.Lt: operator.lt, ast.LtE: operator.le}
 
 
 def _cuda_question(name: ast.Name, ctx) -> Optional[ast.Call]:
@@ -350,7 +351,7 @@ def _count_on_npu(test: ast.Compare, ctx) -> Optional[bool]:
     """The value on a machine without CUDA (no CUDA device: the count is 0) of a comparison of the CUDA device count
     with a number (``torch.cuda.device_count() > 1``, ``num_gpus == 0``, pyannote.audio 3.3.2
     pipelines/utils/getter.py:189-197), or None for any other test."""
-    if len(test.ops) != 1 or type(test.ops[0]) not in _AT_ZERO:
+    if len(test.ops) != 1 or type(test.ops[0]) not in _OPERATORS:
         return None
     count, number = test.left, test.comparators[0]
     if not (isinstance(number, ast.Constant) and type(number.value) is int):
@@ -359,7 +360,7 @@ def _count_on_npu(test: ast.Compare, ctx) -> Optional[bool]:
         count = _cuda_question(count, ctx)
     if not (isinstance(count, ast.Call) and ctx.qualname(count.func) == "torch.cuda.device_count"):
         return None
-    return _AT_ZERO[type(test.ops[0])](number.value)
+    return _OPERATORS[type(test.ops[0])](0, number.value)
 
 
 def tensor_dispatch(test: Optional[ast.AST]) -> bool:
@@ -542,7 +543,7 @@ def disables_a_report(node: ast.AST, ctx) -> bool:
         return False
     flags = []
     for statement in holder.body:
-        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) and _shows(statement.value):
+        if _shows_only(statement):
             continue
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(
                 statement.value, ast.Constant) and statement.value.value in (False, None):

@@ -15,7 +15,7 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from ..semantic.flow import MAX_DEPTH, Flow
 from ..semantic.summaries import enclosing_class
-from ..walk import walk_tree
+from ..walk import parameter_defaults, walk_tree
 
 Span = Tuple[ast.AST, ast.AST]
 MODULE_OPS = {"torch.nn.SiLU": "silu", "torch.nn.GELU": "gelu", "torch.nn.LayerNorm": "layer_norm",
@@ -169,10 +169,7 @@ class Patterns:
                   and t.value.id == "self"]
         if len(stored) != 1 or not isinstance(stored[0], ast.Name):
             return None
-        arguments = init.args.posonlyargs + init.args.args
-        defaults = dict(zip([a.arg for a in arguments][len(arguments) - len(init.args.defaults):], init.args.defaults))
-        defaults.update((a.arg, d) for a, d in zip(init.args.kwonlyargs, init.args.kw_defaults) if d is not None)
-        return defaults.get(stored[0].id)
+        return parameter_defaults(init.args).get(stored[0].id)
 
     def _squared(self, expr: ast.AST) -> Optional[ast.AST]:
         found = self.op(expr)

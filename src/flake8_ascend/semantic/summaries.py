@@ -21,7 +21,7 @@ from ..calls import is_constant
 from .names import Scope
 from .values import (ARRAY, BUILT_ON_HOST, CONTAINER, HOST, NUMBER, OTHER, TENSOR, UNKNOWN, UNKNOWN_VALUE, Value, agree,
                      annotation_is_tensor, walk)
-from ..walk import assign_targets
+from ..walk import assign_targets, parameter_defaults
 
 if TYPE_CHECKING:
     from .model import SemanticModel
@@ -136,8 +136,7 @@ class Summaries:
         if self.model.scope(function).is_class and not any(
                 isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list):
             positional = positional[1:]  # self / cls
-        defaults = dict(zip(positional[len(positional) - len(args.defaults):], args.defaults))
-        defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+        defaults = parameter_defaults(args)
         values = self.model.values
         passed = []
         for call in self.call_sites(function):

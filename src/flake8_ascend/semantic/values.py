@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from ..calls import argument, is_constant
-from ..walk import assign_targets, child_fields, fields_table
+from ..walk import assign_targets, child_fields, fields_table, parameter_defaults
 from .names import Resolver, Scope
 
 if TYPE_CHECKING:
@@ -831,7 +831,7 @@ class Values:
             return Value(CONTAINER, items=(Value(TENSOR),))
         if qualname == f"torch.{name}" and name in _LEGACY_CONSTRUCTORS:
             device = self._device(name, call, None, 0, scope, depth) or (
-                BUILT_ON_HOST if self._builds_on_host("zeros", call, scope, depth) else None)
+                BUILT_ON_HOST if self._builds_on_host(name, call, scope, depth) else None)
             return Value(MASK if name == "BoolTensor" else TENSOR, device)
         kinds = returns(qualname)
         if not kinds and qualname.startswith(("torch.linalg.", "torch.fft.", "torch.special.")) \
@@ -1010,11 +1010,8 @@ class Values:
 
 # -- small helpers ------------------------------------------------------------------------------------
 def _numeric_default(args: ast.arguments, name: str) -> bool:
-    positional = args.posonlyargs + args.args
-    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + list(
-        zip(args.kwonlyargs, args.kw_defaults))
-    return any(arg.arg == name and isinstance(value, ast.Constant) and type(value.value) in (int, float)
-               for arg, value in pairs)
+    default = parameter_defaults(args).get(name)
+    return isinstance(default, ast.Constant) and type(default.value) in (int, float)
 
 
 def agree(values: List[Value]) -> Value:
