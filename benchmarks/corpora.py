@@ -64,6 +64,12 @@ CORPORA = [
     # built on Lightning and an RLHF library on deepspeed; the test side is unchanged.
     Corpus("pyannote", "pyannote.audio==3.3.2", sdist=False, split="tuning"),
     Corpus("openrlhf", "openrlhf==0.11.2", sdist=False, split="tuning"),
+    # Added to the tuning side on 2026-11-26 (seventh round), before any of their findings was read: an LLM
+    # fine-tuning library on trl/accelerate, a speech toolkit, an OpenMMLab toolbox, a Lightning project.
+    Corpus("llamafactory", "llamafactory==0.9.5", sdist=False, split="tuning"),
+    Corpus("espnet", "espnet==202511", sdist=False, split="tuning"),
+    Corpus("mmpretrain", "mmpretrain==1.2.0", sdist=False, split="tuning"),
+    Corpus("anomalib", "anomalib==2.7.0", sdist=False, split="tuning"),
     Corpus("trl", "trl==1.16.0", sdist=False, split="test"),
     Corpus("pytorch_forecasting", "pytorch-forecasting==1.8.0", sdist=False, split="test"),
     Corpus("mmocr", "mmocr==1.0.1", sdist=False, split="test"),
