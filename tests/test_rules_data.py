@@ -157,7 +157,17 @@ def test_index_default_and_aliases_resolve():
 
 def test_names_torch_2_13_lacks_get_no_unknown_row_in_2_13_only():
     assert "torch.onnx.dynamo_export" not in apis("2.13.0")
-    assert apis("2.12.0")["torch.onnx.dynamo_export"][0] == "unknown"
+    assert "torch.onnx.dynamo_export" in apis("2.12.0")
+
+
+def test_a_table_that_omits_an_api_carries_the_latest_earlier_support():
+    """The 2.13.0 docs table omits the collectives every list up to 2.12.0 supports: the 2.12.0 row stands
+    (restriction note included); an earlier "unsupported" is not carried (a later release may add the kernel)."""
+    for api in ("torch.distributed.all_gather_into_tensor", "torch.distributed.reduce_scatter_tensor"):
+        assert apis("2.13.0")[api] == apis("2.12.0")[api]
+        assert apis("2.13.0")[api][0] == "partial"
+    assert apis("1.11.0")["torch.cuda.comm.broadcast"][0] == "unsupported"
+    assert apis("2.13.0")["torch.cuda.comm.broadcast"][0] == "unknown"
 
 
 def test_reexported_api_takes_the_table_row_of_its_definition():

@@ -549,6 +549,30 @@ def absent_from_torch(version: str, api: str, trace: dict) -> bool:
             and not any(api in trace[part] for part in ("apis", "kernel_free", "untraced")))
 
 
+def carried_rows(version: str, tables: dict, trace: dict, decided: set, decisions: Counter) -> dict:
+    """Rows of APIs that this version's table omits where the latest earlier table that lists them supports them
+    (supported or partial): that row, its note saying where it comes from. A table that drops a row says nothing
+    about the API (the 2.13.0 docs table omits ``all_gather_into_tensor``, which every list up to 2.12.0
+    supports), and a release keeps the support of the one before; an earlier "unsupported" is not carried, since
+    a later release may have added the kernel (the API stays ``unknown``). Only where this version has no other
+    evidence: not traced, not kernel-free, not in ``decided`` (the ATen name mapping). Names torch 2.13 no longer
+    has are no NPU question (``absent_from_torch``)."""
+    carried = {}
+    earlier = sorted((v for v in TABLES if version_key(v) < version_key(version)), key=version_key, reverse=True)
+    evidence = decided | set(trace["apis"]) | set(trace["kernel_free"])
+    for api in sorted(set().union(*(tables[v] for v in earlier)) - set(tables[version]) - evidence):
+        if absent_from_torch(version, api, trace):
+            continue
+        source = next(v for v in earlier if api in tables[v])
+        status, note, how = tables[source][api]
+        if status not in ("supported", "partial"):
+            continue
+        carried[api] = [status, note, how]  # the note is the restriction (ASC103): the log says where it is from
+        count(decisions, version, f"not in this table, carried from the latest earlier table, {source} ({status})",
+              api)
+    return carried
+
+
 def count(decisions: Counter, version: str, what: str, api: str) -> None:
     """Record one decision of a kind for the log (the count per kind and the APIs it touched)."""
     decisions[(version, what)] += 1
@@ -568,7 +592,8 @@ def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_e
         kernels = kernel_ops(wheel) | manual
         existing = set(trace["apis"]) | set(trace["kernel_free"]) | set(trace["untraced"])
         apis.update(aten_rows(version, kernels, aten, existing))
-    for api in sorted(listed_anywhere - set(table) - set(apis)):
+    carried = carried_rows(version, tables, trace, set(apis), decisions)
+    for api in sorted(listed_anywhere - set(table) - set(carried) - set(apis)):
         if absent_from_torch(version, api, trace):
             count(decisions, version, "not listed, and torch 2.13 has no such name: no row", api)
             continue
@@ -576,6 +601,7 @@ def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_e
     later = [v for v in TABLES if version_key(v) > version_key(version)]
     official: dict[str, list[str]] = {}
     table = dict(table)
+    table.update(carried)
     for api in sorted(set(table) - set(trace["kernel_free"])):
         row, parity, what = broad_dtypes(table[api])
         if parity:  # the evidence below starts from the relaxed row
@@ -604,7 +630,8 @@ def build_version(version: str, tables: dict, listed_anywhere: set[str], wheel_e
     }
 
 
-LOGGED_IN_FULL = ("disputed",)  # kinds of decision whose every API the log names: the tables overruled
+LOGGED_IN_FULL = ("disputed", "carried")  # kinds of decision whose every API the log names: the tables overruled
+# or filled in
 
 
 def decision_log(versions: list[str], decisions: Counter) -> list[str]:
