@@ -34,6 +34,12 @@ def resolve_last_call(source):
         ("try:\n    import apex\nexcept ImportError:\n    apex = None\napex.amp.init()\n", "apex.amp.init"),
         ("import torch\ndef f():\n    torch.zeros(1)\n", "torch.zeros"),
         ("from .ops import nms\nnms(b)\n", ".ops.nms"),
+        # a version test's import wins over the stand-in its else defines for old installs (espnet 202511
+        # espnet2/train/trainer.py:44-55); an except ImportError's stand-in likewise
+        ("if new_torch:\n    from torch.cuda.amp import autocast\nelse:\n    def autocast(enabled=True):\n        yield\n"
+         "def step():\n    autocast(True)\n", "torch.cuda.amp.autocast"),
+        ("try:\n    from torch.cuda.amp import autocast\nexcept ImportError:\n    autocast = nullcontext\n"
+         "autocast(True)\n", "torch.cuda.amp.autocast"),
     ],
 )
 def test_resolves(source, expected):
@@ -51,6 +57,10 @@ def test_resolves(source, expected):
         "import torch\nfor torch in range(3):\n    torch.where(c)\n",
         "where(c)\n",
         "import torch\nclass A:\n    def where(self):\n        pass\n    def g(self):\n        self.where()\n",
+        # near misses of the stand-in above: a redefinition after the if (not its fallback), and a body that imports
+        # nothing of that name
+        "if new_torch:\n    from torch import where\nelse:\n    pass\ndef where(c):\n    return c\nwhere(c)\n",
+        "import torch\nif new_torch:\n    import numpy\nelse:\n    def where(c):\n        return c\nwhere(c)\n",
     ],
 )
 def test_shadowed_names_do_not_resolve_to_torch(source):

@@ -39,6 +39,8 @@ def _compares_with(test: ast.AST, pattern: re.Pattern) -> bool:
             for side in (node.left, *node.comparators):
                 if isinstance(side, ast.Constant) and isinstance(side.value, str) and pattern.fullmatch(side.value):
                     return True
+                if isinstance(side, ast.Attribute) and side.attr.isupper() and pattern.fullmatch(side.attr.lower()):
+                    return True  # an enum member: ``device_type == DeviceType.CUDA`` (llamafactory 0.9.5)
         elif isinstance(node, ast.Call) and _prefix_test(node, pattern):
             return True
     return False
@@ -329,7 +331,16 @@ def _positive_cuda_test(test: ast.AST, ctx) -> bool:
         return test.attr == "is_cuda"
     if isinstance(test, ast.Name):  # a flag holding the answer: cuda_available = torch.cuda.is_available()
         return _cuda_question(test, ctx) is not None
-    return isinstance(test, ast.Call) and (ctx.qualname(test.func) in _CUDA_QUESTIONS or _prefix_test(test, _CUDA))
+    return isinstance(test, ast.Call) and (ctx.qualname(test.func) in _CUDA_QUESTIONS or _prefix_test(test, _CUDA)
+                                           or _cuda_probe(test))
+
+
+def _cuda_probe(call: ast.Call) -> bool:
+    """A library's CUDA availability question, named for it: ``is_torch_cuda_available()`` (transformers),
+    ``is_cuda_available()`` (accelerate), as ``_npu_probe`` reads their NPU counterparts."""
+    func = call.func
+    name = (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")).lower()
+    return name.startswith("is_") and "cuda" in name and "avail" in name
 
 
 # questions whose answer is False (or 0) on a machine without CUDA
@@ -431,6 +442,14 @@ def cuda_branch_test(node: ast.AST, ctx) -> Optional[ast.AST]:
     return None
 
 
+def redundant_reseed(node: ast.AST, qualname: str, ctx) -> bool:
+    """``torch.cuda.manual_seed_all(seed)`` in a function (or module) that also calls ``torch.manual_seed``: that
+    call seeds the NPU's generator too, and the CUDA one is a lazy no-op without CUDA."""
+    if qualname not in _CUDA_RESEEDS:
+        return False
+    return _seeds_all_devices(ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef) or ctx.tree, ctx)
+
+
 def _seeds_all_devices(scope: ast.AST, ctx) -> bool:
     """``scope`` calls ``torch.manual_seed`` (memoised per scope)."""
     return ctx.memo(f"manual_seed.{id(scope)}", lambda c: any(
@@ -456,8 +475,9 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
     inside = {id(n) for n in walk_tree(branch)}
     read_outside = {n.id for n in walk_tree(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
                     and id(n) not in inside}
-    cuda_side = {id(n) for s in branch.body for n in walk_tree(s)}
-    raised = {id(n) for s in branch.body for r in walk_tree(s) if isinstance(r, (ast.Raise, ast.Assert))
+    cuda_body = branch.orelse if _negated_cuda_test(branch.test, ctx) else branch.body
+    cuda_side = {id(n) for s in cuda_body for n in walk_tree(s)}
+    raised = {id(n) for s in cuda_body for r in walk_tree(s) if isinstance(r, (ast.Raise, ast.Assert))
               for n in walk_tree(r)}
     for statement in (n for s in branch.body + branch.orelse for n in walk_tree(s) if isinstance(n, ast.stmt)):
         if isinstance(statement, ast.If) or (
@@ -589,11 +609,19 @@ def optional_cuda_branch(node: ast.AST, ctx) -> Optional[ast.If]:
     for parent, child in ctx.lineage(node):
         if isinstance(parent, _FUNCTIONS + (ast.ClassDef,)):
             break
-        if isinstance(parent, ast.If) and (child is parent.test or any(s is child for s in parent.body)) and \
-                _positive_cuda_test(parent.test, ctx):
+        if not isinstance(parent, ast.If):
+            continue
+        if (child is parent.test or any(s is child for s in parent.body)) and _positive_cuda_test(parent.test, ctx):
             guards.append(parent)
+        elif (child is parent.test or any(s is child for s in parent.orelse)) and _negated_cuda_test(parent.test, ctx):
+            guards.append(parent)  # ``if not torch.cuda.is_available(): logging.warning(...)``
     scope = ctx.enclosing(*_FUNCTIONS) or ctx.tree
     return next((g for g in guards if ctx.memo(f"reports_only.{id(g)}", lambda c: _reports_only(g, scope, c))), None)
+
+
+def _negated_cuda_test(test: ast.AST, ctx) -> bool:
+    """``not torch.cuda.is_available()``: True on an NPU, its ``else`` the CUDA branch."""
+    return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _positive_cuda_test(test.operand, ctx)
 
 
 def guarded_branch(node: ast.AST, ctx) -> Optional[ast.If]:

@@ -206,6 +206,8 @@ class UnsupportedApi(_ApiStatusRule):
         ("import torch\nx = torch.randn(4, 4)\nm = x.mode()\n", 3),
         ("import torch\ny = torch.randn(3, 3)\nz = torch.linalg.inv(y)\n", 3),
         ("import torch\ndef f(t: torch.Tensor):\n    return t.mode()\n", 3),
+        # near miss of the metric's option below: the instance of a tensor subclass is a tensor
+        ("import torch\nclass Labels(torch.Tensor):\n    def top(self):\n        return self.mode()\n", 4),
         ("import torch\ntorch._assert_async(flag)\n", 2),
         ("import functools\nimport torch.nn as nn\nm = functools.partial(nn.MultiLabelMarginLoss, reduction='sum')\n",
          3),
@@ -222,6 +224,9 @@ class UnsupportedApi(_ApiStatusRule):
         "import numpy as np\na = np.zeros(3)\nm = a.mode()\n",
         "import numpy as torch\nv = torch.linalg.eig(a)\n",
         "import torch\ndef f(t):\n    return t.mode()\n",
+        # mmpretrain 1.2.0 evaluation/metrics/retrieval.py:290: a metric's option, read off the instance
+        ("import torch\nclass RetrievalAveragePrecision:\n    def __init__(self, mode='IR'):\n        self.mode = mode\n"
+         "    def process(self, pred_score):\n        return calculate(pred_score.unsqueeze(0), mode=self.mode)\n"),
         "import torch\ndef eig(a):\n    return a\nv = eig(1)\n",
         "import torch.nn as nn\nok = isinstance(m, (nn.MultiLabelMarginLoss, nn.L1Loss))\n",
         "import torch.nn as nn\nclass Loss(nn.MultiLabelMarginLoss):\n    pass\n",

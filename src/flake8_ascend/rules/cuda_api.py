@@ -7,7 +7,7 @@ from ..registry import Rule
 from ..detect.device_dispatch import (architecture_gate, cuda_branch_test, disables_a_report, guarded_branch,
                                       has_npu_branch, in_cuda_test,
                                       in_tensor_dispatch_test, names_a_type, npu_skips, offline_cpu_fallback,
-                                      only_reported, optional_cuda_branch, tensor_dispatch, turns_off)
+                                      only_reported, optional_cuda_branch, redundant_reseed, tensor_dispatch, turns_off)
 from ..detect.training import last_name
 from ..detect.cuda_fixes import name_fix
 from ..detect.cuda_packages import on_cuda_package_path
@@ -95,6 +95,12 @@ class CudaApi(Rule):
         ("import torch\nbatch = 8\nif torch.cuda.is_available():\n    batch = 2 * batch\nrun(batch)\n", 3),
         ("import torch\ndef seed_all(seed, device):\n    if device.type == 'cuda':\n"
          "        torch.cuda.manual_seed(seed)\n", 4),
+        # near miss of the enum-typed switch: no NPU case beside it
+        ("import torch\ndef set_rng_state(state, device_type):\n    if device_type == DeviceType.CUDA:\n"
+         "        torch.cuda.set_rng_state_all(state)\n    elif device_type == DeviceType.XPU:\n"
+         "        torch.xpu.set_rng_state_all(state)\n", 4),
+        ("import random\nimport torch\ndef seed_all(seed):\n    random.seed(seed)\n    torch.cuda.manual_seed_all(seed)\n",
+         5),
         ("import torch\ndef check():\n    if not torch.cuda.is_available():\n        raise ValueError('no GPU')\n", 3),
         # near miss of a flag switched off that only gates a report: it also decides the precision
         (_FLAG_OFF.format(use="self.model.half()"), 5),
@@ -171,6 +177,21 @@ class CudaApi(Rule):
         # a CUDA reseed after torch.manual_seed, which seeds the NPU too (diffusers 0.42.1 pipeline_glm_image.py:435)
         "import torch\ndef seed(generator, device):\n    seed = generator.initial_seed()\n    torch.manual_seed(seed)\n"
         "    if device is not None and device.type == 'cuda':\n        torch.cuda.manual_seed(seed)\n",
+        # a CUDA case of an enum-typed device switch with its NPU case (llamafactory 0.9.5 v1/core/utils/checkpoint.py:108)
+        "import torch\ndef set_rng_state(state, device_type):\n    if device_type == DeviceType.CUDA:\n"
+        "        torch.cuda.set_rng_state_all(state)\n    elif device_type == DeviceType.NPU:\n"
+        "        torch.npu.set_rng_state_all(state)\n",
+        # a library's CUDA question beside its NPU question (llamafactory 0.9.5 extras/env.py:51)
+        "import torch\nfrom transformers.utils import is_torch_cuda_available, is_torch_npu_available\ndef info():\n"
+        "    info = {}\n    if is_torch_cuda_available():\n        info['GPU type'] = torch.cuda.get_device_name()\n"
+        "    if is_torch_npu_available():\n        info['NPU type'] = torch.npu.get_device_name()\n    return info\n",
+        # a missing CUDA only warned about (espnet 202511 espnet/mt/pytorch_backend/mt.py:97); near miss: the check
+        # that raises, above
+        "import logging\nimport torch\ndef train(args):\n    if not torch.cuda.is_available():\n"
+        "        logging.warning('cuda is not available')\n    model = build(args)\n",
+        # the same reseed outside a branch (llamafactory 0.9.5 v1/utils/helper.py:34)
+        "import torch\ndef enable_full_determinism(seed):\n    torch.manual_seed(seed)\n    torch.cuda.manual_seed(seed)\n"
+        "    torch.cuda.manual_seed_all(seed)\n",
         # a CUDA-graph step marker (diffusers 0.42.1 pipeline_pag_controlnet_sd.py:1236-1241)
         "import torch\nfor t in steps:\n    if torch.cuda.is_available() and compiled:\n"
         "        torch._inductor.cudagraph_mark_step_begin()\n    step(t)\n",
@@ -253,7 +274,7 @@ class CudaApi(Rule):
                 disables_a_report(node, ctx) or architecture_gate(node, ctx):
             return
         if tensor_dispatch(guard) or in_tensor_dispatch_test(node, ctx) or only_reported(node, qualname, ctx) or \
-                names_a_type(node, ctx) or npu_skips(node, ctx):
+                names_a_type(node, ctx) or npu_skips(node, ctx) or redundant_reseed(node, qualname, ctx):
             return
         name = qualname.split(".")[2]
         data = ctx.data

@@ -321,6 +321,31 @@ class ScopeBuilder(ast.NodeVisitor):
             self._fallbacks.pop()
         for stmt in node.orelse:
             self.visit(stmt)
+        self._import_wins(node.body, node.orelse)
+
+    def visit_Try(self, node: ast.Try) -> None:
+        self.generic_visit(node)
+        self._import_wins(node.body, [s for h in node.handlers for s in h.body])
+
+    visit_TryStar = visit_Try
+
+    def _import_wins(self, body: List[ast.stmt], fallback: List[ast.stmt]) -> None:
+        """A name that ``body`` imports and ``fallback`` (the ``else`` of a version test, an ``except ImportError``)
+        defines otherwise resolves to the import: the fallback serves old installs (espnet 202511
+        espnet2/train/trainer.py:44-55, ``from torch.cuda.amp import autocast`` or a no-op ``def autocast``)."""
+        imported = {alias.asname or alias.name.split(".")[0] for s in body if isinstance(s, (ast.Import, ast.ImportFrom))
+                    for alias in s.names}
+        if not imported or not fallback:
+            return
+        redefined = {n.name for n in fallback if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        redefined |= {t.id for n in fallback if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+        bindings = self.current.bindings
+        for name in imported & redefined:
+            found = bindings.get(name, [])
+            last_import = next((b for b in reversed(found) if b.kind is IMPORT), None)
+            if last_import is not None and found[-1] is not last_import:
+                found.remove(last_import)
+                found.append(last_import)
 
     def visit_Global(self, node) -> None:  # the names live in another scope: nothing is bound here
         self.current.shared.update(node.names)

@@ -33,7 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
-from ..calls import argument, is_constant
+from ..calls import argument, dotted, is_constant
 from ..walk import assign_targets, child_fields, fields_table, parameter_defaults
 from .names import Resolver, Scope
 
@@ -638,6 +638,9 @@ class Values:
         args = getattr(owner, "args", None)
         if args is None:
             return UNKNOWN_VALUE
+        receiver = self._receiver(owner, name)
+        if receiver is not None:
+            return receiver  # ``self.mode`` names the instance's option, not ``Tensor.mode``
         for arg in args.posonlyargs + args.args + args.kwonlyargs:
             if arg.arg == name:
                 if arg.annotation is not None:
@@ -655,6 +658,20 @@ class Values:
         if value.kind == UNKNOWN and _numeric_default(args, name):
             return Value(NUMBER)  # ``ignore_index=255``: a number unless its uses say otherwise
         return value
+
+    def _receiver(self, owner: ast.AST, name: str) -> Optional[Value]:
+        """The value of ``name`` when it is the instance (or class) parameter of a method: a tensor in a subclass
+        of a tensor class, else something else; None for any other parameter."""
+        if not isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        positional = owner.args.posonlyargs + owner.args.args
+        if not positional or positional[0].arg != name:
+            return None
+        home = self.model.scope(owner)
+        if not home.is_class or any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")
+                                    for d in owner.decorator_list):
+            return None
+        return Value(TENSOR) if any("Tensor" in (dotted(base) or "") for base in home.node.bases) else Value(OTHER)
 
     def _element(self, iterable: Value, name: str, owner: ast.AST, scope: Scope) -> Value:
         if iterable.tensor:  # iterating a tensor yields its rows
