@@ -50,6 +50,26 @@ def test_other_code_is_reported(path):
     assert {code for _, code in lint(TEST_CODE, path)} == set(CODES)
 
 
+# espnet 202511 espnet/nets/chainer_backend/rnn/training.py:14, 152: the Chainer backend beside the PyTorch one
+CHAINER = """
+import numpy as np
+from chainer import Variable, cuda, training
+
+def train(updater):
+    from cupy.cuda import nccl
+    comm = nccl.NcclCommunicator(2, nccl.get_unique_id(), 0)
+    dist.init_process_group('nccl')
+"""
+
+
+def test_a_module_for_another_framework_is_silent():
+    assert lint(CHAINER, "espnet/nets/chainer_backend/rnn/training.py") == []
+
+
+def test_near_miss_a_module_that_also_imports_torch_is_reported():
+    assert lint("import torch\n" + CHAINER, "espnet/nets/chainer_backend/rnn/training.py")
+
+
 def test_lint_tests_reports_test_code():
     assert {code for _, code in lint(TEST_CODE, "tests/test_x.py", lint_tests=True)} == set(CODES)
 

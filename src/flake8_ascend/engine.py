@@ -196,6 +196,23 @@ def is_test_path(path: str) -> bool:
     return bool(_TEST_PATH.search(path))
 
 
+# deep-learning frameworks other than torch: a module written for one of them runs no torch code
+_OTHER_FRAMEWORKS = frozenset(("chainer", "tensorflow", "jax", "flax", "paddle", "mxnet", "mindspore"))
+
+
+def for_another_framework(tree: ast.AST) -> bool:
+    """Does the module import another deep-learning framework (Chainer, TensorFlow, JAX, Paddle, MXNet, MindSpore)
+    at its top level and nothing of torch? Its code never reaches torch_npu (espnet 202511 keeps a Chainer backend
+    beside its PyTorch one): no rule reports in it."""
+    roots = set()
+    for statement in getattr(tree, "body", ()):
+        if isinstance(statement, ast.Import):
+            roots.update(alias.name.partition(".")[0] for alias in statement.names)
+        elif isinstance(statement, ast.ImportFrom) and statement.module and not statement.level:
+            roots.add(statement.module.partition(".")[0])
+    return bool(roots & _OTHER_FRAMEWORKS) and not any(root.startswith("torch") for root in roots)
+
+
 def _active_rules(source: str, rules: Iterable[Type[Rule]], config: Config, tests: bool = False) -> List[Rule]:
     """Rules whose trigger words occur in the file (the cheap pre-filter), less those with nothing to report under
     ``config`` (ASC104 without a third_party list); none in test code."""
@@ -245,7 +262,7 @@ def lint(
     run it through ``sources.deep`` so that a tree deeper than the recursion limit allows is still walked.
     """
     source = "".join(lines)
-    tests = not config.lint_tests and is_test_path(path)
+    tests = (not config.lint_tests and is_test_path(path)) or for_another_framework(tree)
     active = [*_active_rules(source, all_rules() if rules is None else rules, config, tests), *visitors]
     if not active:
         return []

@@ -115,6 +115,9 @@ class DataLoaderLastBatch(Rule):
     fires = [
         ("from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=32, shuffle=True)\n", 2),
         ("import torch\ntrain_loader = torch.utils.data.DataLoader(ds, 16, sampler=s)\n", 2),
+        # near miss of the sampler built not to shuffle: a sampler that shuffles by default
+        ("from torch.utils.data import DataLoader\ndef build_dataloader(dataset):\n    return DataLoader(dataset, "
+         "batch_size=batch_size, sampler=DistributedSampler(dataset, seed=0))\n", 3),
         ("from torch.utils.data import DataLoader\nfor x in DataLoader(train_set, batch_size=8):\n    pass\n", 2),
         ("from torch.utils.data import DataLoader\ndef build_train_loader(ds):\n"
          "    return DataLoader(ds, batch_size=8)\n", 3),
@@ -134,6 +137,9 @@ class DataLoaderLastBatch(Rule):
         "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=32, shuffle=True,\n"
         "                    drop_last=True)\n",
         "from torch.utils.data import DataLoader\nval_loader = DataLoader(val_set, batch_size=32, shuffle=False)\n",
+        # an inferencer's prototype loader whose sampler does not shuffle (mmpretrain 1.2.0 apis/image_retrieval.py:84)
+        "from torch.utils.data import DataLoader\ndef build_dataloader(dataset):\n    return DataLoader(dataset, "
+        "batch_size=batch_size, sampler=DefaultSampler(dataset, shuffle=False))\n",
         "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=32)\n",
         "from torch.utils.data import DataLoader\ntrain_loader = DataLoader(ds, batch_sampler=bs)\n",
         "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=8, shuffle=True, **opts)\n",
@@ -185,8 +191,10 @@ class DataLoaderLastBatch(Rule):
             return ""
         if not _is_off(_argument(call, "shuffle")):
             return "it shuffles"
-        if not _is_off(_argument(call, "sampler")):
-            return "it has a sampler"
+        sampler = _argument(call, "sampler")
+        if not _is_off(sampler) and not (isinstance(sampler, ast.Call) and _is_off(_argument(sampler, "shuffle"))
+                                         and _argument(sampler, "shuffle") is not None):
+            return "it has a sampler"  # not one built not to shuffle (``DefaultSampler(dataset, shuffle=False)``)
         named = next((name for name in names if says_train(name)), "")
         return f"named {named!r}" if named else ""
 

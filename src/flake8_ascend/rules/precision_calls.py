@@ -449,8 +449,9 @@ def outer_product(left: ast.AST, right: ast.AST, ctx) -> bool:
 
 class MatmulNondeterministic(_CallAdvice):
     code = "ASC603"
-    summary = "torch.matmul, whose NPU result may not be reproducible (off by default)"
-    trigger_words = ("matmul",)
+    summary = "torch.matmul (or `@`), whose NPU result may not be reproducible (off by default)"
+    node_types = (ast.Call, ast.BinOp)
+    trigger_words = ("matmul", "@")
     apis = frozenset({"torch.matmul"})
     methods = frozenset({"matmul"})
     tips = "result may be nondeterministic; enable deterministic computing when reproducibility matters"
@@ -461,7 +462,8 @@ class MatmulNondeterministic(_CallAdvice):
         "(`matmul_transpose`), which already reports that call. An outer product whose shapes the expression shows "
         "(`a.unsqueeze(-1)` on the left, `b.unsqueeze(-2)` or `reshape(..., 1, -1)` on the right, `k[:, None]` of a "
         "1-D `k`) contracts over one element: it sums nothing, so there is no order to differ, and it is not reported; "
-        "nor is a matmul of two host tensors."
+        "nor is a matmul of two host tensors. `a @ b` is the same product where one operand is known to be a tensor "
+        "(a numpy `@` is not)."
     )
     example = "y = torch.matmul(a, b)"
     use_instead = "For reproducible runs call `torch.use_deterministic_algorithms(True)` (see ASC606)."
@@ -477,6 +479,8 @@ class MatmulNondeterministic(_CallAdvice):
         # unsqueezes whose place depends on a rank the expression does not show
         ("import torch\ndef score(a, b):\n    return torch.matmul(a.unsqueeze(-2), b.unsqueeze(-1))\n", 3),
         ("import torch\ndef pair(u, v):\n    return torch.matmul(u.unsqueeze(1), v.unsqueeze(0))\n", 3),
+        # the operator (anomalib 2.7.0 models/components/cluster/gmm.py:148: the M step of a GMM fit)
+        ("import torch\ndef m_step(data, resp: torch.Tensor):\n    return resp.T @ data\n", 3),
     ]
     passes = [
         "import numpy as np\ny = np.matmul(a, b)\n",
@@ -500,18 +504,31 @@ class MatmulNondeterministic(_CallAdvice):
         # one operand from numpy: the product runs on the host (diffusers 0.42.1 pipelines/sana_wm/cam_utils.py:277)
         "import torch\ndef prepare(poses_c2w, first_inv):\n    poses = torch.from_numpy(poses_c2w).float()\n"
         "    return torch.matmul(first_inv, poses[1:])\n",
+        # near misses of the operator: numpy arrays, operands of unknown kind, an outer product
+        "import numpy as np\nimport torch\ndef m_step(data, resp):\n    resp = np.asarray(resp)\n    return resp.T @ data\n",
+        "import torch\ndef m_step(data, resp):\n    return resp.T @ data\n",
+        "import torch\ndef outer(a: torch.Tensor, b: torch.Tensor):\n    return a.unsqueeze(-1) @ b.unsqueeze(-2)\n",
     ]
+
+    def check(self, node, ctx) -> None:
+        if not isinstance(node, ast.BinOp):
+            super().check(node, ctx)
+        elif isinstance(node.op, ast.MatMult) and (ctx.is_tensor(node.left) or ctx.is_tensor(node.right)) and \
+                not self._quiet_operands(node.left, node.right, ctx):
+            ctx.report(node, self.code, self.message("a @ b (torch.matmul)"), api="torch.matmul", tips=self.tips)
 
     def stays_quiet(self, node: ast.Call, ctx) -> bool:
         """``matmul(q, k.transpose(-2, -1))`` is ASC303's (``torch_npu.contrib.function.matmul_transpose``); a
         matmul with a host tensor never runs on the NPU (torch refuses operands on two devices, so the other one
         is on the host too); an outer product sums nothing."""
         method = isinstance(node.func, ast.Attribute) and ctx.chain(node.func) is None
-        args = node.args if method else node.args[1:]
         operands = [node.func.value, *node.args[:1]] if method else node.args[:2]
-        return bool(args) and transposed_last_two(args[0], ctx) or (
-            len(operands) == 2 and (any(ctx.values.on_host(operand) for operand in operands)
-                                    or outer_product(*operands, ctx)))
+        return len(operands) == 2 and self._quiet_operands(*operands, ctx)
+
+    @staticmethod
+    def _quiet_operands(left: ast.AST, right: ast.AST, ctx) -> bool:
+        return transposed_last_two(right, ctx) or any(ctx.values.on_host(o) or ctx.values.is_array(o)
+                                                      for o in (left, right)) or outer_product(left, right, ctx)
 
     def message(self, api: str) -> str:
         return f"{api} results may differ slightly from run to run on NPU [nondeterministic result]"
