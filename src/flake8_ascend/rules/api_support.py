@@ -214,6 +214,8 @@ class UnsupportedApi(_ApiStatusRule):
         ("import torch.nn as nn\nLoss = nn.MultiLabelMarginLoss\nloss = Loss()\n", 3),
         # near miss of the torch.fft.fftshift / std_mean passes below: aten::_linalg_solve_ex has no NPU kernel
         ("import torch\nrhos_p = torch.linalg.solve(R[:-1, :-1], b[:-1]).to(device).to(x.dtype)\n", 2),
+        # near miss of a histogram of host data: the input stays on the device
+        ("import torch\ndef hist(theta):\n    return torch.histogram(input=theta, bins=8)\n", 3),
         # near miss of diffusers pipeline_ideogram4.py:90 below: the schedule is built on the device
         (_IDEOGRAM.format(device=", device=device"), 5),
         (_IDEOGRAM.format(device=").to(device"), 5),
@@ -224,6 +226,8 @@ class UnsupportedApi(_ApiStatusRule):
         "import numpy as np\na = np.zeros(3)\nm = a.mode()\n",
         "import numpy as torch\nv = torch.linalg.eig(a)\n",
         "import torch\ndef f(t):\n    return t.mode()\n",
+        # the input passed by keyword, moved to the host (anomalib 2.7.0 models/video/ai_vad/features.py:284)
+        "import torch\ndef hist(theta):\n    return torch.histogram(input=theta.cpu(), bins=8)\n",
         # mmpretrain 1.2.0 evaluation/metrics/retrieval.py:290: a metric's option, read off the instance
         ("import torch\nclass RetrievalAveragePrecision:\n    def __init__(self, mode='IR'):\n        self.mode = mode\n"
          "    def process(self, pred_score):\n        return calculate(pred_score.unsqueeze(0), mode=self.mode)\n"),
@@ -395,9 +399,12 @@ def _operand_on_host(node: ast.AST, ctx) -> bool:
         operand = node.value
     elif call.args:
         operand = call.args[0]
-    else:
-        return False
-    return ctx.values.on_host(operand)
+    else:  # ``torch.histogram(input=theta.cpu(), ...)`` (anomalib 2.7.0 models/video/ai_vad/features.py:284)
+        operand = next((k.value for k in call.keywords if k.arg == "input"), None)
+        if operand is None:
+            return False
+    moved = isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute) and operand.func.attr == "cpu"
+    return moved or ctx.values.on_host(operand)  # ``x.cpu()`` handed to a torch function is a host tensor
 
 
 def _data_pipeline(ctx) -> bool:

@@ -182,6 +182,10 @@ class HardCodedCudaDevice(Rule):
     source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu)"
     fires = [
         ("model = Net().cuda()\n", 1),
+        # a choice between CUDA and the CPU, handed to the project's own mover (espnet 202511
+        # espnet2/main_funcs/collect_stats.py:52)
+        ("def collect(itr, ngpu, model):\n    for keys, batch in itr:\n"
+         "        batch = to_device(batch, 'cuda' if ngpu > 0 else 'cpu')\n        model(**batch)\n", 3),
         # near miss of a constructor default: one construction relies on it
         ("import torch\nclass Prefetcher:\n    def __init__(self, loader, device=torch.device('cuda')):\n"
          "        self.device = device\n\ndef make(loader, device):\n    return Prefetcher(loader, device=device), "
@@ -289,6 +293,8 @@ class HardCodedCudaDevice(Rule):
         "    run(args)\n",
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
         "path = 'data/cuda/kernels.txt'\n",
+        # near miss of the choice with the CPU: a choice between two names that are no devices
+        "def kernel_dir(fast):\n    return load('cuda' if fast else 'triton')\n",
         # a CUDA case with the NPU case beside it (open_clip 3.2.0 open_clip_train/profiler.py:138-141)
         "import torch\ndef place(model, device):\n    if torch.cuda.is_available():\n        model = model.cuda()\n"
         "    elif device == 'npu' and torch.npu.is_available():\n        model = model.npu()\n    return model\n",
@@ -420,7 +426,8 @@ class HardCodedCudaDevice(Rule):
         stack = ctx.stack
         i = len(stack) - 1 if top is None else top
         while i >= 0 and isinstance(stack[i], (ast.IfExp, ast.BoolOp)):
-            if isinstance(stack[i], ast.IfExp) and _asks_for_cuda(stack[i].test, ctx):
+            if isinstance(stack[i], ast.IfExp) and (_asks_for_cuda(stack[i].test, ctx) or (
+                    _or_cpu(stack[i]) and i and isinstance(stack[i - 1], (ast.Call, ast.keyword)))):
                 return True  # 'cuda' if torch.cuda.is_available() else 'cpu': chosen as a device
             i -= 1
         if i < 0:
@@ -454,6 +461,13 @@ class HardCodedCudaDevice(Rule):
         if isinstance(holder, ast.Compare):
             return any(_mentions_device(side) for side in [holder.left, *holder.comparators])
         return False
+
+
+def _or_cpu(choice: ast.IfExp) -> bool:
+    """``'cuda' if ngpu > 0 else 'cpu'``: a choice between CUDA and the CPU, handed to a call, is a device whatever
+    decides it (espnet 202511 espnet2/main_funcs/collect_stats.py:52); one kept under a name is a device only where
+    the name says so or reaches one."""
+    return any(isinstance(side, ast.Constant) and side.value == "cpu" for side in (choice.body, choice.orelse))
 
 
 def _cuda_default_parameter(function: ast.AST) -> Optional[ast.arg]:
