@@ -70,6 +70,10 @@ CORPORA = [
     Corpus("espnet", "espnet==202511", sdist=False, split="tuning"),
     Corpus("mmpretrain", "mmpretrain==1.2.0", sdist=False, split="tuning"),
     Corpus("anomalib", "anomalib==2.7.0", sdist=False, split="tuning"),
+    # Added later the same round, before any of their findings was read: a second LLM fine-tuning library on
+    # trl/accelerate and a second speech toolkit (the families of the weakest test codes).
+    Corpus("axolotl", "axolotl==0.19.0", sdist=False, split="tuning"),
+    Corpus("funasr", "funasr==1.4.16", sdist=False, split="tuning"),
     Corpus("trl", "trl==1.16.0", sdist=False, split="test"),
     Corpus("pytorch_forecasting", "pytorch-forecasting==1.8.0", sdist=False, split="test"),
     Corpus("mmocr", "mmocr==1.0.1", sdist=False, split="test"),
