@@ -74,10 +74,15 @@ def _npu_probe(node: ast.AST) -> bool:
     return False
 
 
+# ``npu`` as a word or a name's part (``'npu'``, ``torch.npu``, ``is_npu_available``, ``NPU``), not inside another
+# word: ``input`` says "npu" too, and almost every file has an input
+_NPU_WORD = re.compile(r"(?<![a-z])npu", re.IGNORECASE)
+
+
 def _mentions_npu(lines: Sequence[str]) -> bool:
     """The text says ``npu`` in some case: every NPU case (a string, a name, ``hasattr(torch, 'npu')``) does, so
     code without it has none and is not walked (most files never say it)."""
-    return any("npu" in line.lower() for line in lines)
+    return any(_NPU_WORD.search(line) for line in lines if "pu" in line)
 
 
 def has_npu_branch(ctx) -> bool:
