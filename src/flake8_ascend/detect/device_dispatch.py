@@ -161,6 +161,19 @@ def in_cuda_test(node: ast.AST, ctx) -> bool:
 _TEST_PARTS = (ast.Call, ast.Attribute, ast.BoolOp, ast.Compare, ast.UnaryOp)
 
 
+def unmet_cuda_request(node: ast.AST, ctx) -> bool:
+    """``node`` is part of an ``if`` test that asks for a device named CUDA *and* finds CUDA missing: ``if
+    device.type == "cuda" and not torch.cuda.is_available():`` (funasr 1.4.16 moss_transcribe_diarize/model.py:380,
+    falling back to the CPU; anomalib 2.7.0 deploy/inferencers/torch_inferencer.py:163, raising a clear error). It
+    handles a user who asked for CUDA where there is none; an NPU run asks for the NPU and never enters it."""
+    holder = _test_holder(node, ctx)
+    test = holder.test if holder is not None else None
+    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+        return False
+    asked = any(isinstance(v, ast.Compare) and _positive_cuda_test(v, ctx) for v in test.values)
+    return asked and any(_negated_cuda_test(v, ctx) for v in test.values)
+
+
 def _test_holder(node: ast.AST, ctx) -> Optional[ast.AST]:
     """The ``if`` / ``x if ... else`` whose test ``node`` is part of (through calls, attributes, comparisons,
     ``and``/``or`` and ``not``), or None."""

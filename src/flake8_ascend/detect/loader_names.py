@@ -1,6 +1,8 @@
-"""What a name says about a data loader (``train_loader``, ``valDl``), shared by ASC404 and the loop injector."""
+"""What a name says about a data loader (``train_loader``, ``valDl``), shared by ASC404 and the loop injector, and
+which code the loader's workers run on the host (ASC101-103, ASC304)."""
 from __future__ import annotations
 
+import ast
 import re
 from typing import List
 
@@ -24,3 +26,21 @@ def says_train(text: str) -> bool:
 
 def says_loader(name: str) -> bool:
     return any("loader" in w or w == "dl" for w in words(name))
+
+
+# classes whose methods prepare samples or batches in the DataLoader's workers: datasets, collators, processors
+_PIPELINE_CLASS = re.compile(r"(Dataset|Collator|Processor|ProcessingStrategy)$")
+
+
+def in_data_pipeline(stack) -> bool:
+    """Inside code a DataLoader worker runs, on the host: a ``collate_fn``, ``__getitem__`` / ``__iter__`` of a
+    class (a Dataset), or a method of a class named for a dataset, a collator or a processor (axolotl 0.19.0
+    processing_strategies.py:389, ``labels[~keep] = -100`` in ``ProcessingStrategy.process_labels``). ``stack``:
+    the ancestors of the node, outermost first."""
+    for node in reversed(stack):
+        if node.__class__ is ast.ClassDef and _PIPELINE_CLASS.search(node.name):
+            return True
+        if node.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef) and (
+                node.name.startswith("collate_fn") or node.name in ("__getitem__", "__iter__")):
+            return True
+    return False

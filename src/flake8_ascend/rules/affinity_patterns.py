@@ -9,6 +9,7 @@ from typing import List
 from ..detect import affinity
 from ..semantic.flow import Flow
 from ..detect.fused import STARTS, function_patterns, other_branch_calls, sdpa_in_other_branch
+from ..detect.loader_names import in_data_pipeline
 from ..detect.once_per_call import runs_once
 from ..detect.training import last_name
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
@@ -143,6 +144,11 @@ def _built_on_host(x: ast.AST, ctx) -> bool:
 _WEIGHTS_OUT = ("import torch\ndef attend(q, k, v):\n    attn = torch.softmax(q @ k.transpose(-2, -1), dim=-1)\n"
                 "    return {out}\n")
 
+_MASKED_LABELS = ("import torch\nfrom torch import Tensor\nclass {cls}:\n    def process_labels(self, input_ids: Tensor) -> Tensor:\n"
+           "        keep = input_ids != self.pad_id\n        labels = input_ids.clone()\n        labels[~keep] = -100\n"
+           "        return labels\n")
+
+
 class AffinityPattern(Rule):
     """A statement or expression pattern with an NPU affinity or fused replacement.
 
@@ -190,6 +196,8 @@ class AffinityPattern(Rule):
     fires = [
         (_CAIT_ATTENTION, 11),  # the matmul-softmax-matmul, reported alone (ASC303 keeps quiet about q @ k.T)
         ("import torch\ndef f(boxes):\n    boxes[boxes < 0] = 0\n    return boxes\n", 3),
+        # near miss of labels masked in a processor: the model's own head does it on the device
+        (_MASKED_LABELS.format(cls="LMHead"), 7),
         # near miss of attention weights returned: only the output leaves
         (_WEIGHTS_OUT.format(out="attn @ v"), 3),
         # near miss of an export entry: a name that only contains the word (not ``export`` between underscores)
@@ -239,6 +247,9 @@ class AffinityPattern(Rule):
                                   "            latents = self.unet(latents, t, embeds)\n"), 5),
     ]
     passes = [
+        # labels masked where the loader's workers prepare the batch, on the host (axolotl 0.19.0
+        # processing_strategies.py:389)
+        _MASKED_LABELS.format(cls="ProcessingStrategy"),
         # once per call of an inference pipeline, before its denoising loop (diffusers 0.42.1
         # pipelines/kandinsky3/pipeline_kandinsky3.py:83-85, process_embeds called from __call__)
         _PIPELINE_EMBEDS,
@@ -317,8 +328,9 @@ class AffinityPattern(Rule):
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
         masks = [p for p in parts if isinstance(p, (ast.Compare, ast.UnaryOp, ast.BinOp, ast.Name, ast.Call,
                                                     ast.Subscript, ast.Attribute)) and self._mask(p, ctx)]
-        if len(masks) != 1 or not self._tensor(x, masks[0], ctx) or runs_once(node, ctx) or _built_on_host(x, ctx):
-            return
+        if len(masks) != 1 or not self._tensor(x, masks[0], ctx) or runs_once(node, ctx) or _built_on_host(x, ctx) \
+                or in_data_pipeline(ctx.stack):
+            return  # a put the NPU never runs: once per call, on a host tensor, in the loader's workers
         value = ctx.values.of(node.value)
         if isinstance(node, ast.AugAssign):
             if value.kind == NUMBER or value.tensor:

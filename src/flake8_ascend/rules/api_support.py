@@ -5,6 +5,7 @@ import ast
 from typing import Optional, Tuple
 
 from ..detect.api_domain import CUDA_DOMAIN as _CUDA_DOMAIN
+from ..detect.loader_names import in_data_pipeline
 from ..registry import Rule
 from .cuda_extension import CPP_EXTENSION
 
@@ -383,7 +384,7 @@ class RestrictedApi(_ApiStatusRule):
 
     def emit(self, node, ctx, api, note, how) -> None:
         facts = ctx.data.restrictions.get(api)
-        broken = restriction_broken(ctx.parent, node, api, facts, ctx) if facts and not _data_pipeline(ctx) else None
+        broken = restriction_broken(ctx.parent, node, api, facts, ctx) if facts and not in_data_pipeline(ctx.stack) else None
         if broken or ctx.config.official_lists:  # the official lists' audit reports every restricted call
             ctx.report(node, self.code, f"{api} is supported on NPU with restrictions (torch_npu {ctx.data.version}: "
                        f"{broken or in_english(note)})", api=api, tips=f"supported with restrictions: {note}")
@@ -405,16 +406,6 @@ def _operand_on_host(node: ast.AST, ctx) -> bool:
             return False
     moved = isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute) and operand.func.attr == "cpu"
     return moved or ctx.values.on_host(operand)  # ``x.cpu()`` handed to a torch function is a host tensor
-
-
-def _data_pipeline(ctx) -> bool:
-    """Inside a DataLoader worker's code, which runs on the host: a ``collate_fn``, or ``__getitem__`` /
-    ``__iter__`` of a class (a Dataset).  An NPU operator's restriction does not apply there."""
-    for node in reversed(ctx.stack):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
-                node.name.startswith("collate_fn") or node.name in ("__getitem__", "__iter__")):
-            return True
-    return False
 
 
 _DTYPES = {  # torch dtype attribute -> the tables' spelling

@@ -7,7 +7,8 @@ from ..registry import Rule
 from ..detect.device_dispatch import (architecture_gate, cuda_branch_test, disables_a_report, guarded_branch,
                                       has_npu_branch, in_cuda_test,
                                       in_tensor_dispatch_test, names_a_type, npu_skips, offline_cpu_fallback,
-                                      only_reported, optional_cuda_branch, redundant_reseed, tensor_dispatch, turns_off)
+                                      only_reported, optional_cuda_branch, redundant_reseed, tensor_dispatch, turns_off,
+                                      unmet_cuda_request)
 from ..detect.training import last_name
 from ..detect.cuda_fixes import name_fix
 from ..detect.cuda_packages import on_cuda_package_path
@@ -95,6 +96,9 @@ class CudaApi(Rule):
         ("import torch\nbatch = 8\nif torch.cuda.is_available():\n    batch = 2 * batch\nrun(batch)\n", 3),
         ("import torch\ndef seed_all(seed, device):\n    if device.type == 'cuda':\n"
          "        torch.cuda.manual_seed(seed)\n", 4),
+        # near miss of an unmet CUDA request: CUDA present, not missing, decides the branch
+        ("import torch\ndef load(self):\n    device = torch.device(self.device_name)\n"
+         "    if device.type == 'cuda' and torch.cuda.is_available():\n        torch.cuda.set_device(device)\n", 4),
         # near miss of the enum-typed switch: no NPU case beside it
         ("import torch\ndef set_rng_state(state, device_type):\n    if device_type == DeviceType.CUDA:\n"
          "        torch.cuda.set_rng_state_all(state)\n    elif device_type == DeviceType.XPU:\n"
@@ -185,6 +189,11 @@ class CudaApi(Rule):
         "import torch\nfrom transformers.utils import is_torch_cuda_available, is_torch_npu_available\ndef info():\n"
         "    info = {}\n    if is_torch_cuda_available():\n        info['GPU type'] = torch.cuda.get_device_name()\n"
         "    if is_torch_npu_available():\n        info['NPU type'] = torch.npu.get_device_name()\n    return info\n",
+        # a CUDA request where CUDA is missing, answered with the CPU (funasr 1.4.16
+        # moss_transcribe_diarize/model.py:380)
+        "import torch\ndef load(self):\n    device = torch.device(self.device_name)\n"
+        "    if device.type == 'cuda' and not torch.cuda.is_available():\n        device = torch.device('cpu')\n"
+        "    self.model.to(device)\n",
         # a missing CUDA only warned about (espnet 202511 espnet/mt/pytorch_backend/mt.py:97); near miss: the check
         # that raises, above
         "import logging\nimport torch\ndef train(args):\n    if not torch.cuda.is_available():\n"
@@ -274,7 +283,8 @@ class CudaApi(Rule):
                 disables_a_report(node, ctx) or architecture_gate(node, ctx):
             return
         if tensor_dispatch(guard) or in_tensor_dispatch_test(node, ctx) or only_reported(node, qualname, ctx) or \
-                names_a_type(node, ctx) or npu_skips(node, ctx) or redundant_reseed(node, qualname, ctx):
+                names_a_type(node, ctx) or npu_skips(node, ctx) or redundant_reseed(node, qualname, ctx) or \
+                unmet_cuda_request(node, ctx):
             return
         name = qualname.split(".")[2]
         data = ctx.data

@@ -24,7 +24,14 @@ _FLAGS = frozenset({
     "torch.backends.cudnn.deterministic",
     "torch.backends.cudnn.allow_tf32",
     "torch.backends.cuda.matmul.allow_tf32",
+    # torch 2.9's spelling of the TF32 switches (torch/backends/cudnn/__init__.py, cuda/__init__.py: fp32_precision)
+    "torch.backends.cuda.matmul.fp32_precision",
+    "torch.backends.cudnn.fp32_precision",
+    "torch.backends.cudnn.conv.fp32_precision",
+    "torch.backends.cudnn.rnn.fp32_precision",
 })
+# sdp_kernel's switches: every one left on (or not named) selects what torch picks anyway
+_SDP_SWITCHES = ("enable_flash", "enable_math", "enable_mem_efficient", "enable_cudnn")
 _DETERMINISTIC = "torch.backends.cudnn.deterministic"
 
 
@@ -38,6 +45,12 @@ def _assigned(node: ast.AST, ctx) -> "ast.expr | None":
     return None
 
 
+def _all_enabled(call: ast.AST, func: ast.AST) -> bool:
+    """``sdp_kernel(...)`` called with every backend switch a literal True (axolotl 0.19.0 train.py:209)."""
+    return isinstance(call, ast.Call) and call.func is func and not call.args and all(
+        k.arg in _SDP_SWITCHES and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords)
+
+
 class CudaBackendSwitch(Rule):
     code = "ASC203"
     summary = "cuDNN / CUDA backend switch (torch.backends.cudnn.*, torch.backends.cuda.*) whose intent the NPU loses"
@@ -47,10 +60,10 @@ class CudaBackendSwitch(Rule):
     why = (
         "These switches tune NVIDIA libraries. On NPU most are accepted but change nothing. A flag whose setting "
         "matches what the NPU does anyway is not reported: `cudnn.benchmark` (no per-shape algorithm search on the "
-        "NPU), `cudnn.enabled`, reading any of the flags, and `allow_tf32` (ASC608 reports it where the HF32 "
+        "NPU), `cudnn.enabled`, reading any of the flags, and `allow_tf32` or torch 2.9's `fp32_precision` (ASC608 reports it where the HF32 "
         "counterpart's NPU default differs). `cudnn.deterministic = True` is reported unless the file also calls "
         "`torch.use_deterministic_algorithms`, the switch that makes torch_npu's kernels deterministic. Every "
-        "other use (`cudnn.is_available()`, `cudnn.version()`, `cudnn.flags(...)`, `cuda.sdp_kernel(...)`, "
+        "other use (`cudnn.is_available()`, `cudnn.version()`, `cudnn.flags(...)`, `cuda.sdp_kernel(...)` unless every backend is left on, "
         "`cuda.matmul.allow_fp16_reduced_precision_reduction`, ...) is reported: it answers or selects something "
         "CUDA-only."
     )
@@ -63,6 +76,9 @@ class CudaBackendSwitch(Rule):
         ("import torch\ntorch.backends.cudnn.deterministic = True\n", 2),
         ("import torch\nif torch.backends.cudnn.is_available():\n    pass\n", 2),
         ("from torch.backends import cuda\nwith cuda.sdp_kernel(enable_math=False):\n    pass\n", 2),
+        # near miss of every backend left on: one switched off
+        ("import torch\nwith torch.backends.cuda.sdp_kernel(enable_flash=True, enable_math=False,\n"
+         "                                    enable_mem_efficient=True):\n    pass\n", 2),
         ("import torch\ntorch.backends.cudnn.deterministic = args.deterministic\n", 2),
     ]
     passes = [
@@ -77,6 +93,11 @@ class CudaBackendSwitch(Rule):
         "import torch\nif torch.backends.cudnn.benchmark:\n    pass\n",
         "import torch\ntorch.backends.cudnn.deterministic = False\n",
         "from torch.backends import cuda\ncuda.matmul.allow_tf32 = True\n",
+        # every backend left on: the defaults (axolotl 0.19.0 train.py:209); torch 2.9's TF32 switch (its
+        # utils/config/__init__.py:191)
+        "import torch\nwith torch.backends.cuda.sdp_kernel(enable_flash=True, enable_math=True,\n"
+        "                                    enable_mem_efficient=True):\n    pass\n",
+        "import torch\ntorch.backends.cudnn.fp32_precision = 'tf32'\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -93,6 +114,8 @@ class CudaBackendSwitch(Rule):
                        "(call torch.use_deterministic_algorithms(True) as well)", api=qualname,
                        tips="torch.use_deterministic_algorithms(True)")
             return
+        if qualname == "torch.backends.cuda.sdp_kernel" and _all_enabled(ctx.parent, node):
+            return  # sdp_kernel(enable_flash=True, enable_math=True, enable_mem_efficient=True): the defaults
         row = ctx.data.api_status(qualname)
         listed = (f"torch_npu {ctx.data.version} lists it as {_STATUS_WORDS.get(row[0], row[0])}" if row
                   else f"not in the torch_npu {ctx.data.version} list")

@@ -12,7 +12,7 @@ from ..registry import Rule
 from .cuda_api import DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
 from ..detect.device_dispatch import (SHOWN_BY, cuda_branch_test, disables_a_report, guarded_branch, has_npu_branch,
                                       npu_skips, offline_cpu_fallback, optional_cuda_branch, shown_through_name,
-                                      turns_off)
+                                      turns_off, unmet_cuda_request)
 from ..detect.cuda_fixes import method_fix, string_fix
 from ..detect.cuda_packages import on_cuda_package_path
 from ..detect.transfer_to_npu import migrated
@@ -293,6 +293,10 @@ class HardCodedCudaDevice(Rule):
         "    run(args)\n",
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
         "path = 'data/cuda/kernels.txt'\n",
+        # a CUDA request where CUDA is missing, answered with a clear error (anomalib 2.7.0
+        # deploy/inferencers/torch_inferencer.py:163)
+        "import torch\ndef pick(device):\n    if device == 'cuda' and not torch.cuda.is_available():\n"
+        "        raise ValueError('CUDA device requested but CUDA is not available')\n    return device\n",
         # near miss of the choice with the CPU: a choice between two names that are no devices
         "def kernel_dir(fast):\n    return load('cuda' if fast else 'triton')\n",
         # a CUDA case with the NPU case beside it (open_clip 3.2.0 open_clip_train/profiler.py:138-141)
@@ -390,7 +394,7 @@ class HardCodedCudaDevice(Rule):
         if built is None and not _CUDA_STRING.fullmatch(node.value):
             return  # most strings: no device, and the questions below walk up the tree
         if on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx) or npu_skips(node, ctx) or \
-                shown_through_name(node, ctx):
+                shown_through_name(node, ctx) or unmet_cuda_request(node, ctx):
             return
         if built and (self._device_context(ctx, built[0], built[1]) or _handed_on(ctx, built[1])) and not migrated(ctx):
             ctx.report(node, self.code, f"hard-coded CUDA device {ast.unparse(built[0])} (use 'npu:N' or a configured "
