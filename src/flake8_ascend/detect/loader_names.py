@@ -28,13 +28,15 @@ def says_loader(name: str) -> bool:
     return any("loader" in w or w == "dl" for w in words(name))
 
 
-# classes whose methods prepare samples or batches in the DataLoader's workers: datasets, collators, processors
-_PIPELINE_CLASS = re.compile(r"(Dataset|Collator|Processor|ProcessingStrategy)$")
+# classes whose methods prepare samples or batches in the DataLoader's workers: datasets, collators, processing
+# strategies; not "Processor" (diffusers' attention processors and transformers' logits processors run on the
+# device)
+_PIPELINE_CLASS = re.compile(r"(Dataset|Collator|ProcessingStrategy)$")
 
 
 def in_data_pipeline(stack) -> bool:
     """Inside code a DataLoader worker runs, on the host: a ``collate_fn``, ``__getitem__`` / ``__iter__`` of a
-    class (a Dataset), or a method of a class named for a dataset, a collator or a processor (axolotl 0.19.0
+    class (a Dataset), or a method of a class named for a dataset, a collator or a processing strategy (axolotl 0.19.0
     processing_strategies.py:389, ``labels[~keep] = -100`` in ``ProcessingStrategy.process_labels``). ``stack``:
     the ancestors of the node, outermost first."""
     for node in reversed(stack):

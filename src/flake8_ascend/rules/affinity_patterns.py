@@ -198,6 +198,7 @@ class AffinityPattern(Rule):
         ("import torch\ndef f(boxes):\n    boxes[boxes < 0] = 0\n    return boxes\n", 3),
         # near miss of labels masked in a processor: the model's own head does it on the device
         (_MASKED_LABELS.format(cls="LMHead"), 7),
+        (_MASKED_LABELS.format(cls="CogView4AttnProcessor"), 7),  # diffusers' attention processors run on the device
         # near miss of attention weights returned: only the output leaves
         (_WEIGHTS_OUT.format(out="attn @ v"), 3),
         # near miss of an export entry: a name that only contains the word (not ``export`` between underscores)
