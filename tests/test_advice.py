@@ -15,6 +15,9 @@ from conftest import run_rules
 from flake8_ascend import cli
 from flake8_ascend.registry import all_rules, rule_for
 from flake8_ascend.rules.precision_amp import _TF32_SWITCHES, FP32_POLICY_APIS, FP32_POLICY_METHODS
+import pytest
+
+from flake8_ascend.detect import training
 from flake8_ascend.detect.training import Training
 
 REPO = Path(__file__).resolve().parents[1]
@@ -319,3 +322,20 @@ def test_every_expert_advice_trigger_is_accounted_for_once():
         assert row["decision"].strip()
         named = [c.strip() for c in row["codes"].split(",") if c.strip() != "-"]
         assert all(c in codes and c[3] in "56" for c in named), row
+
+
+@pytest.mark.parametrize("test,expected", [
+    ("grad_norm is None or torch.isfinite(grad_norm)", True),
+    ("torch.isfinite(a) and torch.isfinite(b)", True),
+    ("not torch.isfinite(grad_norm).all()", False),
+    ("torch.isnan(loss).any()", False),
+    ("math.isinf(x) and verbose", False),
+    # near misses: either side may be a common one
+    ("torch.isfinite(a) and step > 10", None),
+    ("torch.isnan(loss) or verbose", None),
+    ("loss > 10", None),
+    ("torch.isfinite(a) or torch.isnan(b)", None),
+])
+def test_the_branch_of_a_non_finite_value(test, expected):
+    """Which side of an ``if`` only a NaN or an infinity takes (ASC501 leaves that skipped step alone)."""
+    assert training._finite(ast.parse(test, mode="eval").body) is expected

@@ -186,6 +186,9 @@ class Training:
                     (_periodic(parent.test) and id(parent) not in self.accumulation_steps)
                     or isinstance(parent.body[-1], ast.Raise)):  # periodic, or on the way to an error
                 return False
+            if isinstance(parent, ast.If) and _in(child, parent.orelse if _finite(parent.test) else parent.body) \
+                    and _finite(parent.test) is not None:
+                return False  # the branch of a non-finite value: a step skipped, not every step
             if isinstance(parent, _LOOPS) and id(parent) in self.loops and (
                     _in(child, parent.body) or (isinstance(parent, ast.While) and child is parent.test)):
                 return True
@@ -216,6 +219,44 @@ class Training:
                     depth < 2 and self.called_every_step(where, call, model, depth + 1)):
                 return True
         return False
+
+
+_FINITE = frozenset(("isfinite",))
+_NOT_FINITE = frozenset(("isnan", "isinf"))
+
+
+def _finite(test: ast.AST) -> Optional[bool]:
+    """True for a test that holds when values are finite (``grad_norm is None or torch.isfinite(grad_norm)``), False
+    for one that holds when they are not (``torch.isnan(loss)``, ``not math.isfinite(x)``), None for any other test.
+    The branch taken on a NaN or an infinity (a skipped step: espnet 202511 espnet2/train/gan_trainer.py:281,
+    funasr 1.4.16 train_utils/trainer.py:486) is no per-step path."""
+    negated = False
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, not negated
+    if isinstance(test, ast.BoolOp):
+        answers = [_finite(v) for v in test.values]
+        # the rare side must need a non-finite value: the else of ``x is None or isfinite(x)`` (an ``or`` with a
+        # finite test and no non-finite one), the body of ``isnan(a) and ...``; ``isfinite(a) and step > 10``
+        # fails on small steps too, ``isnan(a) or verbose`` holds whenever verbose
+        if isinstance(test.op, ast.Or):
+            found = True if True in answers and False not in answers else (
+                False if all(a is False for a in answers) else None)
+        else:
+            found = False if False in answers and True not in answers else (
+                True if all(a is True for a in answers) else None)
+        return None if found is None else found != negated
+    while isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr in ("all", "any",
+                                                                                                       "item"):
+        test = test.func.value  # ``torch.isnan(loss).any()``
+    if not isinstance(test, ast.Call):
+        return None
+    func = test.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name in _FINITE:
+        return not negated
+    if name in _NOT_FINITE:
+        return negated
+    return None
 
 
 def _in(node: ast.AST, statements: List[ast.stmt]) -> bool:

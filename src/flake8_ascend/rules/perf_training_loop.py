@@ -84,7 +84,8 @@ class HostSyncInTrainingLoop(Rule):
         "`synchronize()` makes the Python thread wait until every queued kernel has finished, so the host "
         "cannot run ahead and the device idles while the next step is dispatched. Once per step this costs "
         "a noticeable share of step time. Fires inside a training loop (a loop that calls `.backward()` or "
-        "`optimizer.step()`), not outside loops and not in a periodic `if step % N == 0:` logging branch."
+        "`optimizer.step()`), not outside loops, not in a periodic `if step % N == 0:` logging branch and not in the "
+        "branch a NaN or an infinity takes (`if not torch.isfinite(grad_norm):`, a skipped step)."
     )
     example = ("for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n    opt.step()\n"
                "    print(loss.item())")
@@ -102,9 +103,13 @@ class HostSyncInTrainingLoop(Rule):
         # a periodic branch that runs the optimizer step is the step of gradient accumulation, not a logging branch
         # (torchtune 0.6.1 recipes/full_finetune_single_device.py:720)
         (_ACCUMULATION.format(log="        print(loss.item())\n"), 6),
-        # near miss of an error path: the branch goes on
-        ("for x in data:\n    loss = f(x)\n    loss.backward()\n    if torch.isnan(loss):\n"
-         "        print('inputs', torch.isnan(x).sum())\n        continue\n", 5),
+        # near misses of an error path: the branch goes on; of a skipped non-finite step: the finite branch
+        ("for x in data:\n    loss = f(x)\n    loss.backward()\n    if loss > 10:\n"
+         "        print('inputs', x.sum().item())\n        continue\n", 5),
+        ("import torch\nfor x in data:\n    loss = f(x)\n    loss.backward()\n"
+         "    grad_norm = torch.nn.utils.clip_grad_norm_(params, 1.0)\n"
+         "    if grad_norm is None or torch.isfinite(grad_norm):\n        print(f'grad norm {grad_norm}')\n"
+         "        opt.step()\n", 7),
         ("def train(loader):\n    for x in loader:\n        loss = f(x)\n        loss.backward()\n"
          "        print(loss)\n", 5),
         ("for x in data:\n    loss = f(x)\n    loss.backward()\n    optimizer.step()\n"
@@ -133,6 +138,14 @@ class HostSyncInTrainingLoop(Rule):
         "        print('inputs', torch.isnan(x).sum())\n        raise Exception('Loss is NaN, training stopped.')\n",
         "for epoch in range(3):\n    for x in data:\n        loss = f(x)\n        loss.backward()\n"
         "    print(loss.item())\n",
+        # the branch of a non-finite value: the step is skipped (espnet 202511 espnet2/train/gan_trainer.py:281,
+        # funasr 1.4.16 train_utils/trainer.py:486)
+        "import torch\nfor x in data:\n    loss = f(x)\n    loss.backward()\n"
+        "    grad_norm = torch.nn.utils.clip_grad_norm_(params, 1.0)\n"
+        "    if grad_norm is None or torch.isfinite(grad_norm):\n        opt.step()\n    else:\n"
+        "        logging.warning(f'The grad norm is {grad_norm}. Skipping updating the model.')\n",
+        "for x in data:\n    loss = f(x)\n    loss.backward()\n    if torch.isnan(loss):\n"
+        "        print('inputs', torch.isnan(x).sum())\n        continue\n",
         "for x in data:\n    y = model(x)\n    print(y.item())\n",
         "for x in data:\n    loss = f(x)\n    loss.backward()\n    opt.step()\n    print(f'step {step}')\n",
         "for x in data:\n    loss = f(x)\n    loss.backward()\n    scheduler.step()\n    lr = float(lr_value)\n",
