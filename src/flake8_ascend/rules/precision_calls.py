@@ -7,6 +7,7 @@ from typing import ClassVar, FrozenSet
 from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
 from ..semantic.values import NUMBER
+from ..detect.fused import sdpa_in_other_branch
 from ..detect.training import last_name, source_text
 from ._sources import ADVICE_TABLE, ASCEND_API_DOCS, OFFICIAL_ADVICE
 from .affinity_calls import transposed_last_two
@@ -462,8 +463,9 @@ class MatmulNondeterministic(_CallAdvice):
         "(`matmul_transpose`), which already reports that call. An outer product whose shapes the expression shows "
         "(`a.unsqueeze(-1)` on the left, `b.unsqueeze(-2)` or `reshape(..., 1, -1)` on the right, `k[:, None]` of a "
         "1-D `k`) contracts over one element: it sums nothing, so there is no order to differ, and it is not reported; "
-        "nor is a matmul of two host tensors. `a @ b` is the same product where one operand is known to be a tensor "
-        "(a numpy `@` is not)."
+        "nor is a matmul of two host tensors, nor the hand-written fallback of a module whose other branch calls "
+        "`scaled_dot_product_attention` (the NPU's fused attention: the fallback does not run by default). `a @ b` is "
+        "the same product where one operand is known to be a tensor (a numpy `@` is not)."
     )
     example = "y = torch.matmul(a, b)"
     use_instead = "For reproducible runs call `torch.use_deterministic_algorithms(True)` (see ASC606)."
@@ -481,6 +483,9 @@ class MatmulNondeterministic(_CallAdvice):
         ("import torch\ndef pair(u, v):\n    return torch.matmul(u.unsqueeze(1), v.unsqueeze(0))\n", 3),
         # the operator (anomalib 2.7.0 models/components/cluster/gmm.py:148: the M step of a GMM fit)
         ("import torch\ndef m_step(data, resp: torch.Tensor):\n    return resp.T @ data\n", 3),
+        # near miss of the SDPA fallback below: a module with no fused branch
+        ("import torch\nclass Attention(torch.nn.Module):\n    def forward(self, q, k, v: torch.Tensor):\n"
+         "        attn = (q * self.scale) @ k.transpose(-2, -1)\n        return attn.softmax(dim=-1) @ v\n", 5),
     ]
     passes = [
         "import numpy as np\ny = np.matmul(a, b)\n",
@@ -507,6 +512,12 @@ class MatmulNondeterministic(_CallAdvice):
         # near misses of the operator: numpy arrays, operands of unknown kind, an outer product
         "import numpy as np\nimport torch\ndef m_step(data, resp):\n    resp = np.asarray(resp)\n    return resp.T @ data\n",
         "import torch\ndef m_step(data, resp):\n    return resp.T @ data\n",
+        # the fallback of a module that calls scaled_dot_product_attention by default (timm 1.0.31 nest.py:99)
+        "import torch\nimport torch.nn.functional as F\nclass Attention(torch.nn.Module):\n"
+        "    def forward(self, q, k, v: torch.Tensor):\n        if self.fused_attn:\n"
+        "            x = F.scaled_dot_product_attention(q, k, v)\n        else:\n"
+        "            attn = (q * self.scale) @ k.transpose(-2, -1)\n            x = attn.softmax(dim=-1) @ v\n"
+        "        return x\n",
         "import torch\ndef outer(a: torch.Tensor, b: torch.Tensor):\n    return a.unsqueeze(-1) @ b.unsqueeze(-2)\n",
     ]
 
@@ -514,7 +525,7 @@ class MatmulNondeterministic(_CallAdvice):
         if not isinstance(node, ast.BinOp):
             super().check(node, ctx)
         elif isinstance(node.op, ast.MatMult) and (ctx.is_tensor(node.left) or ctx.is_tensor(node.right)) and \
-                not self._quiet_operands(node.left, node.right, ctx):
+                not self._quiet_operands(node.left, node.right, ctx) and not sdpa_in_other_branch(node, ctx):
             ctx.report(node, self.code, self.message("a @ b (torch.matmul)"), api="torch.matmul", tips=self.tips)
 
     def stays_quiet(self, node: ast.Call, ctx) -> bool:
@@ -523,7 +534,7 @@ class MatmulNondeterministic(_CallAdvice):
         is on the host too); an outer product sums nothing."""
         method = isinstance(node.func, ast.Attribute) and ctx.chain(node.func) is None
         operands = [node.func.value, *node.args[:1]] if method else node.args[:2]
-        return len(operands) == 2 and self._quiet_operands(*operands, ctx)
+        return len(operands) == 2 and self._quiet_operands(*operands, ctx) or sdpa_in_other_branch(node, ctx)
 
     @staticmethod
     def _quiet_operands(left: ast.AST, right: ast.AST, ctx) -> bool:
