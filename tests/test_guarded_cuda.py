@@ -8,6 +8,7 @@ import textwrap
 import pytest
 
 from flake8_ascend import engine
+from flake8_ascend.detect import device_dispatch
 from flake8_ascend.config import Config
 from flake8_ascend.data import default_version
 
@@ -172,3 +173,11 @@ def test_an_exit_that_an_npu_machine_does_not_take_leaves_the_strings_reported(t
 def test_a_branch_on_the_device_count(test, folded):
     source = f"import torch\ndef place(model):\n    if {test}:\n        model = model.cuda()\n    return model\n"
     assert lint(source, "pkg/place.py") == ([(3, "ASC201")] if folded else [(3, "ASC201"), (4, "ASC202")])
+
+
+@pytest.mark.parametrize("text,says", [("if is_npu_available():", True), ("device = 'NPU'", True),
+                                       ("x = torch_npu.npu_rms_norm(x)", True), ("torch.npu.synchronize()", True),
+                                       # near misses: the letters inside other words
+                                       ("inputs = self.input_proj(input)", False), ("snpu = 1", False)])
+def test_npu_is_read_as_a_word_or_a_names_part(text, says):
+    assert device_dispatch._mentions_npu([text]) is says

@@ -213,10 +213,10 @@ def for_another_framework(tree: ast.AST) -> bool:
     return bool(roots & _OTHER_FRAMEWORKS) and not any(root.startswith("torch") for root in roots)
 
 
-def _active_rules(source: str, rules: Iterable[Type[Rule]], config: Config, tests: bool = False) -> List[Rule]:
+def _active_rules(source: str, rules: Iterable[Type[Rule]], config: Config, left_out: bool = False) -> List[Rule]:
     """Rules whose trigger words occur in the file (the cheap pre-filter), less those with nothing to report under
-    ``config`` (ASC104 without a third_party list); none in test code."""
-    if tests:
+    ``config`` (ASC104 without a third_party list); none in a file ``left_out`` (test code, another framework's)."""
+    if left_out:
         return []
     rules = list(rules)
     spelled = {word for word in {w for rule in rules for w in rule.trigger_words} if word in source}  # each once
@@ -262,8 +262,8 @@ def lint(
     run it through ``sources.deep`` so that a tree deeper than the recursion limit allows is still walked.
     """
     source = "".join(lines)
-    tests = (not config.lint_tests and is_test_path(path)) or for_another_framework(tree)
-    active = [*_active_rules(source, all_rules() if rules is None else rules, config, tests), *visitors]
+    left_out = (not config.lint_tests and is_test_path(path)) or for_another_framework(tree)
+    active = [*_active_rules(source, all_rules() if rules is None else rules, config, left_out), *visitors]
     if not active:
         return []
     # The cyclic garbage collector pauses during the walk: what the walk allocates (the model, the memos) lives

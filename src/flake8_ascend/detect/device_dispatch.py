@@ -82,7 +82,7 @@ _NPU_WORD = re.compile(r"(?<![a-z])npu", re.IGNORECASE)
 def _mentions_npu(lines: Sequence[str]) -> bool:
     """The text says ``npu`` in some case: every NPU case (a string, a name, ``hasattr(torch, 'npu')``) does, so
     code without it has none and is not walked (most files never say it)."""
-    return any(_NPU_WORD.search(line) for line in lines if "pu" in line)
+    return any(_NPU_WORD.search(line) for line in lines if "pu" in line or "PU" in line)
 
 
 def has_npu_branch(ctx) -> bool:

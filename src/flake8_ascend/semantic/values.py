@@ -660,8 +660,8 @@ class Values:
         return value
 
     def _receiver(self, owner: ast.AST, name: str) -> Optional[Value]:
-        """The value of ``name`` when it is the instance (or class) parameter of a method: a tensor in a subclass
-        of a tensor class, else something else; None for any other parameter."""
+        """The value of ``name`` when it is the instance parameter of a method (not of a static or class method): a
+        tensor in a subclass of a tensor class, else something else; None for any other parameter."""
         if not isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return None
         positional = owner.args.posonlyargs + owner.args.args
