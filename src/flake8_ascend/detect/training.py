@@ -186,8 +186,8 @@ class Training:
                     (_periodic(parent.test) and id(parent) not in self.accumulation_steps)
                     or isinstance(parent.body[-1], ast.Raise)):  # periodic, or on the way to an error
                 return False
-            if isinstance(parent, ast.If) and _in(child, parent.orelse if _finite(parent.test) else parent.body) \
-                    and _finite(parent.test) is not None:
+            finite = _finite(parent.test) if isinstance(parent, ast.If) else None
+            if finite is not None and _in(child, parent.orelse if finite else parent.body):
                 return False  # the branch of a non-finite value: a step skipped, not every step
             if isinstance(parent, _LOOPS) and id(parent) in self.loops and (
                     _in(child, parent.body) or (isinstance(parent, ast.While) and child is parent.test)):
