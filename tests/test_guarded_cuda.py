@@ -104,6 +104,14 @@ def convert(pose):
 def test_converter_cpu_fallback_is_silent():
     assert lint(CONVERTER, "mmpose/.mim/tools/dataset_converters/ubody_smplx_to_coco.py") == []
     assert lint(CONVERTER, "scripts/convert_hf_checkpoint.py") == []
+    # merging adapter weights into the model, once after training (axolotl 0.19.0 cli/merge_lora.py:83)
+    assert lint(CONVERTER, "axolotl/cli/merge_lora.py") == []
+
+
+@pytest.mark.parametrize("path", ["vit/token_merging.py", "mmdet/models/test_time_augs/merge_augs.py",
+                                  "mmcv/ops/merge_cells.py", "utils/emerge.py"])
+def test_near_miss_merge_inside_another_word_is_no_merge_tool(path):
+    assert lint(CONVERTER, path)
 
 
 def test_converter_fallback_is_reported_on_the_training_path():

@@ -656,10 +656,17 @@ def turns_off(branch: ast.If) -> str:
     return f"False on an NPU: the CUDA branch ({lines}) turns off there"
 
 
+# a file that merges adapter or sharded weights into a model checkpoint (axolotl 0.19.0 cli/merge_lora.py,
+# merge_sharded_fsdp_weights.py; litgpt scripts/merge_lora.py): not mmdet's merge_augs.py or mmcv's merge_cells.py,
+# model code that merges predictions or feature maps on the device
+_MERGE_TOOL = re.compile(r"(^|_)merge_(lora|peft|adapters?|weights?|checkpoints?|sharded)|(lora|adapter|peft)_merge")
+
+
 def _offline_converter(path: str) -> bool:
-    """A data or checkpoint converter: a one-off script run before training (``tools/dataset_converters/``,
-    ``convert_hf_checkpoint.py``), not the training path."""
-    return any("convert" in part.lower() for part in re.split(r"[\\/]", path)[-3:])
+    """A data or checkpoint converter: a one-off script run before or after training (``tools/dataset_converters/``,
+    ``convert_hf_checkpoint.py``, ``merge_lora.py``), not the training path."""
+    parts = re.split(r"[\\/]", path)
+    return any("convert" in part.lower() for part in parts[-3:]) or bool(_MERGE_TOOL.search(parts[-1].lower()))
 
 
 def offline_cpu_fallback(node: ast.AST, ctx) -> bool:
