@@ -551,12 +551,12 @@ def absent_from_torch(version: str, api: str, trace: dict) -> bool:
 
 def carried_rows(version: str, tables: dict, trace: dict, decided: set, decisions: Counter) -> dict:
     """Rows of APIs that this version's table omits where the latest earlier table that lists them supports them
-    (supported or partial): that row, its note saying where it comes from. A table that drops a row says nothing
-    about the API (the 2.13.0 docs table omits ``all_gather_into_tensor``, which every list up to 2.12.0
-    supports), and a release keeps the support of the one before; an earlier "unsupported" is not carried, since
-    a later release may have added the kernel (the API stays ``unknown``). Only where this version has no other
-    evidence: not traced, not kernel-free, not in ``decided`` (the ATen name mapping). Names torch 2.13 no longer
-    has are no NPU question (``absent_from_torch``)."""
+    (supported or partial): that row as it is (its note is the restriction ASC103 reads; the log names the table it
+    comes from). A table that drops a row says nothing about the API (the 2.13.0 docs table omits
+    ``all_gather_into_tensor``, which every list up to 2.12.0 supports), and a release keeps the support of the one
+    before; an earlier "unsupported" is not carried, since a later release may have added the kernel (the API stays
+    ``unknown``). Only where this version has no other evidence: not traced, not kernel-free, not in ``decided``
+    (the ATen name mapping). Names torch 2.13 no longer has are no NPU question (``absent_from_torch``)."""
     carried = {}
     earlier = sorted((v for v in TABLES if version_key(v) < version_key(version)), key=version_key, reverse=True)
     evidence = decided | set(trace["apis"]) | set(trace["kernel_free"])

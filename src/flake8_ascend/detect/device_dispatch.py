@@ -409,7 +409,7 @@ def _negative_cuda_test(test: ast.AST, ctx) -> bool:
         return any(_negative_cuda_test(v, ctx) for v in test.values)
     if isinstance(test, ast.Compare):
         return _count_on_npu(test, ctx) is True
-    return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _positive_cuda_test(test.operand, ctx)
+    return _negated_cuda_test(test, ctx)
 
 
 def _anchor(test: ast.AST, ctx) -> ast.AST:

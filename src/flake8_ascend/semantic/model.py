@@ -53,6 +53,16 @@ class SemanticModel:
         """The scope ``node``'s names are read in (a def's own name, decorators and defaults: the outer one)."""
         return self._node_scopes.get(id(node)) or self.module
 
+    def receiver(self, function: ast.AST) -> Optional[ast.arg]:
+        """The parameter a method's call sites do not pass (``self`` / ``cls``): the first positional one of a
+        ``def`` in a class body that is no ``@staticmethod``; None for any other function."""
+        args = function.args
+        positional = args.posonlyargs + args.args
+        if not positional or not self.scope(function).is_class or any(
+                isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list):
+            return None
+        return positional[0]
+
     def resolver(self, scope: Scope) -> Resolver:
         """The resolver for the names of ``scope``."""
         return scope.resolver

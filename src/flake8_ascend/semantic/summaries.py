@@ -133,8 +133,7 @@ class Summaries:
         self._parameters[key] = UNKNOWN_VALUE  # recursion guard
         args = function.args
         positional = [a.arg for a in args.posonlyargs + args.args]
-        if self.model.scope(function).is_class and not any(
-                isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list):
+        if self.model.receiver(function) is not None:
             positional = positional[1:]  # self / cls
         defaults = parameter_defaults(args)
         values = self.model.values

@@ -664,14 +664,12 @@ class Values:
         tensor in a subclass of a tensor class, else something else; None for any other parameter."""
         if not isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return None
-        positional = owner.args.posonlyargs + owner.args.args
-        if not positional or positional[0].arg != name:
+        receiver = self.model.receiver(owner)
+        if receiver is None or receiver.arg != name or any(
+                isinstance(d, ast.Name) and d.id == "classmethod" for d in owner.decorator_list):
             return None
-        home = self.model.scope(owner)
-        if not home.is_class or any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")
-                                    for d in owner.decorator_list):
-            return None
-        return Value(TENSOR) if any("Tensor" in (dotted(base) or "") for base in home.node.bases) else Value(OTHER)
+        bases = self.model.scope(owner).node.bases
+        return Value(TENSOR) if any("Tensor" in (dotted(base) or "") for base in bases) else Value(OTHER)
 
     def _element(self, iterable: Value, name: str, owner: ast.AST, scope: Scope) -> Value:
         if iterable.tensor:  # iterating a tensor yields its rows
