@@ -16,7 +16,8 @@ an iteration?" use it, so they agree.  The definitions, also in docs/advice.md:
   of a subclass (``data/frameworks.json``, from the frameworks' sources: the HF
   ``Trainer``'s ``training_step`` and ``compute_loss``, ``LightningModule.training_step``)
   is a step function too, in a class whose bases name that framework class or
-  such a class of the same file.
+  such a class of the same file; so is the ``step`` of a ``torch.optim.Optimizer``
+  subclass, which is the optimizer step itself (a LARS or Muon ``step``).
 - A *whole-step loop* (where the injector records iterations) is a loop whose own
   body, outside nested loops and definitions, holds both a backward call and an
   optimizer step.
@@ -279,10 +280,23 @@ def training(ctx) -> Training:
     return ctx.memo("training", build)
 
 
+# an optimizer's own ``step`` is the optimizer step a training loop calls (by the definition above), not a
+# framework's choice: no data file says it
+_OPTIMIZER_STEP = {base: {"step": "the optimizer step itself"}
+                   for base in ("torch.optim.Optimizer", "torch.optim.optimizer.Optimizer")}
+
+
+@lru_cache(maxsize=None)
+def _step_tables() -> Dict[str, Dict[str, str]]:
+    """Base class -> the methods run on every training step of a subclass: the frameworks' (data/frameworks.json)
+    and an optimizer's ``step``."""
+    return {**load_frameworks()["step_methods"], **_OPTIMIZER_STEP}
+
+
 @lru_cache(maxsize=None)
 def _step_method_defs() -> Tuple[str, ...]:
     """``def compute_loss``, ``def training_step``: how a file spells a framework's step method (once per process)."""
-    methods = {name for table in load_frameworks()["step_methods"].values() for name in table}
+    methods = {name for table in _step_tables().values() for name in table}
     return tuple(sorted(f"def {name}" for name in methods))
 
 
@@ -296,7 +310,7 @@ def framework_steps(ctx, text: str) -> Set[int]:
     subclass, ``training_step`` of a ``LightningModule`` (directly or through a class of the same file)."""
     if not any(word in text for word in _step_method_defs()):
         return set()
-    table: Dict[str, Dict[str, str]] = load_frameworks()["step_methods"]
+    table = _step_tables()
     classes = [node for node in walk_tree(ctx.tree) if isinstance(node, ast.ClassDef)]
     methods_of: Dict[str, Set[str]] = {}  # class name of this file -> the methods its framework calls per step
     grew = True

@@ -84,7 +84,8 @@ class HostSyncInTrainingLoop(Rule):
         "`synchronize()` makes the Python thread wait until every queued kernel has finished, so the host "
         "cannot run ahead and the device idles while the next step is dispatched. Once per step this costs "
         "a noticeable share of step time. Fires inside a training loop (a loop that calls `.backward()` or "
-        "`optimizer.step()`), not outside loops, not in a periodic `if step % N == 0:` logging branch and not in the "
+        "`optimizer.step()`), in a function such a loop calls on every step, and in an optimizer's own `step`; "
+        "not on a tensor built on the host, not outside loops, not in a periodic `if step % N == 0:` logging branch and not in the "
         "branch a NaN or an infinity takes (`if not torch.isfinite(grad_norm):`, a skipped step)."
     )
     example = ("for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n    opt.step()\n"
@@ -120,6 +121,12 @@ class HostSyncInTrainingLoop(Rule):
          "    preds = out.detach().cpu().numpy()\n", 5),
         ("def step(batch):\n    loss = f(batch)\n    loss.backward()\n    return loss.item()\n"
          "for batch in data:\n    step(batch)\n", 4),
+        # a helper every step calls (funasr 1.4.16 train_utils/trainer_ds.py:695 -> log:908)
+        ("def log(loss_dict):\n    loss = loss_dict['loss'].detach().cpu().item()\n    print(loss)\n"
+         "for x in data:\n    loss = f(x)\n    loss.backward()\n    log({'loss': loss})\n", 2),
+        # an optimizer's own step runs on every optimizer step (mmpretrain 1.2.0 engine/optimizers/lars.py:105)
+        ("import torch\nclass LARS(torch.optim.Optimizer):\n    def step(self, closure=None):\n"
+         "        for p in self.params:\n            norm = torch.norm(p).item()\n", 5),
         # Lightning calls training_step on every batch (its docs' LitAutoEncoder, printing the loss)
         (_LIT_STEP.replace('        self.log("train_loss", loss)', '        print(loss.item())'), 9),
         # the project's own LightningModule lives in another file (pytorch-forecasting-style `class TFT(BaseModel)`):
@@ -154,6 +161,15 @@ class HostSyncInTrainingLoop(Rule):
         _LIT_STEP + "    def validation_step(self, batch, batch_idx):\n        print(self.encoder(batch).sum().item())\n",
         # a training_step of a class that subclasses nothing: no framework calls it
         "class Plain:\n    def training_step(self, batch):\n        return self.loss(batch).item()\n",
+        # a tensor built on the host, never moved: reading it waits for nothing (diffusers 0.42.1
+        # pipeline_stable_diffusion_diffedit.py:153, in a loss the denoising loop backpropagates)
+        "import torch\ndef auto_corr_loss(noise, generator=None):\n"
+        "    roll = torch.randint(noise.shape[2] // 2, (1,), generator=generator).item()\n    return noise.roll(roll)\n"
+        "for t in steps:\n    loss = auto_corr_loss(latents)\n    loss.backward()\n",
+        # a helper the loop calls only under a periodic branch; the step of a class that is no optimizer
+        "def log(loss):\n    print(loss.item())\nfor i, x in enumerate(data):\n    loss = f(x)\n    loss.backward()\n"
+        "    if i % 10 == 0:\n        log(loss)\n",
+        "class Env:\n    def step(self, action):\n        return self.state.sum().item()\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -163,7 +179,7 @@ class HostSyncInTrainingLoop(Rule):
         if not (info.loops or info.step_functions):
             return
         found = self._sync(node, ctx)
-        if found and info.runs_every_step(ctx.stack, node):
+        if found and _every_step(node, ctx):
             what, api = found
             ctx.report(node, self.code,
                        f"{what} waits for the NPU on every training step (read values every N steps or "
@@ -188,8 +204,8 @@ class HostSyncInTrainingLoop(Rule):
             return (f"formatting {_short(node.value)}", "torch.Tensor.__format__") if tensor else None
         func = node.func
         if isinstance(func, ast.Attribute) and ctx.chain(func) is None and not node.args:
-            if func.attr in _SYNC_METHODS and not _syncs_before(func.value) and (
-                    func.attr != "tolist" or ctx.is_tensor(func.value)):
+            if func.attr in _SYNC_METHODS and not _syncs_before(func.value) and not ctx.values.on_host(func.value) \
+                    and (func.attr != "tolist" or ctx.is_tensor(func.value)):
                 return _short(node), f"torch.Tensor.{func.attr}"
         if _to_cpu(node) and not _syncs_before(func.value) and ctx.chain(func) is None:
             return _short(node), "torch.Tensor.to"
