@@ -74,6 +74,12 @@ CORPORA = [
     # trl/accelerate and a second speech toolkit (the families of the weakest test codes).
     Corpus("axolotl", "axolotl==0.19.0", sdist=False, split="tuning"),
     Corpus("funasr", "funasr==1.4.16", sdist=False, split="tuning"),
+    # Added to the tuning side on 2026-11-26 (eighth round), before any of their findings was read: a Lightning
+    # time-series library, an OCR package, an LLM fine-tuning library on trl, a Lightning self-supervised library.
+    Corpus("darts", "darts==0.41.0", sdist=False, split="tuning"),
+    Corpus("easyocr", "easyocr==1.7.2", sdist=False, split="tuning"),
+    Corpus("unsloth", "unsloth==2026.10.9", sdist=False, split="tuning"),
+    Corpus("lightly", "lightly==1.6.0", sdist=False, split="tuning"),
     Corpus("trl", "trl==1.16.0", sdist=False, split="test"),
     Corpus("pytorch_forecasting", "pytorch-forecasting==1.8.0", sdist=False, split="test"),
     Corpus("mmocr", "mmocr==1.0.1", sdist=False, split="test"),
