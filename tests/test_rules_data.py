@@ -127,6 +127,19 @@ def test_no_rows_for_names_torch_does_not_have():
     assert "torch.nn.functional.add_" not in apis("2.13.0")
 
 
+def test_the_cpu_backends_own_kernels_are_no_evidence_forward_or_backward():
+    """SDPA traced on the CPU build runs ``_scaled_dot_product_flash_attention_for_cpu`` (and its ``_backward``);
+    on an NPU the op above them dispatches to torch_npu's kernel, so neither makes a layer unsupported."""
+    builder = load_builder()
+    entry = {"forward": ["_scaled_dot_product_flash_attention_for_cpu", "linear"],
+             "backward": ["_scaled_dot_product_flash_attention_for_cpu_backward.default", "profiler::record"]}
+    assert builder.traced_ops(entry) == ["linear"]
+    # near miss: a backward that is no CPU backend's choice stays evidence
+    entry = {"forward": ["_efficient_attention_forward"], "backward": ["_efficient_attention_backward"]}
+    assert builder.traced_ops(entry) == ["_efficient_attention_forward", "_efficient_attention_backward"]
+    assert apis("2.13.0")["torch.nn.TransformerEncoderLayer"][0] != "unsupported"
+
+
 def test_tensor_mode_is_unsupported_in_2_13():
     assert apis("2.13.0")["torch.Tensor.mode"][0] == "unsupported"
 

@@ -222,10 +222,14 @@ def aten_rows(version: str, kernels: set[str], aten: dict, existing: set[str]) -
 
 def traced_ops(entry: dict) -> list[str]:
     """The ATen ops of a trace, forward then backward, without other namespaces (profiler::) and without
-    the CPU backend's own choices (``_scaled_dot_product_flash_attention_for_cpu``: on NPU the op above
-    it dispatches to torch_npu's kernel instead)."""
+    the CPU backend's own choices, forward and backward (``_scaled_dot_product_flash_attention_for_cpu`` and its
+    ``_backward``: on NPU the op above them dispatches to torch_npu's kernel instead)."""
     ops = dict.fromkeys(entry["forward"] + entry["backward"])
-    return [op for op in ops if "::" not in op and not op.split(".")[0].endswith("_for_cpu")]
+    return [op for op in ops if "::" not in op and not _cpu_choice(op.split(".")[0])]
+
+
+def _cpu_choice(name: str) -> bool:
+    return name.endswith("_for_cpu") or name.endswith("_for_cpu_backward")
 
 
 def own_ops(api: str, entry: dict) -> set[str]:
