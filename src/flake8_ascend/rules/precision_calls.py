@@ -398,7 +398,8 @@ def _scalar(expr: ast.AST, ctx, depth: int) -> bool:
 
 def _trailing_ones(expr: ast.AST, ctx, depth: int = 0) -> tuple:
     """What the expression proves about the last two dims of a tensor: (dim -2 is 1, dim -1 is 1), each True only
-    when the expression shows it: ``x.unsqueeze(-1)``, ``x[..., None]``, ``x.reshape(B, K, -1, 1)``, and for a
+    when the expression shows it: ``x.unsqueeze(-1)``, ``x[..., None]``, ``x.reshape(B, K, -1, 1)``,
+    ``x.expand(B, -1, 1)``, and for a
     1-D ``x``, ``x[:, None]``, ``x[None, :]``, ``x.unsqueeze(0)``."""
     if depth > _DEPTH:
         return False, False
@@ -413,7 +414,7 @@ def _trailing_ones(expr: ast.AST, ctx, depth: int = 0) -> tuple:
             if dim in (0, 1) and _one_dim(receiver, ctx, depth + 1):
                 return dim == 0, dim == 1
             return False, False
-        if name in ("reshape", "view"):
+        if name in ("reshape", "view", "expand"):  # expand's -1 keeps a size: only a literal 1 tells
             sizes = args[0].elts if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)) else args
             if len(sizes) >= 2:
                 return _integer(sizes[-2]) == 1, _integer(sizes[-1]) == 1
@@ -461,8 +462,8 @@ class MatmulNondeterministic(_CallAdvice):
         "is everywhere, this code is off by default in flake8; select it (`--extend-select ASC603`) when "
         "chasing run-to-run differences. `matmul(q, k.transpose(-2, -1))` is left to ASC303 "
         "(`matmul_transpose`), which already reports that call. An outer product whose shapes the expression shows "
-        "(`a.unsqueeze(-1)` on the left, `b.unsqueeze(-2)` or `reshape(..., 1, -1)` on the right, `k[:, None]` of a "
-        "1-D `k`) contracts over one element: it sums nothing, so there is no order to differ, and it is not reported; "
+        "(`a.unsqueeze(-1)` or `expand(B, -1, 1)` on the left, `b.unsqueeze(-2)` or `reshape(..., 1, -1)` on the "
+        "right, `k[:, None]` of a 1-D `k`) contracts over one element: it sums nothing, so there is no order to differ, and it is not reported; "
         "nor is a matmul of two host tensors, nor the hand-written fallback of a module whose other branch calls "
         "`scaled_dot_product_attention` (the NPU's fused attention: the fallback does not run by default). `a @ b` is "
         "the same product where one operand is known to be a tensor (a numpy `@` is not)."
@@ -481,6 +482,10 @@ class MatmulNondeterministic(_CallAdvice):
         # unsqueezes whose place depends on a rank the expression does not show
         ("import torch\ndef score(a, b):\n    return torch.matmul(a.unsqueeze(-2), b.unsqueeze(-1))\n", 3),
         ("import torch\ndef pair(u, v):\n    return torch.matmul(u.unsqueeze(1), v.unsqueeze(0))\n", 3),
+        # near miss of an expanded operand: -1 keeps the size, so the last dim is not known to be 1
+        ("import torch\ndef freqs(inv_freq, position_ids: torch.Tensor):\n"
+         "    inv = inv_freq[None, :, :].expand(position_ids.shape[0], -1, -1)\n"
+         "    return inv @ position_ids[:, None, :].float()\n", 4),
         # the operator (anomalib 2.7.0 models/components/cluster/gmm.py:148: the M step of a GMM fit)
         ("import torch\ndef m_step(data, resp: torch.Tensor):\n    return resp.T @ data\n", 3),
         # near miss of the SDPA fallback below: a module with no fused branch
@@ -519,6 +524,11 @@ class MatmulNondeterministic(_CallAdvice):
         "            attn = (q * self.scale) @ k.transpose(-2, -1)\n            x = attn.softmax(dim=-1) @ v\n"
         "        return x\n",
         "import torch\ndef outer(a: torch.Tensor, b: torch.Tensor):\n    return a.unsqueeze(-1) @ b.unsqueeze(-2)\n",
+        # a rotary embedding's frequencies, expanded to a last dim of 1 (diffusers 0.42.1
+        # models/transformers/transformer_omnigen.py:165-173)
+        "import torch\ndef freqs(inv_freq, position_ids: torch.Tensor):\n"
+        "    inv = inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)\n"
+        "    return inv.float() @ position_ids[:, None, :].float()\n",
     ]
 
     def check(self, node, ctx) -> None:
