@@ -47,8 +47,9 @@ def test_test_code_is_silent(path):
 @pytest.mark.parametrize("path", ["train.py", "tools/test.py", "latest/model.py", "contest.py", "attests/x.py",
                                   "my_tests.py", "src/testbed.py"])
 def test_other_code_is_reported(path):
-    """Near misses: mmdet's tools/test.py is its evaluation script; names that only contain 'test'."""
-    assert {code for _, code in lint(TEST_CODE, path)} == set(CODES)
+    """Near misses: mmdet's tools/test.py is its evaluation script; names that only contain 'test'. (The function
+    is renamed: a module-level ``test_*`` nothing calls is test code wherever it is, see below.)"""
+    assert {code for _, code in lint(TEST_CODE.replace("def test_forward", "def build_model"), path)} == set(CODES)
 
 
 # espnet 202511 espnet/nets/chainer_backend/rnn/training.py:14, 152: the Chainer backend beside the PyTorch one
@@ -189,3 +190,78 @@ def test_a_branch_on_the_device_count(test, folded):
                                        ("inputs = self.input_proj(input)", False), ("snpu = 1", False)])
 def test_npu_is_read_as_a_word_or_a_names_part(text, says):
     assert device_dispatch._mentions_npu([text]) is says
+
+
+# unsloth 2026.10.9 kernels/rms_layernorm.py:1195-1216: a kernel module's own pytest-style check
+SELF_TEST = """
+import torch
+
+def fast_rms_layernorm(layernorm, X):
+    return X
+
+def test_rms_layernorm(dim=1024, eps=1e-5, dtype=torch.float16, bsz=21):
+    XX = torch.randn((bsz, 512, dim), dtype=dtype, device="cuda")
+    torch.cuda.synchronize()
+"""
+
+
+def test_a_self_test_function_in_a_library_module_is_test_code():
+    assert lint(SELF_TEST, "unsloth/kernels/rms_layernorm.py") == []
+    assert {code for _, code in lint(SELF_TEST, "unsloth/kernels/rms_layernorm.py", lint_tests=True)} == {
+        "ASC201", "ASC202"}
+
+
+def test_near_miss_a_test_named_function_the_module_calls_is_no_test():
+    # easyocr 1.7.2 detection.py: CRAFT's inference is called test_net, and get_textbox calls it
+    source = SELF_TEST + "\ndef get_textbox(net):\n    return test_rms_layernorm()\n"
+    assert {code for _, code in lint(source, "easyocr/detection.py")} == {"ASC201", "ASC202"}
+
+
+def test_a_unittest_case_in_a_library_module_is_test_code():
+    source = ("import unittest\nimport torch\n\nclass TestKernel(unittest.TestCase):\n"
+              "    def test_cuda(self):\n        torch.cuda.synchronize()\n")
+    assert lint(source, "pkg/kernels/fused.py") == []
+    # near miss: a class of the library that is no TestCase
+    assert lint(source.replace("unittest.TestCase", "torch.nn.Module"), "pkg/kernels/fused.py") == [(6, "ASC201")]
+
+
+# unsloth 2026.10.9 kernels/utils.py:49-53, espnet 202511 espnet2/train/reporter.py:351-357
+OLD_TORCH = """
+import torch
+from packaging.version import Version
+from distutils.version import LooseVersion as V
+
+if Version(torch.__version__) < Version("2.4.0"):
+    custom_fwd = torch.cuda.amp.custom_fwd
+else:
+    custom_fwd = torch.amp.custom_fwd(device_type="cuda")
+
+def report():
+    if V(torch.__version__) >= V("1.4.0"):
+        return torch.cuda.max_memory_reserved()
+    else:
+        return torch.cuda.max_memory_cached()
+"""
+
+
+def _all_codes(source: str, **settings):
+    source = textwrap.dedent(source)
+    findings = engine.lint(ast.parse(source), source.splitlines(keepends=True), "pkg/kernels/utils.py",
+                           Config(settings.pop("version", default_version()), **settings))
+    return sorted((f.line, f.code) for f in findings)
+
+
+def test_a_branch_only_an_older_torch_takes_is_silent():
+    assert _all_codes(OLD_TORCH) == [(9, "ASC202"), (13, "ASC201")]
+
+
+def test_near_miss_the_old_branch_runs_where_the_selected_torch_is_that_old():
+    assert _all_codes(OLD_TORCH, version="2.1.0") == [(7, "ASC207"), (9, "ASC202"), (13, "ASC201")]
+
+
+def test_near_miss_a_version_helper_says_no_direction():
+    # yolov5 7.0.14 utils/torch_utils.py:61: check_version(current, minimum) is True on new torch, but nothing
+    # in the expression says which side is old
+    source = ("import torch\nif check_version(torch.__version__, '1.11.0'):\n    torch.cuda.synchronize()\n"
+              "if numpy.__version__ < '1.20':\n    torch.cuda.synchronize()\n")
+    assert _all_codes(source) == [(3, "ASC201"), (5, "ASC201")]

@@ -25,6 +25,7 @@ from flake8.utils import parse_comma_separated_list
 from .codes import CODES, Report
 from .config import Config
 from .detect.export_path import on_export_path
+from .detect.old_torch import in_old_torch_branch
 from .registry import Rule, all_rules
 from .rewrite import Rewrite
 from .semantic.model import SemanticModel
@@ -156,6 +157,10 @@ class Context:
         one (``fold``).  ``family``: see ``Finding.family``."""
         if code in _NPU_ADVICE and on_export_path(self):
             return  # advice for running on the NPU, in code that only exports the model for another runtime
+        if not self.config.lint_tests and in_test_code(self):
+            return
+        if in_old_torch_branch(self, node):
+            return  # only a torch older than the selected torch_npu's takes this branch
         if rewrite is not None and "--fix" not in message:  # a finding with a safe rewrite names its command
             message += f"; ascend-analyse --fix --select {code} rewrites it"
         finding = Finding(
@@ -194,6 +199,25 @@ def is_test_path(path: str) -> bool:
     breaks on the NPU shows itself when the suite runs there: no rule reports in it unless ``Config.lint_tests``
     (docs/accuracy.md)."""
     return bool(_TEST_PATH.search(path))
+
+
+_TEST_CASES = frozenset(("unittest.TestCase", "unittest.case.TestCase"))
+
+
+def in_test_code(ctx: Context) -> bool:
+    """Is the node being checked in test code inside a module that is not a test file: a module-level
+    ``def test_*`` that nothing else in the file names (a kernel file's pytest-style self-check, unsloth
+    2026.10.9 kernels/rms_layernorm.py ``test_rms_layernorm``), or a ``unittest.TestCase`` class? Such code is
+    skipped as in a test file. A ``test_net`` that the file calls (easyocr 1.7.2 detection.py, CRAFT's
+    inference) or a Lightning ``test_dataloader`` method is no test."""
+    top = ctx.stack[1] if len(ctx.stack) > 1 else None
+    if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) and top.name.startswith("test_"):
+        named = ctx.memo("names_in_source", lambda c: {})
+        found = named.get(top.name)
+        if found is None:
+            found = named[top.name] = len(re.findall(rf"\b{top.name}\b", "".join(ctx.lines))) > 1
+        return not found
+    return isinstance(top, ast.ClassDef) and any(ctx.qualname(base) in _TEST_CASES for base in top.bases)
 
 
 # deep-learning frameworks other than torch: a module written for one of them runs no torch code

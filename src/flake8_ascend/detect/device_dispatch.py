@@ -737,17 +737,3 @@ def _earlier_exit(parent: ast.AST, statement: ast.stmt, leaves_when) -> Optional
                     return earlier
             return None
     return None
-
-
-def old_torch_fallback(node: ast.AST, qualname: str, ctx) -> bool:
-    """``node`` (``torch.cuda.amp.GradScaler``) is in the ``except`` of a ``try`` whose body uses the device-generic
-    ``torch.amp`` API of the same name (timm 1.0.31 utils/cuda.py:50-53): a fallback for a torch older than any
-    torch_npu supports, which an NPU install never reaches."""
-    name = qualname.rsplit(".", 1)[-1]
-    for parent, child in ctx.lineage(node):
-        if isinstance(parent, _FUNCTIONS + (ast.ClassDef, ast.Lambda)):
-            return False
-        if isinstance(parent, ast.Try) and any(h is child for h in parent.handlers):
-            return any(isinstance(n, ast.Attribute) and n.attr == name and (ctx.qualname(n) or "").startswith(
-                "torch.amp.") for s in parent.body for n in walk_tree(s))
-    return False

@@ -5,7 +5,8 @@ import ast
 
 from ..registry import Rule
 from ..detect.cuda_fixes import name_fix
-from ..detect.device_dispatch import cuda_branch_test, names_a_type, npu_skips, old_torch_fallback
+from ..detect.device_dispatch import cuda_branch_test, names_a_type, npu_skips
+from ..detect.old_torch import old_torch_fallback
 from ..detect.transfer_to_npu import quiet
 
 
