@@ -411,6 +411,7 @@ def hand_samples() -> dict:
         "torch.jit.trace": lambda: jit.trace(_scriptable, (x44(),)),
         "torch.jit.trace_module": lambda: jit.trace_module(made(_Scriptable), {"forward": (x44(),)}),
         "torch.compiler.disable": lambda: torch.compiler.disable(_fn)(1),
+        "torch.compiler.assume_constant_result": lambda: torch.compiler.assume_constant_result(_fn)(1),
         "torch.utils.tensorboard.SummaryWriter": functools.partial(_summary_writer, _tensorboard_writer()),
         "torch.jit.save": lambda: jit.save(made(jit.script, _Scriptable()), io.BytesIO()),
         "torch.jit.load": lambda: jit.load(made(_saved_module)),

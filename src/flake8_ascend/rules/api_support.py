@@ -294,6 +294,8 @@ class UnknownApi(_ApiStatusRule):
         # dispatch no ATen op of their own (traced): tensorboard's writer, the jit tracer
         "from torch.utils.tensorboard import SummaryWriter\nwriter = SummaryWriter(log_dir)\n",
         "import torch\ntraced = torch.jit.trace_module(model, {'forward': (x,)})\n",
+        # a dynamo helper: its traced sample dispatches nothing (unsloth 2026.10.9 utils/attention_dispatch.py:655)
+        "import torch\nsizes = torch.compiler.assume_constant_result(_sizes)\n",
         # listed unsupported, but the wheel has NPU kernels for every ATen op they dispatch (std_mean.correction;
         # fft_fftshift, over roll): whisper timing.py, diffusers utils/torch_utils.py, mmdet necks/bfp.py
         "import torch\nstd, mean = torch.std_mean(weights, dim=-2, keepdim=True, unbiased=False)\n",
