@@ -70,6 +70,38 @@ def _syncs_before(receiver: ast.AST) -> bool:
     return False
 
 
+_CARRY = (ast.UnaryOp, ast.BoolOp, ast.Compare, ast.BinOp, ast.Slice)  # a value passes through these unchanged
+_SIZES = frozenset(("range", "int", "bool", "min", "max"))
+
+
+def _steers(node: ast.AST, ancestors, ctx, depth: int = 0) -> bool:
+    """Does the host value of ``node`` decide what this step does: a branch test, an index or slice, a ``range``,
+    directly or through a local name read there (espnet 202511 lightning_espnet_model.py:46, a NaN flag that skips
+    the batch; axolotl 0.19.0 ebft/strided.py:608, block counts)? The step needs it then and there, so reading it
+    every N steps is no option. A ``while`` test is not such a use: a stopping criterion can be checked every N
+    steps. ``ancestors`` run innermost first."""
+    child = node
+    for parent in ancestors:
+        if isinstance(parent, (ast.If, ast.IfExp, ast.Assert)) and child is parent.test or (
+                isinstance(parent, ast.comprehension) and any(child is test for test in parent.ifs)) or (
+                isinstance(parent, ast.Subscript) and child is parent.slice):
+            return True
+        if isinstance(parent, ast.Call):
+            if not (isinstance(parent.func, ast.Name) and parent.func.id in _SIZES):
+                return False
+            if parent.func.id == "range":
+                return True
+        elif isinstance(parent, ast.Assign) and depth < 2 and len(parent.targets) == 1 and isinstance(
+                parent.targets[0], ast.Name) and child is parent.value:
+            owner = ctx.model.function(parent) or ctx.tree
+            return any(_steers(read.node, read.path, ctx, depth + 1)
+                       for read in ctx.model.reads(owner, parent.targets[0].id))
+        elif not isinstance(parent, _CARRY + (ast.Tuple,)) or isinstance(parent, ast.stmt):
+            return False
+        child = parent
+    return False
+
+
 _ACCUMULATION = ("for i, x in enumerate(data):\n    loss = f(x)\n    loss.backward()\n    if (i + 1) % accumulation == 0:\n"
                  "        opt.step()\n{log}")
 
@@ -85,7 +117,9 @@ class HostSyncInTrainingLoop(Rule):
         "cannot run ahead and the device idles while the next step is dispatched. Once per step this costs "
         "a noticeable share of step time. Fires inside a training loop (a loop that calls `.backward()` or "
         "`optimizer.step()`), in a function such a loop calls on every step, and in an optimizer's own `step`; "
-        "not on a tensor built on the host, not outside loops, not in a periodic `if step % N == 0:` logging branch and not in the "
+        "not on a tensor built on the host, not where the value steers the step (a branch test, an index, "
+        "a slice, a `range`, directly or through a local name: reading it every N steps is no option), not "
+        "outside loops, not in a periodic `if step % N == 0:` logging branch and not in the "
         "branch a NaN or an infinity takes (`if not torch.isfinite(grad_norm):`, a skipped step)."
     )
     example = ("for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n    opt.step()\n"
@@ -124,6 +158,10 @@ class HostSyncInTrainingLoop(Rule):
         # a helper every step calls (funasr 1.4.16 train_utils/trainer_ds.py:695 -> log:908)
         ("def log(loss_dict):\n    loss = loss_dict['loss'].detach().cpu().item()\n    print(loss)\n"
          "for x in data:\n    loss = f(x)\n    loss.backward()\n    log({'loss': loss})\n", 2),
+        # near misses of a steering value: one only logged, one compared and then logged
+        ("import torch\nfor x in data:\n    loss = f(x)\n    loss.backward()\n    value = loss.item()\n"
+         "    history.append(value)\n", 5),
+        ("import torch\nfor x in data:\n    loss = f(x)\n    loss.backward()\n    log(best > loss.item())\n", 5),
         # an optimizer's own step runs on every optimizer step (mmpretrain 1.2.0 engine/optimizers/lars.py:105)
         ("import torch\nclass LARS(torch.optim.Optimizer):\n    def step(self, closure=None):\n"
          "        for p in self.params:\n            norm = torch.norm(p).item()\n", 5),
@@ -170,6 +208,13 @@ class HostSyncInTrainingLoop(Rule):
         "def log(loss):\n    print(loss.item())\nfor i, x in enumerate(data):\n    loss = f(x)\n    loss.backward()\n"
         "    if i % 10 == 0:\n        log(loss)\n",
         "class Env:\n    def step(self, action):\n        return self.state.sum().item()\n",
+        # the value steers the step: a flag that skips the batch (espnet 202511 lightning_espnet_model.py:46), a
+        # count that sizes a slice or a loop
+        "import torch\nfor x in data:\n    loss = f(x)\n    bad = torch.isnan(loss).any().item()\n    if bad:\n"
+        "        continue\n    loss.backward()\n",
+        "import torch\nfor x, lens in data:\n    n = lens.max().item()\n    loss = f(x[:, :n])\n    loss.backward()\n",
+        "import torch\nfor x in data:\n    loss = f(x)\n    for _ in range(int(x.sum().item())):\n        pass\n"
+        "    loss.backward()\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -179,7 +224,7 @@ class HostSyncInTrainingLoop(Rule):
         if not (info.loops or info.step_functions):
             return
         found = self._sync(node, ctx)
-        if found and _every_step(node, ctx):
+        if found and _every_step(node, ctx) and not _steers(node, reversed(ctx.stack), ctx):
             what, api = found
             ctx.report(node, self.code,
                        f"{what} waits for the NPU on every training step (read values every N steps or "
