@@ -140,8 +140,8 @@ def build_parser(modes: Dict[str, type]) -> _Parser:
                        help="ASC101-103 as the official support lists say, also entries the version's "
                        "kernels show to be stale (default: the kernel evidence decides)")
     extra.add_argument("--lint-tests", action="store_true",
-                       help="report in test files too (tests/ folders, test_*.py, *_test.py, conftest.py; default: "
-                       "test code is left out)")
+                       help="report in test code too (tests/ folders, test_*.py, *_test.py, conftest.py, and elsewhere "
+                       "a module-level test_* nothing calls or a unittest.TestCase; default: test code is left out)")
     extra.add_argument("--fail-on-findings", action="store_true", help="exit 1 when any report has rows (for CI)")
     extra.add_argument("-j", "--jobs", type=positive_number, default=None, metavar="N",
                        help="worker processes (default: all cores)")

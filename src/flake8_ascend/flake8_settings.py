@@ -110,8 +110,8 @@ def add_ascend_options(parser) -> None:
         default=False,
         action="store_true",
         parse_from_config=True,
-        help="report in test files too (tests/ folders, test_*.py, *_test.py, conftest.py; default: test code is "
-        "left out)",
+        help="report in test code too (tests/ folders, test_*.py, *_test.py, conftest.py, and elsewhere a module-level "
+        "test_* nothing calls or a unittest.TestCase; default: test code is left out)",
     )
     parser.extend_default_ignore(sorted(OPTIONAL_CODES))
 
