@@ -26,6 +26,7 @@ from .codes import CODES, Report
 from .config import Config
 from .detect.export_path import on_export_path
 from .detect.old_torch import in_old_torch_branch
+from .detect.training import source_text
 from .registry import Rule, all_rules
 from .rewrite import Rewrite
 from .semantic.model import SemanticModel
@@ -215,7 +216,7 @@ def in_test_code(ctx: Context) -> bool:
         named = ctx.memo("names_in_source", lambda c: {})
         found = named.get(top.name)
         if found is None:
-            found = named[top.name] = len(re.findall(rf"\b{top.name}\b", "".join(ctx.lines))) > 1
+            found = named[top.name] = len(re.findall(rf"\b{top.name}\b", source_text(ctx))) > 1
         return not found
     return isinstance(top, ast.ClassDef) and any(ctx.qualname(base) in _TEST_CASES for base in top.bases)
 

@@ -16,6 +16,7 @@ import re
 from typing import Optional, Tuple
 
 from ..walk import walk_tree
+from .training import source_text
 
 _VERSION = re.compile(r"^\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?")
 _MIRROR = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE}
@@ -64,7 +65,7 @@ def _old_side(test: ast.AST, ctx, running: Tuple[int, int, int]) -> Optional[str
 def in_old_torch_branch(ctx, node: ast.AST) -> bool:
     """Is ``node`` (a descendant of the node being checked, or that node) on a side of an ``if`` that only a torch
     older than the selected one takes?"""
-    if not ctx.memo("mentions_version", lambda c: "__version__" in "".join(c.lines)):
+    if "__version__" not in source_text(ctx):
         return False
     running = ctx.memo("running_torch", lambda c: version_tuple(c.config.version) or (0, 0, 0))
     path = [*ctx.stack, node]
@@ -88,4 +89,3 @@ def old_torch_fallback(node: ast.AST, qualname: str, ctx) -> bool:
             return any(isinstance(n, ast.Attribute) and n.attr == name and (ctx.qualname(n) or "").startswith(
                 "torch.amp.") for s in parent.body for n in walk_tree(s))
     return False
-

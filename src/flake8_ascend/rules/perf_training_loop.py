@@ -70,7 +70,8 @@ def _syncs_before(receiver: ast.AST) -> bool:
     return False
 
 
-_CARRY = (ast.UnaryOp, ast.BoolOp, ast.Compare, ast.BinOp, ast.Slice)  # a value passes through these unchanged
+# a value passes through these on its way to a test, an index or a size (``a, b = x.item(), y`` included)
+_CARRY = (ast.UnaryOp, ast.BoolOp, ast.Compare, ast.BinOp, ast.Slice, ast.Tuple)
 _SIZES = frozenset(("range", "int", "bool", "min", "max"))
 
 
@@ -96,7 +97,7 @@ def _steers(node: ast.AST, ancestors, ctx, depth: int = 0) -> bool:
             owner = ctx.model.function(parent) or ctx.tree
             return any(_steers(read.node, read.path, ctx, depth + 1)
                        for read in ctx.model.reads(owner, parent.targets[0].id))
-        elif not isinstance(parent, _CARRY + (ast.Tuple,)) or isinstance(parent, ast.stmt):
+        elif not isinstance(parent, _CARRY):
             return False
         child = parent
     return False
