@@ -11,6 +11,7 @@ removed by the next run into the same folder (docs/security.md).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import re
@@ -21,6 +22,7 @@ import tempfile
 import textwrap
 import threading
 import time
+import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, TextIO, Tuple
@@ -604,9 +606,24 @@ def main(argv: Optional[Sequence[str]] = None, out: TextIO = None, err: TextIO =
         return 3
     except (KeyboardInterrupt, Interrupted) as error:
         signum = getattr(error, "signum", signal.SIGINT)
+        _finalise_quietly(error)
         err.write(f"{PROG}: interrupted by {signal.Signals(signum).name}; no report written "
                   "(a previous report is kept)\n")
         return 128 + signum
+
+
+def _finalise_quietly(error: BaseException) -> None:
+    """Collect now, without a word, what the interrupted run left half-done. A generator suspended in a frame of
+    ``error``'s traceback (libcst's position recorder during the migrated copy) runs its cleanup when collected,
+    and that cleanup can fail on the state the signal cut short; left to the end of the ``except``, the failure
+    would print "Exception ignored in ..." under the one-line message. The run's outcome is already decided."""
+    previous = sys.unraisablehook
+    sys.unraisablehook = lambda info: None
+    try:
+        traceback.clear_frames(error.__traceback__)
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
 
 
 def _printable(text: str) -> str:
