@@ -80,6 +80,13 @@ CORPORA = [
     Corpus("easyocr", "easyocr==1.7.2", sdist=False, split="tuning"),
     Corpus("unsloth", "unsloth==2026.10.9", sdist=False, split="tuning"),
     Corpus("lightly", "lightly==1.6.0", sdist=False, split="tuning"),
+    # Added to the tuning side on 2026-11-26 (ninth round), before any of their findings was read: a reinforcement
+    # learning library that picks its own device, a sentence-embedding trainer on the HF Trainer, a Lightning
+    # remote-sensing library, a training-loop library with its own distributed helpers.
+    Corpus("stable_baselines3", "stable-baselines3==2.9.2", sdist=False, split="tuning"),
+    Corpus("sentence_transformers", "sentence-transformers==6.2.0", sdist=False, split="tuning"),
+    Corpus("torchgeo", "torchgeo==0.8.1", sdist=False, split="tuning"),
+    Corpus("ignite", "pytorch-ignite==0.5.5", sdist=False, split="tuning"),
     Corpus("trl", "trl==1.16.0", sdist=False, split="test"),
     Corpus("pytorch_forecasting", "pytorch-forecasting==1.8.0", sdist=False, split="test"),
     Corpus("mmocr", "mmocr==1.0.1", sdist=False, split="test"),
