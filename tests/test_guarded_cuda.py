@@ -265,3 +265,32 @@ def test_near_miss_a_version_helper_says_no_direction():
     source = ("import torch\nif check_version(torch.__version__, '1.11.0'):\n    torch.cuda.synchronize()\n"
               "if numpy.__version__ < '1.20':\n    torch.cuda.synchronize()\n")
     assert _all_codes(source) == [(3, "ASC201"), (5, "ASC201")]
+
+
+# unsloth 2026.10.9 models/lora_init.py:160-168: a device-type test that leaves the function on any other device
+TYPE_EXIT = """
+import torch
+
+def _fast_fp64(device):
+    if device.type == "cpu":
+        return True
+    if device.type {test} "cuda":
+        {exit}
+    return torch.cuda.get_device_capability(device) in ((6, 0), (7, 0), (8, 0), (9, 0))
+"""
+
+
+@pytest.mark.parametrize("test", ["!=", "is not"])
+def test_code_after_an_exit_on_another_device_type_is_one_cuda_branch(test):
+    source = TYPE_EXIT.format(test=test, exit="return False")
+    assert lint(source, "pkg/lora_init.py") == [(7, "ASC202")]
+    message = next(f.text for f in engine.lint(ast.parse(textwrap.dedent(source)), textwrap.dedent(
+        source).splitlines(keepends=True), "pkg/lora_init.py", Config(default_version())) if f.code == "ASC202")
+    assert "True on an NPU: the CUDA path after it (line 9) is skipped there" in message
+    assert "ASC201 torch.cuda.get_device_capability on line 9" in message
+
+
+@pytest.mark.parametrize("test,exit", [("!=", "device = torch.device('cpu')"),  # no exit: line 9 runs on the NPU
+                                       ("==", "return False")])  # an exit only CUDA takes
+def test_near_miss_a_type_test_that_does_not_leave_the_npu_run_out(test, exit):
+    assert lint(TYPE_EXIT.format(test=test, exit=exit), "pkg/lora_init.py") == [(7, "ASC202"), (9, "ASC201")]

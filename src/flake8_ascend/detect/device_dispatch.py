@@ -403,12 +403,13 @@ def tensor_dispatch(test: Optional[ast.AST]) -> bool:
 
 
 def _negative_cuda_test(test: ast.AST, ctx) -> bool:
-    """``not torch.cuda.is_available()``, ``torch.cuda.device_count() == 0``, possibly ``or``-ed with more: True on
-    an NPU."""
+    """``not torch.cuda.is_available()``, ``torch.cuda.device_count() == 0``, ``device.type != 'cuda'``, possibly
+    ``or``-ed with more: True on an NPU."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
         return any(_negative_cuda_test(v, ctx) for v in test.values)
     if isinstance(test, ast.Compare):
-        return _count_on_npu(test, ctx) is True
+        return _count_on_npu(test, ctx) is True or (len(test.ops) == 1 and isinstance(
+            test.ops[0], (ast.NotEq, ast.IsNot)) and _compares_with(test, _CUDA))
     return _negated_cuda_test(test, ctx)
 
 
@@ -424,7 +425,8 @@ def _anchor(test: ast.AST, ctx) -> ast.AST:
 
 def _after_cuda_exit(parent: ast.AST, statement: ast.stmt, ctx) -> Optional[ast.AST]:
     """The test of an earlier ``if not torch.cuda.is_available(): return`` in ``statement``'s block (mmdet 3.1.0
-    utils/profiling.py:21-23): what follows runs only with CUDA."""
+    utils/profiling.py:21-23; ``if device.type != "cuda": return False``, unsloth 2026.10.9 models/lora_init.py:163):
+    what follows runs only with CUDA."""
     exit_if = _earlier_exit(parent, statement, lambda test: _negative_cuda_test(test, ctx))
     return _anchor(exit_if.test, ctx) if exit_if is not None else None
 
@@ -646,6 +648,23 @@ def guarded_branch(node: ast.AST, ctx) -> Optional[ast.If]:
     """The ``if`` whose test is (or ``and``-s) the CUDA test ``node``: the branch an NPU run does not take."""
     holder = _test_holder(node, ctx)
     return holder if isinstance(holder, ast.If) and _positive_cuda_test(holder.test, ctx) else None
+
+
+def skipping_exit(node: ast.AST, ctx) -> str:
+    """For a CUDA string in ``if device.type != 'cuda': return`` (a test True on an NPU whose body leaves the block):
+    the message tail that says which of the block's later lines an NPU run skips, or ""."""
+    holder = _test_holder(node, ctx)
+    if not (isinstance(holder, ast.If) and not holder.orelse and holder.body and isinstance(holder.body[-1], _EXITS)
+            and _negative_cuda_test(holder.test, ctx)):
+        return ""
+    block = next((getattr(parent, field) for parent, child in ctx.lineage(holder) for field in ("body", "orelse")
+                  if any(s is child for s in getattr(parent, field, ()) or ())), [])
+    later = block[next(i for i, s in enumerate(block) if s is holder) + 1:] if block else []
+    if not later:
+        return ""
+    first, end = later[0].lineno, max(getattr(s, "end_lineno", s.lineno) for s in later)
+    return f"True on an NPU: the CUDA path after it (line{'s' if end > first else ''} {first}" \
+           f"{f'-{end}' if end > first else ''}) is skipped there"
 
 
 def turns_off(branch: ast.If) -> str:

@@ -12,7 +12,7 @@ from ..registry import Rule
 from .cuda_api import DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
 from ..detect.device_dispatch import (SHOWN_BY, cuda_branch_test, disables_a_report, guarded_branch, has_npu_branch,
                                       npu_skips, offline_cpu_fallback, optional_cuda_branch, shown_through_name,
-                                      turns_off, unmet_cuda_request)
+                                      skipping_exit, turns_off, unmet_cuda_request)
 from ..detect.cuda_fixes import method_fix, string_fix
 from ..detect.cuda_packages import on_cuda_package_path
 from ..detect.transfer_to_npu import migrated
@@ -405,8 +405,9 @@ class HardCodedCudaDevice(Rule):
                 and not ((self._compared(ctx) or cuda_branch_test(node, ctx) is not None) and has_npu_branch(ctx))
                 and not optional_cuda_branch(node, ctx) and not (self._compared(ctx) and disables_a_report(node, ctx))):
             branch = guarded_branch(node, ctx) if self._compared(ctx) else None
-            what = (f"device test against {node.value!r} is {turns_off(branch)} (test for 'npu' too, or take the "
-                    "device from configuration)" if branch is not None else
+            skipped = skipping_exit(node, ctx) if self._compared(ctx) and branch is None else ""
+            what = (f"device test against {node.value!r} is {turns_off(branch) if branch is not None else skipped} "
+                    "(test for 'npu' too, or take the device from configuration)" if branch is not None or skipped else
                     f"hard-coded CUDA device string {node.value!r} (use 'npu' or a configured device)")
             ctx.report(node, self.code, what,
                        api=repr(node.value), tips="cuda device string -> npu",
