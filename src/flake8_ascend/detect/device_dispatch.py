@@ -213,8 +213,10 @@ _TYPING_WRAPPERS = frozenset({"typing.Union", "typing.Optional"})
 def only_reported(node: ast.AST, qualname: str, ctx) -> bool:
     """``node`` is a CUDA statistic (``torch.cuda.max_memory_allocated()``, which is 0 where CUDA never started)
     whose value only goes into a report of the same statement: ``print(f"Memory used: {...} GB")`` (litgpt 0.5.13
-    generate/sequentially.py:287), or through a local name that only reports read (``shown_through_name``). On an
-    NPU only the figure is missing; nothing runs differently."""
+    generate/sequentially.py:287), a message (an f-string with words) or an entry labelled with words
+    (``"GPU Enabled": str(th.cuda.is_available())``, stable-baselines3 2.9.2 common/utils.py:615), or through a
+    local name that only reports read (``shown_through_name``). On an NPU only the figure is missing; nothing runs
+    differently."""
     if not _DIAGNOSTIC_CUDA.fullmatch(qualname):
         return False
     if shown_through_name(node, ctx):
@@ -224,6 +226,9 @@ def only_reported(node: ast.AST, qualname: str, ctx) -> bool:
             func = parent.func
             if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in SHOWN_BY:
                 return True
+        if _message(parent) or (isinstance(parent, ast.Dict) and any(
+                value is child and _message_text(key) for key, value in zip(parent.keys, parent.values))):
+            return True  # words for a person: a message, an entry labelled ``"GPU Enabled"``
         if isinstance(parent, (ast.stmt, ast.Lambda, ast.comprehension)):
             return False
     return False
@@ -266,6 +271,12 @@ def _assigned_name(node: ast.AST, ctx) -> Optional[ast.Name]:
 def _message_text(node: ast.AST) -> bool:
     """A string constant with a space in it: text for a person (a device string never has one)."""
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and " " in node.value
+
+
+def _message(node: Optional[ast.AST]) -> bool:
+    """An f-string with text for a person in it (``f"GPU Max Mem: {mb:.0f} MB"``, ignite 0.5.5
+    handlers/fbresearch_logger.py:155): whatever it holds only becomes words."""
+    return isinstance(node, ast.JoinedStr) and any(_message_text(part) for part in node.values)
 
 
 def _shown(read) -> bool:
@@ -490,7 +501,8 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
     reseed CUDA after ``torch.manual_seed``, set cuDNN / cuBLAS switches (``torch.backends.cudnn.benchmark``), and
     (the CUDA branch only) raise or assert.
     A name assigned there is read nowhere else in ``scope`` (``memory_used = torch.cuda.max_memory_allocated()``),
-    gains a string (``output += f'| Memory Used: ...'``), or was ``None`` before the ``if`` (an estimate that is
+    gains or becomes a message (``output += f'| Memory Used: ...'``, ``cuda_max_mem = f"GPU Max Mem: ..."``), or was
+    ``None`` before the ``if`` (an estimate that is
     otherwise unknown); a ``try`` there swallows its errors (``except Exception: pass``)."""
     inside = {id(n) for n in walk_tree(branch)}
     read_outside = {n.id for n in walk_tree(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
@@ -515,7 +527,8 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
             continue
         if isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = assign_targets(statement)
-            text = isinstance(statement, ast.AugAssign) and isinstance(statement.value, (ast.JoinedStr, ast.Constant))
+            text = (isinstance(statement, ast.AugAssign) and isinstance(statement.value, (ast.JoinedStr, ast.Constant))
+                    ) or _message(statement.value)
             if not all(isinstance(t, ast.Name) and (text or t.id not in read_outside or _unknown_before(
                     t.id, branch, scope)) for t in targets):
                 return False

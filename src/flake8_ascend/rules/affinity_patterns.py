@@ -13,7 +13,7 @@ from ..detect.loader_names import in_data_pipeline
 from ..detect.once_per_call import runs_once
 from ..detect.training import last_name
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
-from ..semantic.values import ARRAY, BUILT_ON_HOST, COMPARE, MASK, NUMBER, TENSOR, UNKNOWN
+from ..semantic.values import ARRAY, BUILT_ON_HOST, COMPARE, HOST, MASK, NUMBER, TENSOR, UNKNOWN
 from ..registry import Rule
 from ..rewrite import Kind, Rewrite
 from .affinity_calls import _CAIT_ATTENTION, _TIMM_SDPA_OR_MANUAL
@@ -136,10 +136,20 @@ _MASK_NAME = re.compile(r"(^|_)masks?($|_)")
 
 def _built_on_host(x: ast.AST, ctx) -> bool:
     """``x`` was made by a factory given no device, in a function that places nothing on a device (peft 0.17.1
-    tuners/randlora/model.py:169, ``torch.zeros(shape)`` filled at init): the index put runs on the CPU. A tensor
-    moved with ``.cpu()`` is not enough: the flow does not model branches (``if assign_on_cpu: x = x.cpu()``)."""
-    return ctx.values.of(x).device == BUILT_ON_HOST and ctx.values.host_side(x)
+    tuners/randlora/model.py:169, ``torch.zeros(shape)`` filled at init), or by ``torch.from_numpy`` there
+    (torchgeo 0.8.1 datasets/bigearthnet.py:839-842, a label map read from a file): the index put runs on the CPU.
+    A tensor moved with ``.cpu()`` is not enough: the flow does not model branches (``if assign_on_cpu: x =
+    x.cpu()``)."""
+    values = ctx.values
+    device = values.of(x).device
+    if device == HOST and isinstance(x, ast.Name):  # made there, not moved there
+        binding = ctx.model.flow(ctx.enclosing(*_FUNCTIONS) or ctx.tree).binding(x)
+        return binding is not None and isinstance(binding.value, ast.Call) and values.host_only(binding.value)
+    return device == BUILT_ON_HOST and values.host_side(x)
 
+
+_FROM_NUMPY = ("import torch\ndef load_map(array, codes, weights, device):\n    tensor = torch.from_numpy(array)\n{moved}"
+               "    for code, ordinal in codes.items():\n        tensor[tensor == code] = ordinal\n    return tensor\n")
 
 _WEIGHTS_OUT = ("import torch\ndef attend(q, k, v):\n    attn = torch.softmax(q @ k.transpose(-2, -1), dim=-1)\n"
                 "    return {out}\n")
@@ -194,6 +204,8 @@ class AffinityPattern(Rule):
         "Ascend-mstt profiler advisor timeline_fusion_ops.yaml; targets checked against the torch_npu wheels"
     )
     fires = [
+        # near miss of the host tensor below: the function moves data to a device too
+        (_FROM_NUMPY.format(moved="    weights = weights.to(device)\n"), 6),
         (_CAIT_ATTENTION, 11),  # the matmul-softmax-matmul, reported alone (ASC303 keeps quiet about q @ k.T)
         ("import torch\ndef f(boxes):\n    boxes[boxes < 0] = 0\n    return boxes\n", 3),
         # near miss of labels masked in a processor: the model's own head does it on the device
@@ -301,6 +313,8 @@ class AffinityPattern(Rule):
         # a tensor built on the host at init (peft 0.17.1 tuners/randlora/model.py:166-169)
         "import torch\ndef init(shape, sparsity):\n    b = torch.rand(shape)\n    b_sparse = torch.zeros(b.shape)\n"
         "    b_sparse[b < 1 / (2 * sparsity)] = -1\n    return b_sparse\n",
+        # a label map read from a file into a host tensor (torchgeo 0.8.1 datasets/bigearthnet.py:839-842)
+        _FROM_NUMPY.format(moved=""),
     ]
 
     def _owner(self, ctx) -> ast.AST:

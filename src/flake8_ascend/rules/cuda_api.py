@@ -48,6 +48,12 @@ _PROFILER_DUMP = ("import torch\ndef trace_handler(prof, rank, out):\n"
                   "        torch.cuda.memory._dump_snapshot(f'{{out}}/rank{{rank}}_memory_snapshot.pickle')\n")
 
 
+
+# a figure kept in a name that the log line reads (ignite 0.5.5 handlers/fbresearch_logger.py:153-160)
+_MEMORY_LINE = ("import torch\nMB = 1024.0 * 1024.0\ndef log_every(engine, logger):\n    cuda_max_mem = ''\n"
+                "    if torch.cuda.is_available():\n        cuda_max_mem = {value}\n"
+                "    logger.info(' | '.join([f'Epoch {{engine.epoch}}', cuda_max_mem]))\n")
+
 class CudaApi(Rule):
     code = "ASC201"
     summary = "torch.cuda API use; says whether transfer_to_npu maps it or it needs a manual rewrite"
@@ -76,6 +82,11 @@ class CudaApi(Rule):
                    "adds `import torch_npu`.")
     source = "torch_npu wheel: torch_npu/npu/__init__.py __all__ and torch_npu/contrib/transfer_to_npu.py"
     fires = [
+        # near misses of words: a device string kept in the name, a count given to the launcher, an entry keyed for
+        # code
+        (_MEMORY_LINE.format(value='f"cuda:{torch.cuda.current_device()}"'), 5),
+        ("import os\nimport torch\ndef setup():\n    os.environ['LOCAL_WORLD_SIZE'] = str(torch.cuda.device_count())\n", 4),
+        ("import torch\ndef setup():\n    return {'num_gpus': torch.cuda.device_count()}\n", 3),
         ("import torch\ntorch.cuda.synchronize()\n", 2),
         ("from torch import cuda as c\nc.synchronize()\n", 2),
         ("import torch\ng = torch.cuda.CUDAGraph()\n", 2),
@@ -152,6 +163,12 @@ class CudaApi(Rule):
         (_PROFILER_DUMP.format(handler="prof = None"), 3),
     ]
     passes = [
+        # figures that only become words: a message kept in a name for the log line, an entry of a system report
+        # labelled for a person (ignite 0.5.5 handlers/fbresearch_logger.py:153-155, stable-baselines3 2.9.2
+        # common/utils.py:615)
+        _MEMORY_LINE.format(value='f"GPU Max Mem: {torch.cuda.max_memory_allocated() / MB:.0f} MB"'),
+        "import torch\ndef get_system_info():\n    env_info = {'PyTorch': torch.__version__, "
+        "'GPU Enabled': str(torch.cuda.is_available())}\n    return env_info\n",
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
         # a report switched off without CUDA: the flag only gates the report (torchtune 0.6.1 recipes)
         _FLAG_OFF.format(use="log.info(torch.cuda.max_memory_allocated())"),

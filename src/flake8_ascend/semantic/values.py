@@ -336,11 +336,12 @@ class Values:
         return found
 
     def host_only(self, call: ast.Call) -> bool:
-        """A torch factory that builds on the CPU and stays there: ``device='cpu'``, or no device at all
-        inside a function that places nothing on a device (no ``.cuda()``/``.npu()``, ``.to(device)``,
-        ``device=...``).  Module-level code is never host-only: scripts move tensors implicitly."""
+        """A torch factory (or ``torch.from_numpy``) that builds on the CPU and stays there: ``device='cpu'``, or no
+        device at all inside a function that places nothing on a device (no ``.cuda()``/``.npu()``,
+        ``.to(device)``, ``device=...``).  Module-level code is never host-only: scripts move tensors implicitly."""
         qualname = self.model.qualname(call.func)
-        if qualname is None or not qualname.startswith("torch.") or qualname[len("torch."):] not in _FACTORIES:
+        if qualname is None or not qualname.startswith("torch.") or (
+                qualname[len("torch."):] not in _FACTORIES and qualname != "torch.from_numpy"):
             return False
         device = next((k.value for k in call.keywords if k.arg == "device"), None)
         if device is not None:
