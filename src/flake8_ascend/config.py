@@ -52,6 +52,9 @@ class Config:
     # test files (tests/ folders, test_*.py, *_test.py, conftest.py) get the device and package codes too; off by
     # default: a test's CUDA case is skipped or faked where there is no CUDA (engine.TEST_PATH)
     lint_tests: bool = False
+    # the folder linted paths are relative to (ascend-analyse's input); "" for the working folder (flake8). The
+    # project's other modules are read from there for facts one file cannot show (semantic/project.py)
+    root: str = ""
 
     @property
     def data(self):
@@ -186,4 +189,5 @@ def make_config(
         resolved = resolve_version(version)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    return Config(resolved, load_third_party_apis(api_files), official_lists, lint_tests=lint_tests)
+    return Config(resolved, load_third_party_apis(api_files), official_lists, lint_tests=lint_tests,
+                  root=str(project_dir.resolve()) if project_dir is not None else "")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 from ast import AST
 import gc
+import os
 import re
 import tokenize
 from dataclasses import dataclass, field, replace
@@ -29,6 +30,7 @@ from .detect.old_torch import in_old_torch_branch
 from .detect.training import source_text
 from .registry import Rule, all_rules
 from .rewrite import Rewrite
+from .semantic import project
 from .semantic.model import SemanticModel
 from .walk import child_fields, fields_table
 
@@ -127,6 +129,13 @@ class Context:
             result = self.model.qualname(node)
         chains[key] = result
         return result
+
+    def calls_elsewhere(self, name: str) -> List[ast.Call]:
+        """The calls of the module-level function or class ``name`` in the other modules of the file's package
+        (``semantic/project.py``); none for stdin."""
+        if self.path in ("-", "stdin"):
+            return []
+        return project.calls_elsewhere(os.path.join(self.config.root or os.getcwd(), self.path), name)
 
     def memo(self, key: str, build: Callable[["Context"], T]) -> T:
         """A per-file result several rules share (e.g. the training-loop analysis), built on first use."""

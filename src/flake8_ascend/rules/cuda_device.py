@@ -495,8 +495,10 @@ def _default_unused(ctx, function: Optional[ast.AST], arg: ast.arg) -> bool:
     """No call in the file relies on the CUDA default of ``arg``: the file calls the function, or (for a method)
     the class's methods that share such a default, and every one of those calls passes the device
     (mmpose 1.3.2 mlvl_point_generator.py: ``self.single_level_grid_priors(..., device=device)``; edpose_head.py:
-    a nested helper called with the real device). A function the file never calls is still reported: its
-    callers elsewhere may rely on the default (mmdet 3.1.0 ``sync_random_seed(seed)``)."""
+    a nested helper called with the real device), and so does every call in the other modules of the package of
+    a module-level function or class (easyocr 1.7.2 ``DBNet(..., device=device)`` in detection_db.py). A function
+    nobody in the package calls is still reported: its callers elsewhere may rely on the default (mmdet 3.1.0
+    ``sync_random_seed(seed)``)."""
     if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
 
@@ -510,8 +512,22 @@ def _default_unused(ctx, function: Optional[ast.AST], arg: ast.arg) -> bool:
             group += [(f, _cuda_default_parameter(f)) for f in owner.body
                       if f is not function and _cuda_default_parameter(f) is not None]
         calls = [(call, f, a) for f, a in group for call in model.summaries.call_sites(f)]
+        exported = _exported_name(function, c)
+        if exported:
+            calls += [(call, function, arg) for call in c.calls_elsewhere(exported)]
         return bool(calls) and all(_passes(call, f, a, method) for call, f, a in calls)
     return ctx.memo(f"cuda_default_unused.{id(function)}", build)
+
+
+def _exported_name(function: ast.AST, ctx) -> str:
+    """The name other modules call ``function`` by: its own for a module-level function, its class's for the
+    ``__init__`` of a module-level class; "" for any other (a method's callers are not known by name)."""
+    scope = ctx.model.scope(function)
+    if scope is ctx.model.module:
+        return function.name
+    if function.name == "__init__" and scope.is_class and ctx.model.scope(scope.node) is ctx.model.module:
+        return scope.node.name
+    return ""
 
 
 def _defines_cuda(ctx) -> bool:

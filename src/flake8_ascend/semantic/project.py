@@ -1,0 +1,144 @@
+"""The linted file's project: the other modules of its top-level package, for the facts one file cannot show.
+
+Who calls a function is such a fact: a ``device='cuda'`` default that every caller in the project overrides never
+picks the device (easyocr 1.7.2 ``DBNet(..., device=device)`` in detection_db.py for DBNet/DBNet.py's default).
+The modules are read as text and parsed, never imported or run, on the first question a file asks, and kept for the
+rest of the process (a flake8 worker lints many files of one package). A package of more than ``MAX_MODULES``
+modules, a module of more than ``MAX_BYTES`` and a link are not read: the question then finds nothing, as if
+the file stood alone.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+from functools import lru_cache
+from typing import Dict, List, Optional, Set, Tuple
+
+MAX_MODULES = 3000
+MAX_BYTES = 2_000_000
+MAX_TREES = 512  # parsed modules kept for later questions
+
+
+def package_of(path: str) -> Optional[str]:
+    """The outermost package folder (each folder up to it has an ``__init__.py``) holding the module at ``path``, or
+    None for a module in no package (a script: its callers are not known). The module's own folder may lack the
+    ``__init__.py`` where its parent is a package (easyocr 1.7.2 ``easyocr/DBNet/``, imported by path)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isfile(os.path.join(folder, "__init__.py")):
+        folder = os.path.dirname(folder)
+    top = None
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        top, parent = folder, os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return top
+
+
+@lru_cache(maxsize=8)
+def _modules(package: str) -> Tuple[Tuple[str, str], ...]:
+    """(path, text) of every module below ``package``, in path order; () for a package too large to read."""
+    paths: List[str] = []
+    for folder, folders, files in os.walk(package):
+        folders[:] = sorted(f for f in folders if not f.startswith(".") and f != "__pycache__")
+        paths += [os.path.join(folder, name) for name in sorted(files) if name.endswith(".py")]
+        if len(paths) > MAX_MODULES:
+            return ()
+    modules = []
+    for path in paths:
+        try:
+            if os.path.islink(path) or os.path.getsize(path) > MAX_BYTES:
+                continue
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                modules.append((path, handle.read()))
+        except OSError:
+            continue
+    return tuple(modules)
+
+
+_trees: Dict[str, Optional[ast.Module]] = {}
+
+
+def _tree(path: str, text: str) -> Optional[ast.Module]:
+    if len(_trees) > MAX_TREES:
+        _trees.clear()
+    if path not in _trees:
+        try:
+            _trees[path] = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            _trees[path] = None
+    return _trees[path]
+
+
+def _dotted(path: str, package: str) -> str:
+    """The module name of ``path`` (``easyocr.DBNet.DBNet``), from the folder above its top-level package."""
+    relative = os.path.relpath(os.path.abspath(path), os.path.dirname(package))[:-len(".py")]
+    parts = relative.split(os.sep)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _bindings(tree: ast.Module, module: str, is_package: bool, target: str, name: str) -> Tuple[Set[str], Set[str]]:
+    """In a module called ``module``: the names its imports bind to ``target.name`` (or to ``name`` re-exported by a
+    package above ``target``), and the dotted spellings bound to the module ``target`` itself."""
+    names: Set[str] = set()
+    modules: Set[str] = set()
+    parents = target.split(".")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[:len(module.split(".")) - node.level + (1 if is_package else 0)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                if alias.name == name and (source == target or target.startswith(source + ".")):
+                    names.add(alias.asname or alias.name)
+                elif f"{source}.{alias.name}" == target:
+                    modules.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == target:
+                    modules.add(alias.asname or alias.name)
+                elif alias.asname is None and parents[0] == alias.name.partition(".")[0]:
+                    modules.add(target)  # ``import pkg.net`` names the module ``pkg.net``
+    return names, modules
+
+
+def _spelled(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else ""
+
+
+def calls_elsewhere(path: str, name: str) -> List[ast.Call]:
+    """The calls of the module-level function or class ``name`` of the module at ``path`` in the other modules of
+    its package: ``name(...)`` where the module imports it from there (or from a package above, which re-exports
+    it), and ``net.name(...)`` on the imported module. Each call is as written, so a caller that passes
+    ``**kwargs`` or ``*args`` is seen as one."""
+    package = package_of(path)
+    if package is None:
+        return []
+    here = os.path.abspath(path)
+    target = _dotted(here, package)
+    spelled = re.compile(rf"\b{re.escape(name)}\s*\(")
+    found: List[ast.Call] = []
+    for module, text in _modules(package):
+        if module == here or name not in text or not spelled.search(text):
+            continue
+        tree = _tree(module, text)
+        if tree is None:
+            continue
+        names, modules = _bindings(tree, _dotted(module, package), module.endswith("__init__.py"), target, name)
+        if not names and not modules:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Name) and func.id in names:
+                    found.append(node)
+                elif isinstance(func, ast.Attribute) and func.attr == name and _spelled(func.value) in modules:
+                    found.append(node)
+    return found

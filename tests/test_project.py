@@ -1,0 +1,122 @@
+"""Facts from the other modules of the linted file's package (semantic/project.py): who calls a function whose
+``device='cuda'`` default would otherwise be reported (issue 27: values that cross a file boundary)."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flake8_ascend import cli, engine
+from flake8_ascend.config import Config
+from flake8_ascend.data import default_version
+from flake8_ascend.semantic import project
+
+# easyocr 1.7.2 DBNet/DBNet.py:20-28 and detection_db.py:127: the only caller passes the device
+NET = """\
+class DBNet:
+    def __init__(self, backbone="resnet18", device='cuda', verbose=0):
+        self.device = device
+
+
+def get_autocast(precision, device_type='cuda'):
+    return precision, device_type
+"""
+CALLER = """\
+from .net import DBNet, get_autocast
+
+
+def get_detector(device):
+    return DBNet(backbone="resnet18", device=device), get_autocast("amp", device_type=device)
+"""
+
+
+def _package(tmp_path: Path, caller: str = CALLER, init: bool = True) -> Path:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    if init:
+        (package / "__init__.py").write_text("")
+    (package / "net.py").write_text(NET)
+    (package / "detection.py").write_text(caller)
+    return package
+
+
+def _lint(root: Path, rel: str):
+    source = (root / rel).read_text()
+    config = Config(default_version(), root=str(root))
+    return [(f.line, f.code) for f in engine.lint(ast.parse(source), source.splitlines(keepends=True), rel, config)
+            if f.code == "ASC202"]
+
+
+def test_a_default_every_caller_in_the_package_overrides_is_silent(tmp_path):
+    _package(tmp_path)
+    assert _lint(tmp_path, "pkg/net.py") == []
+
+
+@pytest.mark.parametrize("caller,expected", [
+    # near misses: a caller that relies on the default (the other function's caller passes it)
+    (CALLER.replace(", device=device)", ")"), [(2, "ASC202")]),
+    # a call of the module's own function of the same name, not of the import
+    ("def DBNet(device=None):\n    return device\n\n\ndef get_autocast(p, device_type=None):\n    return p\n\n\n"
+     "def get_detector(device):\n    return DBNet(device=device), get_autocast('amp', device_type=device)\n",
+     [(2, "ASC202"), (6, "ASC202")]),
+    # no caller in the package: its users call it
+    ("def get_detector(device):\n    return device\n", [(2, "ASC202"), (6, "ASC202")]),
+])
+def test_near_miss_a_default_some_call_may_rely_on_is_reported(tmp_path, caller, expected):
+    _package(tmp_path, caller)
+    assert _lint(tmp_path, "pkg/net.py") == expected
+
+
+def test_near_miss_a_module_in_no_package_has_no_known_callers(tmp_path):
+    _package(tmp_path, init=False)
+    assert _lint(tmp_path, "pkg/net.py") == [(2, "ASC202"), (6, "ASC202")]
+
+
+def test_both_front_ends_read_the_package(tmp_path):
+    _package(tmp_path)
+    flake8 = subprocess.run([sys.executable, "-m", "flake8", "--select", "ASC", "pkg"], cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert flake8.returncode == 0, flake8.stdout + flake8.stderr
+    out = tmp_path / "out"
+    assert cli.main(["-i", str(tmp_path / "pkg"), "-o", str(out), "-m", "torch_apis"]) == 0
+    rows = (out / "pkg_analysis" / "cuda_op_list.csv").read_text().splitlines()
+    assert rows == ["File,Api,Start Line,End Line,Tips"]
+
+
+def test_a_package_too_large_is_not_read(tmp_path, monkeypatch):
+    _package(tmp_path)
+    monkeypatch.setattr(project, "MAX_MODULES", 1)
+    project._modules.cache_clear()
+    assert project.calls_elsewhere(str(tmp_path / "pkg" / "net.py"), "DBNet") == []
+
+
+def test_a_call_of_another_modules_function_of_the_same_name_is_no_caller(tmp_path):
+    # unsloth 2026.10.9: many modules define and call their own ``install``
+    package = _package(tmp_path)
+    (package / "other.py").write_text("def get_autocast(precision):\n    return precision\n")
+    (package / "tools.py").write_text("from .other import get_autocast\n\n\ndef run():\n    return get_autocast('amp')\n")
+    assert _lint(tmp_path, "pkg/net.py") == []
+
+
+@pytest.mark.parametrize("caller", [
+    # through the package that re-exports it, and through the module
+    "from pkg import DBNet, get_autocast\n\n\ndef get_detector(device):\n"
+    "    return DBNet(device=device), get_autocast('amp', device_type=device)\n",
+    "from . import net\n\n\ndef get_detector(device):\n"
+    "    return net.DBNet(device=device), net.get_autocast('amp', device_type=device)\n",
+])
+def test_callers_through_the_package_or_the_module_count(tmp_path, caller):
+    package = _package(tmp_path, caller)
+    (package / "__init__.py").write_text("from .net import DBNet, get_autocast\n")
+    assert _lint(tmp_path, "pkg/net.py") == []
+
+
+def test_a_folder_without_init_inside_a_package_belongs_to_it(tmp_path):
+    # easyocr 1.7.2: easyocr/DBNet/ has no __init__.py; detection_db.py imports from .DBNet.DBNet
+    package = _package(tmp_path, CALLER.replace("from .net import", "from .models.net import"))
+    (package / "models").mkdir()
+    (package / "net.py").rename(package / "models" / "net.py")
+    assert _lint(tmp_path, "pkg/models/net.py") == []
