@@ -657,6 +657,23 @@ def _negated_cuda_test(test: ast.AST, ctx) -> bool:
     return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _positive_cuda_test(test.operand, ctx)
 
 
+def keeps_unsupported_out(node: ast.AST, ctx) -> bool:
+    """``node`` is part of a CUDA test whose CUDA branch runs an API the selected torch_npu lists as unsupported
+    (``elif torch.cuda.device_count() > 1: model = torch.nn.parallel.DataParallel(model)``, ignite 0.5.5
+    distributed/auto.py:231-233): the test is right to keep an NPU run out of that branch. The API has its own
+    finding (ASC101), which a run that takes the branch anyway (transfer_to_npu) meets."""
+    branch = guarded_branch(node, ctx)
+    if branch is None:
+        return False
+    return ctx.memo(f"keeps_unsupported_out.{id(branch)}", lambda c: any(
+        isinstance(n, ast.Call) and _unsupported(c.qualname(n.func), c) for s in branch.body for n in walk_tree(s)))
+
+
+def _unsupported(qualname: Optional[str], ctx) -> bool:
+    status = ctx.data.api_status(qualname) if qualname else None
+    return status is not None and status[0] == "unsupported"
+
+
 def guarded_branch(node: ast.AST, ctx) -> Optional[ast.If]:
     """The ``if`` whose test is (or ``and``-s) the CUDA test ``node``: the branch an NPU run does not take."""
     holder = _test_holder(node, ctx)

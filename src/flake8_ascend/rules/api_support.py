@@ -49,8 +49,9 @@ _PASS_THROUGH = (ast.Tuple, ast.List, ast.Starred, ast.BinOp)  # (A, B) and A | 
 
 
 def is_use(node: ast.AST, ctx) -> bool:
-    """Whether the API at ``node`` runs here: False for type hints, isinstance/issubclass arguments,
-    except clauses, base classes and the binding of an alias (``pool = nn.MaxPool2d``: its call reports)."""
+    """Whether the API at ``node`` runs here: False for type hints, isinstance/issubclass arguments and the other
+    side of ``type(x) in (...)`` (yolov5 7.0.14 utils/torch_utils.py:204), except clauses, base classes and the
+    binding of an alias (``pool = nn.MaxPool2d``: its call reports)."""
     child = node
     for parent in reversed(ctx.stack):
         if isinstance(parent, _PASS_THROUGH):
@@ -60,6 +61,9 @@ def is_use(node: ast.AST, ctx) -> bool:
             func = parent.func
             return not (child is not func and isinstance(func, ast.Name) and func.id in ("isinstance", "issubclass")
                         and len(parent.args) > 1 and child is parent.args[1] and ctx.qualname(func) is None)
+        if isinstance(parent, ast.Compare):  # ``type(model) in (nn.DataParallel, ...)``: a type test
+            return not (child is not parent.left and _type_of(parent.left, ctx) and len(parent.ops) == 1
+                        and isinstance(parent.ops[0], (ast.In, ast.NotIn, ast.Is, ast.IsNot, ast.Eq, ast.NotEq)))
         if isinstance(parent, ast.Subscript):
             if child is not parent.slice:
                 return True
@@ -82,6 +86,12 @@ def is_use(node: ast.AST, ctx) -> bool:
                         and all(isinstance(t, ast.Name) for t in parent.targets))
         return True
     return True
+
+
+def _type_of(node: ast.AST, ctx) -> bool:
+    """``type(x)``, the builtin."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type" and len(
+        node.args) == 1 and ctx.qualname(node.func) is None
 
 
 def is_called(node: ast.AST, ctx) -> bool:
@@ -213,6 +223,9 @@ class UnsupportedApi(_ApiStatusRule):
         ("import functools\nimport torch.nn as nn\nm = functools.partial(nn.MultiLabelMarginLoss, reduction='sum')\n",
          3),
         ("import torch.nn as nn\nLoss = nn.MultiLabelMarginLoss\nloss = Loss()\n", 3),
+        # near misses of a type test: the class built (through the re-export), and compared with something else
+        ("from torch import nn\ndef wrap(model):\n    return nn.parallel.DataParallel(model)\n", 3),
+        ("from torch import nn\ndef pick(kind):\n    return kind in (nn.parallel.DataParallel, None)\n", 3),
         # near miss of the torch.fft.fftshift / std_mean passes below: aten::_linalg_solve_ex has no NPU kernel
         ("import torch\nrhos_p = torch.linalg.solve(R[:-1, :-1], b[:-1]).to(device).to(x.dtype)\n", 2),
         # near miss of a histogram of host data: the input stays on the device
@@ -234,6 +247,9 @@ class UnsupportedApi(_ApiStatusRule):
          "    def process(self, pred_score):\n        return calculate(pred_score.unsqueeze(0), mode=self.mode)\n"),
         "import torch\ndef eig(a):\n    return a\nv = eig(1)\n",
         "import torch.nn as nn\nok = isinstance(m, (nn.MultiLabelMarginLoss, nn.L1Loss))\n",
+        # a type test (yolov5 7.0.14 utils/torch_utils.py:204, with the re-exported DataParallel)
+        "from torch import nn\ndef is_parallel(model):\n"
+        "    return type(model) in (nn.parallel.DataParallel, nn.parallel.DistributedDataParallel)\n",
         "import torch.nn as nn\nclass Loss(nn.MultiLabelMarginLoss):\n    pass\n",
         "import torch.nn as nn\ndef f(loss: nn.MultiLabelMarginLoss) -> nn.MultiLabelMarginLoss:\n    return loss\n",
         "import torch.nn as nn\nLoss = nn.MultiLabelMarginLoss\n",

@@ -5,8 +5,8 @@ import ast
 
 from ..registry import Rule
 from ..detect.device_dispatch import (architecture_gate, cuda_branch_test, disables_a_report, guarded_branch,
-                                      has_npu_branch, in_cuda_test,
-                                      in_tensor_dispatch_test, names_a_type, npu_skips, offline_cpu_fallback,
+                                      has_npu_branch, in_cuda_test, in_tensor_dispatch_test, keeps_unsupported_out,
+                                      names_a_type, npu_skips, offline_cpu_fallback,
                                       only_reported, optional_cuda_branch, redundant_reseed, tensor_dispatch, turns_off,
                                       unmet_cuda_request)
 from ..detect.training import last_name
@@ -49,6 +49,9 @@ _PROFILER_DUMP = ("import torch\ndef trace_handler(prof, rank, out):\n"
 
 
 
+_DATA_PARALLEL = ("import torch\ndef auto_model(model, idist):\n"
+                  "    if torch.cuda.device_count() > 1 and 'cuda' in idist.device().type:\n"
+                  "        model = {wrap}(model)\n    return model\n")
 # a figure kept in a name that the log line reads (ignite 0.5.5 handlers/fbresearch_logger.py:153-160)
 _MEMORY_LINE = ("import torch\nMB = 1024.0 * 1024.0\ndef log_every(engine, logger):\n    cuda_max_mem = ''\n"
                 "    if torch.cuda.is_available():\n        cuda_max_mem = {value}\n"
@@ -82,6 +85,8 @@ class CudaApi(Rule):
                    "adds `import torch_npu`.")
     source = "torch_npu wheel: torch_npu/npu/__init__.py __all__ and torch_npu/contrib/transfer_to_npu.py"
     fires = [
+        # near miss of the branch above: its work (DistributedDataParallel) runs on the NPU
+        (_DATA_PARALLEL.format(wrap="torch.nn.parallel.DistributedDataParallel"), 3),
         # near misses of words: a device string kept in the name, a count given to the launcher, an entry keyed for
         # code
         (_MEMORY_LINE.format(value='f"cuda:{torch.cuda.current_device()}"'), 5),
@@ -163,6 +168,9 @@ class CudaApi(Rule):
         (_PROFILER_DUMP.format(handler="prof = None"), 3),
     ]
     passes = [
+        # a test that keeps the NPU out of a branch whose work it does not support (ignite 0.5.5
+        # distributed/auto.py:231-233); DataParallel has its own ASC101
+        _DATA_PARALLEL.format(wrap="torch.nn.parallel.DataParallel"),
         # figures that only become words: a message kept in a name for the log line, an entry of a system report
         # labelled for a person (ignite 0.5.5 handlers/fbresearch_logger.py:153-155, stable-baselines3 2.9.2
         # common/utils.py:615)
@@ -297,7 +305,7 @@ class CudaApi(Rule):
         guard = cuda_branch_test(node, ctx)
         if quiet(ctx, qualname) or ((guard is not None or in_cuda_test(node, ctx)) and has_npu_branch(ctx)) or \
                 optional_cuda_branch(node, ctx) or on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx) or \
-                disables_a_report(node, ctx) or architecture_gate(node, ctx):
+                disables_a_report(node, ctx) or architecture_gate(node, ctx) or keeps_unsupported_out(node, ctx):
             return
         if tensor_dispatch(guard) or in_tensor_dispatch_test(node, ctx) or only_reported(node, qualname, ctx) or \
                 names_a_type(node, ctx) or npu_skips(node, ctx) or redundant_reseed(node, qualname, ctx) or \

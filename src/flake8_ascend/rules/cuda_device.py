@@ -11,7 +11,7 @@ from ..data import load_frameworks
 from ..registry import Rule
 from .cuda_api import DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
 from ..detect.device_dispatch import (SHOWN_BY, cuda_branch_test, disables_a_report, guarded_branch, has_npu_branch,
-                                      npu_skips, offline_cpu_fallback, optional_cuda_branch, shown_through_name,
+                                      keeps_unsupported_out, npu_skips, offline_cpu_fallback, optional_cuda_branch, shown_through_name,
                                       skipping_exit, turns_off, unmet_cuda_request)
 from ..detect.cuda_fixes import method_fix, string_fix
 from ..detect.cuda_packages import on_cuda_package_path
@@ -403,7 +403,8 @@ class HardCodedCudaDevice(Rule):
         if (_CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
                 and (not migrated(ctx) or self._compared(ctx))
                 and not ((self._compared(ctx) or cuda_branch_test(node, ctx) is not None) and has_npu_branch(ctx))
-                and not optional_cuda_branch(node, ctx) and not (self._compared(ctx) and disables_a_report(node, ctx))):
+                and not optional_cuda_branch(node, ctx) and not (self._compared(ctx) and (
+                    disables_a_report(node, ctx) or keeps_unsupported_out(node, ctx)))):
             branch = guarded_branch(node, ctx) if self._compared(ctx) else None
             skipped = skipping_exit(node, ctx) if self._compared(ctx) and branch is None else ""
             what = (f"device test against {node.value!r} is {turns_off(branch) if branch is not None else skipped} "

@@ -230,7 +230,8 @@ class HostSyncInTrainingLoop(Rule):
             ctx.report(node, self.code,
                        f"{what} waits for the NPU on every training step (read values every N steps or "
                        f"keep them on the device) [host sync: {api}]",
-                       api=api, tips="read tensor values every N steps, not every step")
+                       api=api, tips="read tensor values every N steps, not every step",
+                       family="host sync")  # one problem per function, whichever call makes it
 
     @staticmethod
     def _candidate(node) -> bool:

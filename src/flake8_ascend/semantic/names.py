@@ -22,6 +22,9 @@ _CANONICAL_PREFIXES = (
     ("torch.functional.", "torch.", 0),
     ("torch._tensor.Tensor.", "torch.Tensor.", 0),
     ("torch.nn.parallel.distributed.", "torch.nn.parallel.", 0),
+    # torch/nn/__init__.py re-exports DataParallel from torch/nn/parallel/data_parallel.py (torch 2.13.0)
+    ("torch.nn.parallel.data_parallel.DataParallel", "torch.nn.DataParallel", 0),
+    ("torch.nn.parallel.DataParallel", "torch.nn.DataParallel", 0),
     ("torch.optim.adamw.", "torch.optim.", 0),
     ("torch.optim.adam.", "torch.optim.", 0),
     ("torch.optim.sgd.", "torch.optim.", 0),
