@@ -157,6 +157,10 @@ _TF32_WARNING = ("import warnings\nimport torch\n\ndef warn_reproducibility(devi
                  "torch.backends.cudnn.allow_tf32\n    ):\n        {then}\n")
 
 
+
+_RANKED_DEVICE = ("import os\nimport torch\ndef get_device_name():\n    if torch.cuda.is_available():\n"
+                  "        return f'cuda:{{int(os.environ.get(\"LOCAL_RANK\", 0))}}'\n{npu}    return 'cpu'\n")
+
 class HardCodedCudaDevice(Rule):
     code = "ASC202"
     summary = "hard-coded CUDA device (.cuda(), 'cuda:N' device strings)"
@@ -181,6 +185,8 @@ class HardCodedCudaDevice(Rule):
                    "which decide what code runs, and not `.cuda()` in a file that defines its own `cuda` method).")
     source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu)"
     fires = [
+        # near miss of the chain above: no NPU case
+        (_RANKED_DEVICE.format(npu=""), 5),
         ("model = Net().cuda()\n", 1),
         # a choice between CUDA and the CPU, handed to the project's own mover (espnet 202511
         # espnet2/main_funcs/collect_stats.py:52)
@@ -271,6 +277,9 @@ class HardCodedCudaDevice(Rule):
          "def reduce(obj):\n    return obj2tensor(obj)\n", 1),
     ]
     passes = [
+        # a device built with the rank in the CUDA case of a chain that has its NPU case (sentence-transformers 6.2.0
+        # util/environment.py:66-76)
+        _RANKED_DEVICE.format(npu="    elif is_torch_npu_available():\n        return 'npu'\n"),
         # near miss of a device mesh: the device type comes from configuration; 'cuda' names a mesh dimension
         "from torch.distributed.device_mesh import init_device_mesh\n"
         "mesh = init_device_mesh(device_type, (2, 4), mesh_dim_names=('cuda', 'tp'))\n",
@@ -396,7 +405,8 @@ class HardCodedCudaDevice(Rule):
         if on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx) or npu_skips(node, ctx) or \
                 shown_through_name(node, ctx) or unmet_cuda_request(node, ctx):
             return
-        if built and (self._device_context(ctx, built[0], built[1]) or _handed_on(ctx, built[1])) and not migrated(ctx):
+        if built and (self._device_context(ctx, built[0], built[1]) or _handed_on(ctx, built[1])) and not migrated(ctx) \
+                and not (cuda_branch_test(node, ctx) is not None and has_npu_branch(ctx)):
             ctx.report(node, self.code, f"hard-coded CUDA device {ast.unparse(built[0])} (use 'npu:N' or a configured "
                        "device)", api=repr(node.value), tips="cuda device string -> npu", guard=cuda_branch_test(node, ctx))
             return
