@@ -51,7 +51,7 @@ _PERF, _PREC, _HINTS = Report.PERFORMANCE_ADVICE, Report.PRECISION_ADVICE, Repor
 
 CODES: Dict[str, Code] = {
     "ASC101": Code("api_support.UnsupportedApi", Report.UNSUPPORTED_API, _W),
-    "ASC102": Code("api_support.UnknownApi", Report.UNKNOWN_API, _W),
+    "ASC102": Code("api_support.UnknownApi", Report.UNKNOWN_API, _W, default_off=True),
     "ASC103": Code("api_support.RestrictedApi", Report.UNSUPPORTED_API, _N, default_off=True),
     "ASC104": Code("third_party_api.UnsupportedThirdPartyApi", Report.UNSUPPORTED_API, _W),
     "ASC201": Code("cuda_api.CudaApi", Report.CUDA_OP_LIST, _W, fixable=True),

@@ -34,3 +34,5 @@ class TorchApis(LintMode):
     }
     fixes = True
     diff_name = "cuda_fix.diff"
+    # the official layout's list of APIs to check by hand: written in full here, though ASC102 is advisory in flake8
+    enables = ("ASC102",)
