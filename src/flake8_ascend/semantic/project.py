@@ -58,6 +58,8 @@ def _modules(package: str) -> Tuple[Tuple[str, str], ...]:
 
 
 _trees: Dict[str, Optional[ast.Module]] = {}
+# an import statement's text, parenthesised names included: ``from .net import (\n    DBNet,\n)``
+_IMPORTS = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)", re.M)
 
 
 def _tree(path: str, text: str) -> Optional[ast.Module]:
@@ -124,10 +126,12 @@ def calls_elsewhere(path: str, name: str) -> List[ast.Call]:
     here = os.path.abspath(path)
     target = _dotted(here, package)
     spelled = re.compile(rf"\b{re.escape(name)}\s*\(")
+    imported = re.compile(rf"\b({re.escape(name)}|{re.escape(target.rpartition('.')[2])})\b")
     found: List[ast.Call] = []
     for module, text in _modules(package):
-        if module == here or name not in text or not spelled.search(text):
-            continue
+        if module == here or name not in text or not spelled.search(text) or not any(
+                imported.search(statement.group(0)) for statement in _IMPORTS.finditer(text)):
+            continue  # parsed only where an import names the function or its module
         tree = _tree(module, text)
         if tree is None:
             continue
