@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import operator
 import re
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from ..walk import assign_targets, walk_tree
 from .training import last_name
@@ -295,7 +295,7 @@ def _shown(read) -> bool:
             if not (isinstance(func, ast.Name) and name in _CONVERSIONS):
                 return False
         elif isinstance(parent, ast.JoinedStr):
-            if any(_message_text(part) for part in parent.values):
+            if _message(parent):
                 return True
         elif isinstance(parent, ast.BinOp):
             if isinstance(parent.op, ast.Mod) and child is not parent.left and _message_text(parent.left):
@@ -684,25 +684,23 @@ def skipping_exit(node: ast.AST, ctx) -> str:
     """For a CUDA string in ``if device.type != 'cuda': return`` (a test True on an NPU whose body leaves the block):
     the message tail that says which of the block's later lines an NPU run skips, or ""."""
     holder = _test_holder(node, ctx)
-    if not (isinstance(holder, ast.If) and not holder.orelse and holder.body and isinstance(holder.body[-1], _EXITS)
-            and _negative_cuda_test(holder.test, ctx)):
+    if not (_exits(holder) and _negative_cuda_test(holder.test, ctx)):
         return ""
-    block = next((getattr(parent, field) for parent, child in ctx.lineage(holder) for field in ("body", "orelse")
-                  if any(s is child for s in getattr(parent, field, ()) or ())), [])
-    later = block[next(i for i, s in enumerate(block) if s is holder) + 1:] if block else []
-    if not later:
-        return ""
-    first, end = later[0].lineno, max(getattr(s, "end_lineno", s.lineno) for s in later)
-    return f"True on an NPU: the CUDA path after it (line{'s' if end > first else ''} {first}" \
-           f"{f'-{end}' if end > first else ''}) is skipped there"
+    parent = next(parent for parent, child in zip(ctx.stack, ctx.stack[1:]) if child is holder)
+    block, index = _block(parent, holder)
+    later = block[index + 1:]
+    return f"True on an NPU: the CUDA path after it ({_lines(later)}) is skipped there" if later else ""
 
 
 def turns_off(branch: ast.If) -> str:
     """The message tail for a CUDA test that decides a branch."""
-    end = max(getattr(s, "end_lineno", s.lineno) for s in branch.body)
-    first = branch.body[0].lineno
-    lines = f"lines {first}-{end}" if end > first else f"line {first}"
-    return f"False on an NPU: the CUDA branch ({lines}) turns off there"
+    return f"False on an NPU: the CUDA branch ({_lines(branch.body)}) turns off there"
+
+
+def _lines(statements: Sequence[ast.stmt]) -> str:
+    """``line 7`` or ``lines 7-12``: where ``statements`` lie."""
+    first, end = statements[0].lineno, max(getattr(s, "end_lineno", s.lineno) for s in statements)
+    return f"lines {first}-{end}" if end > first else f"line {first}"
 
 
 # a file that merges adapter or sharded weights into a model checkpoint (axolotl 0.19.0 cli/merge_lora.py,
@@ -774,15 +772,26 @@ def npu_skips(node: ast.AST, ctx) -> bool:
 _EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 
+def _block(parent: ast.AST, statement: ast.stmt) -> Tuple[List[ast.stmt], int]:
+    """The block of ``parent`` (its body, else or finally) that holds ``statement``, and its place there; ([], -1)
+    when none does."""
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list):
+            index = next((i for i, s in enumerate(block) if s is statement), -1)
+            if index >= 0:
+                return block, index
+    return [], -1
+
+
+def _exits(statement: ast.stmt) -> bool:
+    """``if <test>: ... return`` (or raise, continue, break) with no ``else``: after it, the test was False."""
+    return isinstance(statement, ast.If) and not statement.orelse and bool(statement.body) and isinstance(
+        statement.body[-1], _EXITS)
+
+
 def _earlier_exit(parent: ast.AST, statement: ast.stmt, leaves_when) -> Optional[ast.If]:
     """An earlier statement of ``statement``'s block (a body of ``parent``) that is ``if <test>:`` with
     ``leaves_when(test)`` and a body that always leaves the block: ``statement`` runs only when the test is False."""
-    for field in ("body", "orelse", "finalbody"):
-        block = getattr(parent, field, None)
-        if isinstance(block, list) and any(s is statement for s in block):
-            for earlier in block[:next(i for i, s in enumerate(block) if s is statement)]:
-                if isinstance(earlier, ast.If) and not earlier.orelse and earlier.body and isinstance(
-                        earlier.body[-1], _EXITS) and leaves_when(earlier.test):
-                    return earlier
-            return None
-    return None
+    block, index = _block(parent, statement)
+    return next((earlier for earlier in block[:max(index, 0)] if _exits(earlier) and leaves_when(earlier.test)), None)

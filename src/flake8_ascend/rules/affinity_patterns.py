@@ -134,6 +134,11 @@ def _mask_of(mask: ast.AST, shaped: List[ast.Name], flow: Flow, depth: int = 0) 
 _MASK_NAME = re.compile(r"(^|_)masks?($|_)")
 
 
+def _owner(ctx) -> ast.AST:
+    """The function (or module) whose flow holds the checked node's names."""
+    return ctx.enclosing(*_FUNCTIONS) or ctx.tree
+
+
 def _built_on_host(x: ast.AST, ctx) -> bool:
     """``x`` was made by a factory given no device, in a function that places nothing on a device (peft 0.17.1
     tuners/randlora/model.py:169, ``torch.zeros(shape)`` filled at init), or by ``torch.from_numpy`` there
@@ -143,7 +148,7 @@ def _built_on_host(x: ast.AST, ctx) -> bool:
     values = ctx.values
     device = values.of(x).device
     if device == HOST and isinstance(x, ast.Name):  # made there, not moved there
-        binding = ctx.model.flow(ctx.enclosing(*_FUNCTIONS) or ctx.tree).binding(x)
+        binding = ctx.model.flow(_owner(ctx)).binding(x)
         return binding is not None and isinstance(binding.value, ast.Call) and values.host_only(binding.value)
     return device == BUILT_ON_HOST and values.host_side(x)
 
@@ -317,9 +322,6 @@ class AffinityPattern(Rule):
         _FROM_NUMPY.format(moved=""),
     ]
 
-    def _owner(self, ctx) -> ast.AST:
-        return ctx.enclosing(*_FUNCTIONS) or ctx.tree
-
     def check(self, node, ctx) -> None:
         if isinstance(node, (ast.Assign, ast.AugAssign)):
             self._index_put(node, ctx)
@@ -377,7 +379,7 @@ class AffinityPattern(Rule):
         entry = affinity.entries("special")["index_put"]
         if not affinity.available(entry, ctx.data.version):
             return
-        flow = ctx.model.flow(self._owner(ctx))
+        flow = ctx.model.flow(_owner(ctx))
         why_not = self._unsafe(x, flow, ctx) or ("" if _mask_of(node.targets[0].slice, _shaped_like(x, flow), flow)
                                                   else "the mask may not have the target's shape")
         note = f"not rewritten: {why_not}" if why_not else "ascend-analyse --fix rewrites it"

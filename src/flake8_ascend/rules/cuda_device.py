@@ -384,12 +384,12 @@ class HardCodedCudaDevice(Rule):
             if (isinstance(func, ast.Attribute) and func.attr == "cuda" and ctx.qualname(func) is None
                     and not migrated(ctx) and not self._forwarding(ctx) and not optional_cuda_branch(node, ctx)
                     and not on_cuda_package_path(node, ctx) and not offline_cpu_fallback(node, ctx)
-                    and not npu_skips(node, ctx) and not (cuda_branch_test(node, ctx) is not None
-                                                          and has_npu_branch(ctx))):
-                ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or .to(device))",
-                           api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu",
-                           rewrite=None if _defines_cuda(ctx) else method_fix(func.attr, ctx),
-                           guard=cuda_branch_test(node, ctx))
+                    and not npu_skips(node, ctx)):
+                guard = cuda_branch_test(node, ctx)
+                if not (guard is not None and has_npu_branch(ctx)):
+                    ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or "
+                               ".to(device))", api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu",
+                               rewrite=None if _defines_cuda(ctx) else method_fix(func.attr, ctx), guard=guard)
             return
         if not isinstance(node.value, str):
             return
@@ -405,25 +405,27 @@ class HardCodedCudaDevice(Rule):
         if on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx) or npu_skips(node, ctx) or \
                 shown_through_name(node, ctx) or unmet_cuda_request(node, ctx):
             return
+        guard = cuda_branch_test(node, ctx)
         if built and (self._device_context(ctx, built[0], built[1]) or _handed_on(ctx, built[1])) and not migrated(ctx) \
-                and not (cuda_branch_test(node, ctx) is not None and has_npu_branch(ctx)):
+                and not (guard is not None and has_npu_branch(ctx)):
             ctx.report(node, self.code, f"hard-coded CUDA device {ast.unparse(built[0])} (use 'npu:N' or a configured "
-                       "device)", api=repr(node.value), tips="cuda device string -> npu", guard=cuda_branch_test(node, ctx))
+                       "device)", api=repr(node.value), tips="cuda device string -> npu", guard=guard)
             return
+        compared = self._compared(ctx)
         if (_CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
-                and (not migrated(ctx) or self._compared(ctx))
-                and not ((self._compared(ctx) or cuda_branch_test(node, ctx) is not None) and has_npu_branch(ctx))
-                and not optional_cuda_branch(node, ctx) and not (self._compared(ctx) and (
+                and (not migrated(ctx) or compared)
+                and not ((compared or guard is not None) and has_npu_branch(ctx))
+                and not optional_cuda_branch(node, ctx) and not (compared and (
                     disables_a_report(node, ctx) or keeps_unsupported_out(node, ctx)))):
-            branch = guarded_branch(node, ctx) if self._compared(ctx) else None
-            skipped = skipping_exit(node, ctx) if self._compared(ctx) and branch is None else ""
-            what = (f"device test against {node.value!r} is {turns_off(branch) if branch is not None else skipped} "
-                    "(test for 'npu' too, or take the device from configuration)" if branch is not None or skipped else
+            branch = guarded_branch(node, ctx) if compared else None
+            effect = turns_off(branch) if branch is not None else skipping_exit(node, ctx) if compared else ""
+            what = (f"device test against {node.value!r} is {effect} (test for 'npu' too, or take the device from "
+                    "configuration)" if effect else
                     f"hard-coded CUDA device string {node.value!r} (use 'npu' or a configured device)")
             ctx.report(node, self.code, what,
                        api=repr(node.value), tips="cuda device string -> npu",
-                       rewrite=None if self._compared(ctx) else string_fix(node.value, ctx),  # a comparison gates code
-                       guard=cuda_branch_test(node, ctx))
+                       rewrite=None if compared else string_fix(node.value, ctx),  # a comparison gates code
+                       guard=guard)
 
     @staticmethod
     def _forwarding(ctx) -> bool:

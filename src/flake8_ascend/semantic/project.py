@@ -86,10 +86,12 @@ def _bindings(tree: ast.Module, module: str, is_package: bool, target: str, name
     names: Set[str] = set()
     modules: Set[str] = set()
     parents = target.split(".")
+    # the package a relative import starts from: the module's own, or the module itself for a package's __init__
+    home = module.split(".")[:None if is_package else -1]
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                base = module.split(".")[:len(module.split(".")) - node.level + (1 if is_package else 0)]
+                base = home[:len(home) - node.level + 1]
                 source = ".".join(base + ([node.module] if node.module else []))
             else:
                 source = node.module or ""
