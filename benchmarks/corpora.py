@@ -87,6 +87,13 @@ CORPORA = [
     Corpus("sentence_transformers", "sentence-transformers==6.2.0", sdist=False, split="tuning"),
     Corpus("torchgeo", "torchgeo==0.8.1", sdist=False, split="tuning"),
     Corpus("ignite", "pytorch-ignite==0.5.5", sdist=False, split="tuning"),
+    # Added to the tuning side on 2026-11-27 (tenth round), before any of their findings was read: an LLM
+    # fine-tuning toolkit on mmengine, an OpenMMLab generative toolbox, an NLP library with its own trainer, an
+    # audio generation library.
+    Corpus("xtuner", "xtuner==0.2.0", sdist=False, split="tuning"),
+    Corpus("mmagic", "mmagic==1.2.0", sdist=False, split="tuning"),
+    Corpus("flair", "flair==0.15.1", sdist=False, split="tuning"),
+    Corpus("audiocraft", "audiocraft==1.3.0", sdist=True, split="tuning"),
     Corpus("trl", "trl==1.16.0", sdist=False, split="test"),
     Corpus("pytorch_forecasting", "pytorch-forecasting==1.8.0", sdist=False, split="test"),
     Corpus("mmocr", "mmocr==1.0.1", sdist=False, split="test"),
