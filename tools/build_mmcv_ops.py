@@ -19,8 +19,9 @@ Without ``--extract`` (offline, deterministic) the facts become ``src/flake8_asc
   ``furthest_point_sample`` from a table);
 - except where mmcv's Python code itself leaves the CUDA kernel (``paths``, with their lines): a branch for
   tensors on an NPU that calls torch_npu or returns (``DeformConv2dFunction``: ``if ctx.device == 'npu'``), or
-  a test of ``.is_cuda`` / ``IS_CUDA_AVAILABLE`` with a pure-PyTorch path for every other tensor
-  (``MultiScaleDeformableAttention``: ``multi_scale_deformable_attn_pytorch``). The C++ scan reads only
+  a test of ``.is_cuda`` / ``IS_CUDA_AVAILABLE`` / ``x.device.type == 'cuda'`` with a pure-PyTorch path for every
+  other tensor (``MultiScaleDeformableAttention``: ``multi_scale_deformable_attn_pytorch``; ``upfirdn2d``:
+  ``_upfirdn2d_ref``). The C++ scan reads only
   ``csrc/pytorch/npu``; these names run on an NPU without it;
 - every other name (pure Python like ``point_sample``, or ops with an NPU kernel like ``PSAMask``) is not.
 
@@ -62,10 +63,17 @@ def _names_npu(node: ast.AST) -> bool:
                for n in ast.walk(c))
 
 
+def _cuda_type(node: ast.AST) -> bool:
+    """``input.device.type == 'cuda'`` (upfirdn2d.py:112): a tensor's device type compared with ``'cuda'``."""
+    return isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq) and any(
+        isinstance(side, ast.Constant) and side.value == "cuda" for side in (node.left, *node.comparators)) and any(
+        isinstance(side, ast.Attribute) and side.attr == "type" for side in (node.left, *node.comparators))
+
+
 def _asks_cuda(node: ast.AST) -> bool:
-    """``x.is_cuda`` or ``IS_CUDA_AVAILABLE`` in a test."""
+    """``x.is_cuda``, ``IS_CUDA_AVAILABLE`` or ``x.device.type == 'cuda'`` in a test."""
     return any((isinstance(n, ast.Attribute) and n.attr == "is_cuda") or (isinstance(n, ast.Name) and n.id ==
-               "IS_CUDA_AVAILABLE") for n in ast.walk(node))
+               "IS_CUDA_AVAILABLE") or _cuda_type(n) for n in ast.walk(node))
 
 
 def _python_paths(tree: ast.AST) -> List[str]:

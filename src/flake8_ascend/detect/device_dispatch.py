@@ -86,16 +86,53 @@ def _mentions_npu(lines: Sequence[str]) -> bool:
 
 
 def has_npu_branch(ctx) -> bool:
-    """The function around the checked node also has an NPU case: a test for ``'npu'`` or an NPU availability
-    question (memoised per function)."""
-    function = ctx.enclosing(*_FUNCTIONS)
+    """The function around the checked node also has an NPU case (``_npu_case``)."""
+    return _npu_case(ctx.enclosing(*_FUNCTIONS), ctx)
+
+
+def _npu_value(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(_NPU.fullmatch(node.value))
+
+
+def _npu_case(function: Optional[ast.AST], ctx) -> bool:
+    """``function`` also has an NPU case: a test for ``'npu'``, an NPU availability question, or the NPU device
+    string as a value (xtuner 0.2.0 _lite/device.py:7-13: ``if torch.cuda.is_available(): device = "cuda"``, else
+    ``import torch_npu`` and ``device = "npu"``): it chooses the NPU too (memoised per function)."""
     if function is None or not ctx.memo("npu_in_file", lambda c: _mentions_npu(c.lines)):
         return False
     return ctx.memo(f"npu_branch.{id(function)}", lambda c: _mentions_npu(
         c.lines[function.lineno - 1:function.end_lineno]) and (_compares_with(function, _NPU) or any(
         (isinstance(n, (ast.If, ast.IfExp)) and any(_npu_probe(t) for t in walk_tree(n.test))) or
-        (isinstance(n, ast.BoolOp) and any(_npu_probe(v) for v in n.values))
+        (isinstance(n, ast.BoolOp) and any(_npu_probe(v) for v in n.values)) or _npu_value(n)
         for n in walk_tree(function))))
+
+
+def _tested_in(read) -> Optional[ast.AST]:
+    """The function whose ``if`` (or conditional expression) tests ``read`` (alone, negated or in an ``and``/``or``),
+    or None where the read is used otherwise."""
+    child = read.node
+    for position, parent in enumerate(read.path):
+        if isinstance(parent, (ast.If, ast.IfExp, ast.While)) and child is parent.test:
+            return next((p for p in read.path[position + 1:] if isinstance(p, _FUNCTIONS)), None)
+        if not isinstance(parent, (ast.BoolOp, ast.UnaryOp)):
+            return None
+        child = parent
+    return None
+
+
+def decided_with_npu_case(node: ast.AST, ctx) -> bool:
+    """``node`` (a ``torch.cuda`` question) is bound to a name, local or module-level, whose every read is the test
+    of a branch in a function that has an NPU case too (xtuner 0.2.0 utils/device.py:23, ``is_cuda_available =
+    torch.cuda.is_available()`` read only by ``if is_cuda_available: ... elif is_npu_available: device = "npu"``):
+    the code chooses the NPU where it asks."""
+    lineage = ctx.lineage(node)
+    call, assign = next(lineage, (None, None))[0], next(lineage, (None, None))[0]
+    if not (isinstance(call, ast.Call) and call.func is node and isinstance(assign, ast.Assign)
+            and assign.value is call and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)):
+        return False
+    name = assign.targets[0]
+    reads = ctx.model.reads(ctx.model.function(name) or ctx.tree, name.id)
+    return bool(reads) and all(_npu_case(_tested_in(read), ctx) for read in reads)
 
 
 # the NVIDIA compute capability (SM version): code that compares it picks kernels built for an NVIDIA architecture
@@ -189,6 +226,9 @@ def _test_holder(node: ast.AST, ctx) -> Optional[ast.AST]:
 # (not synchronize or events: skipping them makes the NPU timings wrong, yolov5 torch_utils.py time_sync)
 _DIAGNOSTIC_CUDA = re.compile(r"torch\.cuda\.(is_available|device_count|current_device|get_device_(name|properties|"
                               r"capability)|empty_cache|mem_get_info|utilization|nvtx\..*|"
+                              # a debugging switch: warn or fail on synchronising calls (torch 2.13.0
+                              # torch/cuda/__init__.py, set_sync_debug_mode; audiocraft 1.3.0 solvers/musicgen.py:308)
+                              r"set_sync_debug_mode|get_sync_debug_mode|"
                               r"(max_)?memory_\w+|reset_(peak|max)_memory_\w+|memory_summary|"
                               # the memory profiler's history and snapshots (torchtune 0.6.1 recipes)
                               r"memory\._(record_memory_history|dump_snapshot|snapshot))")
@@ -359,7 +399,7 @@ def _positive_cuda_test(test: ast.AST, ctx) -> bool:
     if isinstance(test, ast.Attribute):
         return test.attr == "is_cuda"
     if isinstance(test, ast.Name):  # a flag holding the answer: cuda_available = torch.cuda.is_available()
-        return _cuda_question(test, ctx) is not None
+        return _cuda_question(test, ctx) is not None or _cuda_flag(test, ctx)
     return isinstance(test, ast.Call) and (ctx.qualname(test.func) in _CUDA_QUESTIONS or _prefix_test(test, _CUDA)
                                            or _cuda_probe(test))
 
@@ -385,6 +425,20 @@ def _cuda_question(name: ast.Name, ctx) -> Optional[ast.Call]:
     binding = ctx.model.binding(name)
     value = binding.value if binding is not None else None
     return value if isinstance(value, ast.Call) and ctx.qualname(value.func) in _CUDA_QUESTIONS else None
+
+
+def _cuda_flag(name: ast.Name, ctx) -> bool:
+    """A name bound once in its function to a comparison with ``'cuda'``, possibly ``and``-ed with more
+    (audiocraft 1.3.0 solvers/musicgen.py:354, ``check_synchronization_points = idx == 1 and self.device ==
+    'cuda'``): False on an NPU."""
+    home = ctx.model.scope(name).home(name.id)
+    bindings = home.bindings.get(name.id, []) if home is not None else []
+    if len(bindings) != 1:
+        return False
+    value = bindings[0].value
+    parts = value.values if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.And) else [value]
+    return any(isinstance(part, ast.Compare) and len(part.ops) == 1 and isinstance(part.ops[0], (ast.Eq, ast.Is))
+               and _compares_with(part, _CUDA) for part in parts)
 
 
 def _count_on_npu(test: ast.Compare, ctx) -> Optional[bool]:
@@ -633,6 +687,69 @@ def _gates_reports_only(flag: ast.AST, holder: ast.If, owner: ast.AST, ctx) -> b
                 guard, c.model.function(guard) or c.tree, c)):
             return False
     return True
+
+
+def gates_reports_through_name(node: ast.AST, ctx) -> bool:
+    """``node`` (a CUDA comparison) is bound to a local flag whose every read is the test, alone or ``and``-ed, of
+    an ``if`` whose branches only report, or an argument of a function or method of the file whose parameter is
+    read only so (audiocraft 1.3.0 solvers/musicgen.py:354, ``check_synchronization_points = idx == 1 and
+    self.device == 'cuda'``, which only turns a debugging switch on and off, here and in
+    ``_prepare_tokens_and_attributes``): on an NPU the run only loses the report."""
+    name = _assigned_name(node, ctx)
+    return name is not None and _gates_reports(ctx.model.function(name), name.id, ctx, 1)
+
+
+def _gates_reports(function: ast.AST, name: str, ctx, depth: int) -> bool:
+    reads = ctx.model.reads(function, name)
+    for read in reads:
+        holder = _tested_by(read)
+        if holder is not None:
+            if not ctx.memo(f"reports_only.{id(holder)}", lambda c: _reports_only(holder, function, c)):
+                return False
+            continue
+        passed = _parameter_of(read, ctx) if depth else None
+        if passed is None or not _gates_reports(*passed, ctx, depth - 1):
+            return False
+    return bool(reads)
+
+
+def _tested_by(read) -> Optional[ast.If]:
+    """The ``if`` whose test is ``read``, alone or ``and``-ed with more."""
+    child = read.node
+    for parent in read.path:
+        if isinstance(parent, ast.If) and child is parent.test:
+            return parent
+        if not (isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And)):
+            return None
+        child = parent
+    return None
+
+
+def _parameter_of(read, ctx) -> Optional[Tuple[ast.AST, str]]:
+    """(function, parameter name) that ``read`` is passed to as an argument of ``f(...)`` or ``self.f(...)``, a
+    function of the module or a method of the enclosing class."""
+    call = read.path[0] if read.path else None
+    if not isinstance(call, ast.Call) or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    func = call.func
+    if isinstance(func, ast.Name):
+        owner = ctx.tree
+    elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+        owner = next((p for p in read.path if isinstance(p, ast.ClassDef)), None) or ctx.enclosing(ast.ClassDef)
+    else:
+        return None
+    name = func.id if isinstance(func, ast.Name) else func.attr
+    callee = next((d for d in getattr(owner, "body", ()) if isinstance(d, _FUNCTIONS) and d.name == name), None)
+    if callee is None:
+        return None
+    positional = callee.args.posonlyargs + callee.args.args
+    if owner is not ctx.tree:
+        positional = positional[1:]  # ``self``
+    keyword = next((k.arg for k in call.keywords if k.value is read.node), None)
+    if keyword is not None:
+        return callee, keyword
+    index = next((i for i, a in enumerate(call.args) if a is read.node), None)
+    return (callee, positional[index].arg) if index is not None and index < len(positional) else None
 
 
 def optional_cuda_branch(node: ast.AST, ctx) -> Optional[ast.If]:

@@ -338,7 +338,8 @@ class RestrictedApi(_ApiStatusRule):
         "the call (its `dtype=` argument, an explicit cast of its tensor such as `x.double()`) outside the "
         "list, or a restricted argument in use (`F.interpolate(x, scale_factor=2)`, `topk(..., sorted=False)`, "
         "`x.to(memory_format=torch.channels_last)`); an argument left at its off value (`dropout=0.0`) or that "
-        "torch does not hand to the kernel (`scale_factor` with `recompute_scale_factor=True`) is not in use. "
+        "torch does not hand to the kernel (`scale_factor` with `recompute_scale_factor=True`, the `dropout` of a "
+        "one-layer LSTM/GRU/RNN, which acts only between stacked layers) is not in use. "
         "bf16 counts as listed where torch_npu's autocast runs "
         "the op's kernel in bf16. Notes about hardware models or compatibility switches concern no call. "
         "The message states the fact in English; the CSV Tips keep the original note."
@@ -353,6 +354,10 @@ class RestrictedApi(_ApiStatusRule):
         # it on), the scale handed on; a None default that the configuration must set (mmseg 1.2.2
         # multimodal_encoder_decoder.py:82-132 asserts it is given)
         (_RNN_DROPOUT, 4),
+        # stacked layers whose number the file does not show: the dropout may act (espnet 202511
+        # nets/pytorch_backend/rnn/encoders.py:112, ``elayers`` from the configuration)
+        ("import torch\ndef rnn(idim, cdim, elayers, dropout):\n"
+         "    return torch.nn.LSTM(idim, cdim, elayers, batch_first=True, dropout=dropout)\n", 3),
         ("import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2, recompute_scale_factor=False)\n", 2),
         ("import torch.nn.functional as F\nclass Seg:\n    def __init__(self, encoder_resolution: float = None):\n"
          "        self.encoder_resolution = encoder_resolution\n\n    def encode(self, inputs):\n"
@@ -376,6 +381,12 @@ class RestrictedApi(_ApiStatusRule):
         # a restricted argument left at its off value, or not handed to the kernel (doctr 0.12.0
         # vision_transformer/pytorch.py:53: torch computes the size, the kernel gets no scale)
         "import torch.nn as nn\nrnn = nn.LSTM(8, 16, 2, dropout=0.0)\n",
+        # one layer: torch applies an RNN's dropout only between stacked layers (funasr 1.4.16
+        # contextual_paraformer/model.py:77, eend/encoder_decoder_attractor.py:19)
+        "import torch\ndef build(inner_dim, **kwargs):\n    rate = kwargs.get('bias_encoder_dropout_rate', 0.0)\n"
+        "    return torch.nn.LSTM(inner_dim, inner_dim, 1, batch_first=True, dropout=rate)\n",
+        "import torch.nn as nn\nclass Attractor(nn.Module):\n    def __init__(self, n_units, encoder_dropout=0.1):\n"
+        "        super().__init__()\n        self.encoder = nn.GRU(n_units, n_units, batch_first=True, dropout=encoder_dropout)\n",
         "import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2, recompute_scale_factor=True)\n",
         "import torch\nv, i = torch.topk(x, 5)\nw = x.to(memory_format=torch.contiguous_format)\n",
         # yolov5 7.0 utils/dataloaders.py:925: a collate_fn runs in the DataLoader workers, on the host
@@ -482,6 +493,22 @@ def _same(a, b) -> bool:
 _NOT_PASSED_ON = {("torch.nn.functional.interpolate", "scale_factor"): ("recompute_scale_factor", True)}
 
 
+# Recurrent layers apply ``dropout`` only between stacked layers (torch 2.13.0 torch/nn/modules/rnn.py, RNNBase: a
+# dropout layer "on the outputs of each RNN layer except the last layer"; with one layer torch warns and drops it):
+# with ``num_layers`` (the third positional argument) left out or 1, a dropout value reaches no kernel.
+_BETWEEN_LAYERS = frozenset(("torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN"))
+
+
+def _one_layer(call: ast.Call, ctx) -> bool:
+    """``nn.LSTM(n, n, 1, dropout=p)`` or ``nn.GRU(n, n, dropout=p)``: one layer, whatever ``p`` is. ``**kwargs``
+    may pass more layers."""
+    keywords = {k.arg: k.value for k in call.keywords}
+    if None in keywords or any(isinstance(arg, ast.Starred) for arg in call.args):
+        return False
+    layers = keywords.get("num_layers", call.args[2] if len(call.args) > 2 else None)
+    return layers is None or _literal(layers, ctx) == (True, 1)
+
+
 def _off(value) -> bool:
     """A literal an "argument not supported" restriction is not exercised by: the feature's off value
     (``dropout=0.0``, ``scale_factor=None``). A parameter that defaults to it is not enough: whether a caller or
@@ -542,6 +569,8 @@ def restriction_broken(call: ast.Call, node, api: str, facts: dict, ctx) -> Opti
     for fact in facts.get("args", ()):
         unless = _NOT_PASSED_ON.get((api, fact["arg"]))
         if unless and unless[0] in keywords and _literal(keywords[unless[0]], ctx) == (True, unless[1]):
+            continue
+        if fact["arg"] == "dropout" and api in _BETWEEN_LAYERS and _one_layer(call, ctx):
             continue
         broken = _argument_broken(fact, keywords, ctx)
         if broken:

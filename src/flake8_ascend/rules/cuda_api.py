@@ -4,8 +4,8 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ..detect.device_dispatch import (architecture_gate, cuda_branch_test, disables_a_report, guarded_branch,
-                                      has_npu_branch, in_cuda_test, in_tensor_dispatch_test, keeps_unsupported_out,
+from ..detect.device_dispatch import (architecture_gate, cuda_branch_test, decided_with_npu_case, disables_a_report,
+                                      guarded_branch, has_npu_branch, in_cuda_test, in_tensor_dispatch_test, keeps_unsupported_out,
                                       names_a_type, npu_skips, offline_cpu_fallback,
                                       only_reported, optional_cuda_branch, redundant_reseed, tensor_dispatch, turns_off,
                                       unmet_cuda_request)
@@ -72,6 +72,8 @@ class CudaApi(Rule):
         "SM version, which no NPU has) asked after a CUDA test or of a tensor's device, a CUDA case that only raises, a memory figure that only goes into a print or a log, a "
         "local name holding the answer or a device built from it whose every read only prints, logs or formats it "
         "into a message), "
+        "where the function also chooses the NPU (a test for it, or `'npu'` as a value) or a flag holding the answer "
+        "is only tested in such functions, "
         "where a tensor's own `.is_cuda` picks a CUDA kernel (a tensor on the NPU takes the other path), where the "
         "name is only a type (an annotation, a `Union[...]`), on the opt-in path of a package with no NPU build "
         "(xformers, bitsandbytes), under a CPU fallback in an offline converter, or in test code (`--lint-tests`). "
@@ -85,6 +87,10 @@ class CudaApi(Rule):
                    "adds `import torch_npu`.")
     source = "torch_npu wheel: torch_npu/npu/__init__.py __all__ and torch_npu/contrib/transfer_to_npu.py"
     fires = [
+        # near miss of a flag decided with an NPU case: a function that reads it has none
+        ("import torch\nis_cuda_available = torch.cuda.is_available()\n\ndef get_device_name():\n"
+         "    if is_cuda_available:\n        return 'cuda'\n    return 'cpu'\n\ndef get_device():\n"
+         "    return 'npu' if is_npu_available else get_device_name()\n", 2),
         # near miss of the branch above: its work (DistributedDataParallel) runs on the NPU
         (_DATA_PARALLEL.format(wrap="torch.nn.parallel.DistributedDataParallel"), 3),
         # near misses of words: a device string kept in the name, a count given to the launcher, an entry keyed for
@@ -168,6 +174,9 @@ class CudaApi(Rule):
         (_PROFILER_DUMP.format(handler="prof = None"), 3),
     ]
     passes = [
+        # a debugging switch under a flag that is False on an NPU (audiocraft 1.3.0 solvers/magnet.py:174-182)
+        "import torch\ndef run_step(self, idx, batch):\n    check_synchronization_points = idx == 1 and self.device == 'cuda'\n"
+        "    if check_synchronization_points:\n        torch.cuda.set_sync_debug_mode('warn')\n    return self.model(batch)\n",
         # a test that keeps the NPU out of a branch whose work it does not support (ignite 0.5.5
         # distributed/auto.py:231-233); DataParallel has its own ASC101
         _DATA_PARALLEL.format(wrap="torch.nn.parallel.DataParallel"),
@@ -292,6 +301,14 @@ class CudaApi(Rule):
         # the profiler's CUDA memory timeline and snapshot, an export failure only logged (torchtune 0.6.1
         # training/_profiler.py:115-125)
         _PROFILER_DUMP.format(handler="log.warning(f'Failed to export memory timeline: {e}')"),
+        # a flag read only by tests of functions with an NPU case (xtuner 0.2.0 utils/device.py:23-40), and an NPU
+        # device chosen in the CUDA test's else (xtuner 0.2.0 _lite/device.py:5-13)
+        "import torch\nis_cuda_available = torch.cuda.is_available()\n\ndef get_device_name():\n"
+        "    if is_cuda_available:\n        device = 'cuda'\n    elif is_npu_available:\n        device = 'npu'\n"
+        "    else:\n        device = 'cpu'\n    return device\n",
+        "import torch\ndef get_device():\n    device = None\n    if torch.cuda.is_available():\n        device = 'cuda'\n"
+        "    else:\n        try:\n            import torch_npu\n            device = 'npu'\n        except ImportError:\n"
+        "            pass\n    return device\n",
         # an NPU case beside the CUDA one, in a flag (torchtune 0.6.1 training/precision.py:63-71)
         "import torch\ndef verify_bf16_support():\n    cuda_support = torch.cuda.is_available() and "
         "torch.cuda.is_bf16_supported()\n    npu_support = is_npu_available and torch.npu.is_bf16_supported()\n"
@@ -305,7 +322,8 @@ class CudaApi(Rule):
         guard = cuda_branch_test(node, ctx)
         if quiet(ctx, qualname) or ((guard is not None or in_cuda_test(node, ctx)) and has_npu_branch(ctx)) or \
                 optional_cuda_branch(node, ctx) or on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx) or \
-                disables_a_report(node, ctx) or architecture_gate(node, ctx) or keeps_unsupported_out(node, ctx):
+                disables_a_report(node, ctx) or architecture_gate(node, ctx) or keeps_unsupported_out(node, ctx) or \
+                decided_with_npu_case(node, ctx):
             return
         if tensor_dispatch(guard) or in_tensor_dispatch_test(node, ctx) or only_reported(node, qualname, ctx) or \
                 names_a_type(node, ctx) or npu_skips(node, ctx) or redundant_reseed(node, qualname, ctx) or \

@@ -10,9 +10,10 @@ from ..calls import MISSING, argument
 from ..data import load_frameworks
 from ..registry import Rule
 from .cuda_api import DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
-from ..detect.device_dispatch import (SHOWN_BY, cuda_branch_test, disables_a_report, guarded_branch, has_npu_branch,
-                                      keeps_unsupported_out, npu_skips, offline_cpu_fallback, optional_cuda_branch, shown_through_name,
-                                      skipping_exit, turns_off, unmet_cuda_request)
+from ..detect.device_dispatch import (SHOWN_BY, cuda_branch_test, disables_a_report, gates_reports_through_name,
+                                      guarded_branch, has_npu_branch, keeps_unsupported_out, npu_skips,
+                                      offline_cpu_fallback, optional_cuda_branch, shown_through_name, skipping_exit,
+                                      turns_off, unmet_cuda_request)
 from ..detect.cuda_fixes import method_fix, string_fix
 from ..detect.cuda_packages import on_cuda_package_path
 from ..detect.transfer_to_npu import migrated
@@ -161,6 +162,12 @@ _TF32_WARNING = ("import warnings\nimport torch\n\ndef warn_reproducibility(devi
 _RANKED_DEVICE = ("import os\nimport torch\ndef get_device_name():\n    if torch.cuda.is_available():\n"
                   "        return f'cuda:{{int(os.environ.get(\"LOCAL_RANK\", 0))}}'\n{npu}    return 'cpu'\n")
 
+_SYNC_CHECK = ("import torch\nclass Solver:\n    def prepare(self, batch, check_synchronization_points=False):\n"
+               "        if self.device == 'cuda' and check_synchronization_points:\n"
+               "            torch.cuda.set_sync_debug_mode('warn')\n        return batch\n\n"
+               "    def run_step(self, idx, batch):\n        check_synchronization_points = idx == 1 and self.device == 'cuda'\n"
+               "        batch = self.prepare(batch, check_synchronization_points)\n{use}")
+
 class HardCodedCudaDevice(Rule):
     code = "ASC202"
     summary = "hard-coded CUDA device (.cuda(), 'cuda:N' device strings)"
@@ -185,6 +192,8 @@ class HardCodedCudaDevice(Rule):
                    "which decide what code runs, and not `.cuda()` in a file that defines its own `cuda` method).")
     source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu)"
     fires = [
+        # near miss of a flag that only gates a debugging switch: it also picks where the batch goes
+        (_SYNC_CHECK.format(use="        return batch.to('cuda' if check_synchronization_points else 'cpu')\n"), 9),
         # near miss of the chain above: no NPU case
         (_RANKED_DEVICE.format(npu=""), 5),
         ("model = Net().cuda()\n", 1),
@@ -277,6 +286,8 @@ class HardCodedCudaDevice(Rule):
          "def reduce(obj):\n    return obj2tensor(obj)\n", 1),
     ]
     passes = [
+        # a flag whose reads only turn a debugging switch on (audiocraft 1.3.0 solvers/musicgen.py:308-362)
+        _SYNC_CHECK.format(use="        if check_synchronization_points:\n            torch.cuda.set_sync_debug_mode('default')\n"),
         # a device built with the rank in the CUDA case of a chain that has its NPU case (sentence-transformers 6.2.0
         # util/environment.py:66-76)
         _RANKED_DEVICE.format(npu="    elif is_torch_npu_available():\n        return 'npu'\n"),
@@ -416,7 +427,8 @@ class HardCodedCudaDevice(Rule):
                 and (not migrated(ctx) or compared)
                 and not ((compared or guard is not None) and has_npu_branch(ctx))
                 and not optional_cuda_branch(node, ctx) and not (compared and (
-                    disables_a_report(node, ctx) or keeps_unsupported_out(node, ctx)))):
+                    disables_a_report(node, ctx) or keeps_unsupported_out(node, ctx)
+                    or gates_reports_through_name(node, ctx)))):
             branch = guarded_branch(node, ctx) if compared else None
             effect = turns_off(branch) if branch is not None else skipping_exit(node, ctx) if compared else ""
             what = (f"device test against {node.value!r} is {effect} (test for 'npu' too, or take the device from "

@@ -243,6 +243,9 @@ class CudaOnlyPackage(Rule):
               # multi_scale_deform_attn.py:366 takes a pure-PyTorch path off CUDA (mmdet fovea_head.py:7,
               # deformable_detr_layers.py:7)
               "from mmcv.ops import DeformConv2d\n", "from mmcv.ops import MultiScaleDeformableAttention\n",
+              # upfirdn2d.py:112 runs the CUDA kernel only for ``input.device.type == 'cuda'``, else
+              # ``_upfirdn2d_ref`` (mmagic 1.2.0 stylegan2/stylegan2_modules.py:8)
+              "from mmcv.ops.upfirdn2d import upfirdn2d\n",
               # an optional accelerator with a fallback (timm 1.0.31 layers/fast_norm.py:14-18, utils/cuda.py:7-12)
               "try:\n    from apex.normalization.fused_layer_norm import fused_layer_norm_affine\n"
               "    has_apex = True\nexcept ImportError:\n    has_apex = False\n",
