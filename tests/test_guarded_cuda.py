@@ -294,3 +294,29 @@ def test_code_after_an_exit_on_another_device_type_is_one_cuda_branch(test):
                                        ("==", "return False")])  # an exit only CUDA takes
 def test_near_miss_a_type_test_that_does_not_leave_the_npu_run_out(test, exit):
     assert lint(TYPE_EXIT.format(test=test, exit=exit), "pkg/lora_init.py") == [(7, "ASC202"), (9, "ASC201")]
+
+
+# mmagic 1.2.0 models/editors/eg3d/renderer.py:436: mmengine's TORCH_VERSION is torch.__version__
+# (mmengine 0.10.7 utils/dl_utils/parrots_wrapper.py:7)
+MMENGINE_OLD_TORCH = """
+import torch
+from mmengine.utils import digit_version
+from mmengine.utils.dl_utils import TORCH_VERSION
+
+def composite(depth):
+    if digit_version(TORCH_VERSION) < digit_version('1.8.0'):
+        depth[torch.isnan(depth)] = float('inf')
+    else:
+        depth = torch.nan_to_num(depth, float('inf'))
+    return depth
+"""
+
+
+def test_mmengine_torch_version_reads_as_torch_version():
+    assert _all_codes(MMENGINE_OLD_TORCH) == []
+
+
+def test_near_miss_a_torch_version_of_another_name():
+    # a TORCH_VERSION of the file's own, not mmengine's: nothing says what it holds
+    source = MMENGINE_OLD_TORCH.replace("from mmengine.utils.dl_utils import TORCH_VERSION", "TORCH_VERSION = get()")
+    assert _all_codes(source) == [(8, "ASC304")]

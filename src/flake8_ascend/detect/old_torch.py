@@ -4,7 +4,8 @@ torch_npu X.Y runs on torch X.Y (torch_npu 2.13.0 on torch 2.13), so on an NPU m
 ``if Version(torch.__version__) < Version("2.4.0"):`` and the ``else`` of ``if V(torch.__version__) >= V("1.6.0"):``
 never run when the selected version is 2.4 or later. What they hold (``torch.cuda.amp.custom_fwd`` for torch<2.4:
 unsloth 2026.10.9 kernels/utils.py:49, axolotl 0.19.0 kernels/utils.py:7; espnet 202511 train/reporter.py:357) is
-no migration work. Only a comparison of ``torch.__version__`` (bare or wrapped in a parser call) with a literal
+no migration work. Only a comparison of ``torch.__version__`` (bare or wrapped in a parser call; mmengine's
+``TORCH_VERSION`` is the same string) with a literal
 version is read; a helper such as ``check_version(torch.__version__, "1.12.0")`` says no direction and is left alone.
 The engine drops every finding there. The ``except`` of a ``try`` that first uses the device-generic ``torch.amp``
 API is such code too (``old_torch_fallback``, which ASC207 asks).
@@ -28,9 +29,17 @@ def version_tuple(text: str) -> Optional[Tuple[int, int, int]]:
     return None if found is None else tuple(int(part or 0) for part in found.groups())  # type: ignore[return-value]
 
 
+# names for ``torch.__version__``: mmengine 0.10.7 utils/dl_utils/parrots_wrapper.py:7, ``TORCH_VERSION =
+# torch.__version__``, re-exported by utils/dl_utils/__init__.py:6 (mmagic 1.2.0 eg3d/renderer.py:436 compares
+# ``digit_version(TORCH_VERSION) < digit_version('1.8.0')``)
+_TORCH_VERSIONS = frozenset(("torch.__version__", "mmengine.utils.dl_utils.TORCH_VERSION",
+                             "mmengine.utils.dl_utils.parrots_wrapper.TORCH_VERSION"))
+_SPELLINGS = ("__version__", "TORCH_VERSION")
+
+
 def _mentions_torch_version(expr: ast.AST, ctx) -> bool:
-    return any(isinstance(node, ast.Attribute) and node.attr == "__version__" and ctx.qualname(node) ==
-               "torch.__version__" for node in walk_tree(expr))
+    return any((isinstance(node, ast.Attribute) and node.attr == "__version__" or isinstance(node, ast.Name) and
+                node.id == "TORCH_VERSION") and ctx.qualname(node) in _TORCH_VERSIONS for node in walk_tree(expr))
 
 
 def _literal_version(expr: ast.AST) -> Optional[Tuple[int, int, int]]:
@@ -65,7 +74,8 @@ def _old_side(test: ast.AST, ctx, running: Tuple[int, int, int]) -> Optional[str
 def in_old_torch_branch(ctx, node: ast.AST) -> bool:
     """Is ``node`` (a descendant of the node being checked, or that node) on a side of an ``if`` that only a torch
     older than the selected one takes?"""
-    if "__version__" not in source_text(ctx):
+    text = source_text(ctx)
+    if not any(spelling in text for spelling in _SPELLINGS):
         return False
     running = ctx.memo("running_torch", lambda c: version_tuple(c.config.version) or (0, 0, 0))
     path = [*ctx.stack, node]

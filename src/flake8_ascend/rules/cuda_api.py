@@ -79,7 +79,8 @@ class CudaApi(Rule):
         "(xformers, bitsandbytes), under a CPU fallback in an offline converter, or in test code (`--lint-tests`). "
         "Inside a branch that only CUDA takes (`if torch.cuda.is_available():`, `if device.type == 'cuda':`) the "
         "finding on the test stands for the calls inside: it says the branch turns off on an NPU and names them, "
-        "and `--fix` still rewrites each."
+        "and `--fix` still rewrites each. The uses of one part of torch.cuda (streams and events, the random-number "
+        "state, memory) in one function are one port: later ones fold into the first as repeats."
     )
     example = "torch.cuda.set_device(local_rank)"
     use_instead = ("Call `torch_npu.npu.<name>` (or `torch.npu.<name>`), or import `torch_npu.contrib.transfer_to_npu` "
@@ -87,6 +88,11 @@ class CudaApi(Rule):
                    "adds `import torch_npu`.")
     source = "torch_npu wheel: torch_npu/npu/__init__.py __all__ and torch_npu/contrib/transfer_to_npu.py"
     fires = [
+        # the uses of torch.cuda's streams in one function are one port (xtuner 0.2.0
+        # _lite/patches/mixins/generate.py:72-85)
+        ("import torch\ndef init_cuda_graph(self, input_ids):\n    s = torch.cuda.Stream()\n"
+         "    s.wait_stream(torch.cuda.current_stream())\n    with torch.cuda.stream(s):\n"
+         "        self.graph_logits = self.forward(input_ids)\n", 3),
         # near miss of a flag decided with an NPU case: a function that reads it has none
         ("import torch\nis_cuda_available = torch.cuda.is_available()\n\ndef get_device_name():\n"
          "    if is_cuda_available:\n        return 'cuda'\n    return 'cpu'\n\ndef get_device():\n"
@@ -342,7 +348,23 @@ class CudaApi(Rule):
             how = f"{how}; without it {turns_off(branch)}"
         rewrite = None if qualname == "torch.cuda.is_available" and _kept_as_cuda_flag(ctx) else name_fix(qualname, ctx)
         ctx.report(node, self.code, f"{qualname} is a CUDA API ({how})", api=qualname, tips=how, rewrite=rewrite,
-                   guard=guard)
+                   guard=guard, family=CUDA_FAMILIES.get(name, ""))
+
+
+# torch.cuda names by the part of torch.cuda they belong to (torch 2.13.0: torch/cuda/streams.py with the stream
+# functions of torch/cuda/__init__.py, torch/cuda/random.py, torch/cuda/memory.py; tests/test_cuda_families.py checks
+# them against torch): the uses of one part in one function are one port (xtuner 0.2.0
+# _lite/patches/mixins/generate.py:72-85, a stream, the current stream and ``with torch.cuda.stream(s)``), folded
+# into the first finding as a repeat
+CUDA_FAMILIES = {
+    **dict.fromkeys(("Stream", "ExternalStream", "Event", "StreamContext", "current_stream", "default_stream",
+                     "set_stream", "stream"), "streams"),
+    **dict.fromkeys(("manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state",
+                     "get_rng_state_all", "set_rng_state", "set_rng_state_all"), "random"),
+    **dict.fromkeys(("empty_cache", "memory_allocated", "max_memory_allocated", "memory_reserved",
+                     "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated", "memory_stats",
+                     "memory_summary", "mem_get_info", "set_per_process_memory_fraction"), "memory"),
+}
 
 
 def _kept_as_cuda_flag(ctx) -> bool:

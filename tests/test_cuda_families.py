@@ -1,0 +1,32 @@
+"""ASC201's torch.cuda families (``rules/cuda_api.CUDA_FAMILIES``) are the parts of torch.cuda that define them."""
+import inspect
+
+import pytest
+
+from flake8_ascend.rules.cuda_api import CUDA_FAMILIES
+
+torch_cuda = pytest.importorskip("torch.cuda")
+
+# the stream functions live in torch/cuda/__init__.py beside the classes of torch/cuda/streams.py
+_MODULES = {"streams": {"torch.cuda.streams", "torch.cuda"}, "random": {"torch.cuda.random"},
+            "memory": {"torch.cuda.memory"}}
+_STREAM_FUNCTIONS = {"StreamContext", "current_stream", "default_stream", "set_stream", "stream"}
+
+
+@pytest.mark.parametrize("name", sorted(CUDA_FAMILIES))
+def test_family_is_where_torch_defines_the_name(name):
+    family = CUDA_FAMILIES[name]
+    module = inspect.getmodule(getattr(torch_cuda, name)).__name__
+    assert module in _MODULES[family], (name, module)
+    if module == "torch.cuda":
+        assert name in _STREAM_FUNCTIONS
+
+
+def test_two_parts_of_torch_cuda_in_one_function_are_two_findings():
+    from conftest import run_rules
+
+    source = ("import torch\ndef step(self, x):\n    s = torch.cuda.Stream()\n    with torch.cuda.stream(s):\n"
+              "        y = self.model(x)\n    torch.cuda.empty_cache()\n    return y\n")
+    findings = run_rules(source, codes=["ASC201"])
+    assert [(f.line, f.api) for f in findings] == [(3, "torch.cuda.Stream"), (6, "torch.cuda.empty_cache")]
+    assert "again in this function on line 4" in findings[0].message
