@@ -786,6 +786,18 @@ def keeps_unsupported_out(node: ast.AST, ctx) -> bool:
         isinstance(n, ast.Call) and _unsupported(c.qualname(n.func), c) for s in branch.body for n in walk_tree(s)))
 
 
+def chooses_onnx_providers(node: ast.AST, ctx) -> bool:
+    """``node`` is part of a CUDA test whose CUDA branch only chooses ONNX Runtime execution providers
+    (``providers = [("CUDAExecutionProvider", {...})]``; flair 0.15.1 embeddings/transformer.py:876, pyannote.audio
+    3.3.2 pipelines/speaker_verification.py:445): the model then runs in ONNX Runtime, not in torch, and any other
+    device takes the CPU provider; nothing there is torch_npu's."""
+    branch = guarded_branch(node, ctx)
+    return branch is not None and all(
+        isinstance(statement, ast.Assign) and any(
+            isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.endswith("ExecutionProvider")
+            for n in walk_tree(statement.value)) for statement in branch.body)
+
+
 def _unsupported(qualname: Optional[str], ctx) -> bool:
     status = ctx.data.api_status(qualname) if qualname else None
     return status is not None and status[0] == "unsupported"

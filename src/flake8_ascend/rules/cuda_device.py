@@ -10,7 +10,8 @@ from ..calls import MISSING, argument
 from ..data import load_frameworks
 from ..registry import Rule
 from .cuda_api import DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
-from ..detect.device_dispatch import (SHOWN_BY, cuda_branch_test, disables_a_report, gates_reports_through_name,
+from ..detect.device_dispatch import (SHOWN_BY, chooses_onnx_providers, cuda_branch_test, disables_a_report,
+                                      gates_reports_through_name,
                                       guarded_branch, has_npu_branch, keeps_unsupported_out, npu_skips,
                                       offline_cpu_fallback, optional_cuda_branch, shown_through_name, skipping_exit,
                                       turns_off, unmet_cuda_request)
@@ -178,8 +179,9 @@ class HardCodedCudaDevice(Rule):
         "In a file that imports transfer_to_npu only comparisons are reported: it rewrites `.cuda()` and the "
         "devices passed to torch, but `x.device.type == 'cuda'` is then False. Also reported: `f'cuda:{rank}'` and "
         "other device strings built at run time, and Lightning's `accelerator='cuda'`/`'gpu'` (Lightning has no NPU "
-        "accelerator). A `== 'cuda'` test whose branch only reports (memory statistics, logging) is not: the NPU "
-        "run only misses the report; nor is a CUDA string or `.cuda()` on the opt-in path of a package with no NPU "
+        "accelerator). A `== 'cuda'` test whose branch only reports (memory statistics, logging, a debugging switch, "
+        "also through a flag that holds the test) is not: the NPU run only misses the report; nor one whose branch "
+        "only picks ONNX Runtime's execution provider (the model runs there, not in torch); nor is a CUDA string or `.cuda()` on the opt-in path of a package with no NPU "
         "build (xformers, bitsandbytes: under a test for it, or after a function's own import of it), nor a device bound to a local name whose every read only prints, logs or formats it "
         "into a message, nor a `device='cuda'` parameter default when the file calls the function (or the "
         "class's methods sharing that default) and every call passes the device; nor, in an offline converter (a "
@@ -192,6 +194,9 @@ class HardCodedCudaDevice(Rule):
                    "which decide what code runs, and not `.cuda()` in a file that defines its own `cuda` method).")
     source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu)"
     fires = [
+        # near miss of a branch that only picks ONNX Runtime's provider: it also places the torch model
+        ("def providers(device, model):\n    if device.type == 'cuda':\n"
+         "        providers = ['CUDAExecutionProvider']\n        model = model.to(device)\n    return providers\n", 2),
         # near miss of a flag that only gates a debugging switch: it also picks where the batch goes
         (_SYNC_CHECK.format(use="        return batch.to('cuda' if check_synchronization_points else 'cpu')\n"), 9),
         # near miss of the chain above: no NPU case
@@ -286,6 +291,11 @@ class HardCodedCudaDevice(Rule):
          "def reduce(obj):\n    return obj2tensor(obj)\n", 1),
     ]
     passes = [
+        # the CUDA branch only picks ONNX Runtime's provider: the model runs in ONNX Runtime (pyannote.audio 3.3.2
+        # pipelines/speaker_verification.py:443-452)
+        "def providers(device):\n    if device.type == 'cpu':\n        providers = ['CPUExecutionProvider']\n"
+        "    elif device.type == 'cuda':\n        providers = [('CUDAExecutionProvider', {'cudnn_conv_algo_search': 'DEFAULT'})]\n"
+        "    else:\n        providers = ['CPUExecutionProvider']\n    return providers\n",
         # a flag whose reads only turn a debugging switch on (audiocraft 1.3.0 solvers/musicgen.py:308-362)
         _SYNC_CHECK.format(use="        if check_synchronization_points:\n            torch.cuda.set_sync_debug_mode('default')\n"),
         # a device built with the rank in the CUDA case of a chain that has its NPU case (sentence-transformers 6.2.0
@@ -428,7 +438,7 @@ class HardCodedCudaDevice(Rule):
                 and not ((compared or guard is not None) and has_npu_branch(ctx))
                 and not optional_cuda_branch(node, ctx) and not (compared and (
                     disables_a_report(node, ctx) or keeps_unsupported_out(node, ctx)
-                    or gates_reports_through_name(node, ctx)))):
+                    or gates_reports_through_name(node, ctx) or chooses_onnx_providers(node, ctx)))):
             branch = guarded_branch(node, ctx) if compared else None
             effect = turns_off(branch) if branch is not None else skipping_exit(node, ctx) if compared else ""
             what = (f"device test against {node.value!r} is {effect} (test for 'npu' too, or take the device from "
