@@ -59,7 +59,7 @@ CODES: Dict[str, Code] = {
     "ASC203": Code("cuda_backend.CudaBackendSwitch", Report.CUDA_OP_LIST, _W, default_off=True),
     "ASC204": Code("nccl_backend.NcclBackend", Report.CUDA_OP_LIST, _W, fixable=True),
     "ASC205": Code("cuda_extension.CudaExtension", Report.CUDA_OP_LIST, _W),
-    "ASC206": Code("cuda_packages.CudaOnlyPackage", Report.CUDA_OP_LIST, _W),
+    "ASC206": Code("cuda_packages.CudaOnlyPackage", Report.CUDA_OP_LIST, _W, default_off=True),
     "ASC207": Code("cuda_amp.CudaAmp", Report.CUDA_OP_LIST, _W, fixable=True),
     "ASC208": Code("cuda_env.CudaVisibleDevices", Report.CUDA_OP_LIST, _W, default_off=True),
     "ASC301": Code("affinity_defs.AffinityClass", Report.AFFINITY_API_CALL, _W),
