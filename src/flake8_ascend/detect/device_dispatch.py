@@ -107,17 +107,26 @@ def _npu_case(function: Optional[ast.AST], ctx) -> bool:
         for n in walk_tree(function))))
 
 
-def _tested_in(read) -> Optional[ast.AST]:
-    """The function whose ``if`` (or conditional expression) tests ``read`` (alone, negated or in an ``and``/``or``),
-    or None where the read is used otherwise."""
+def _test_holding(read, loose: bool) -> Tuple[Optional[ast.AST], int]:
+    """The ``if`` whose test is ``read``, alone or ``and``-ed with more, and its position in ``read.path``; ``loose``:
+    also a conditional expression or a ``while``, and the read negated or in an ``or``. (None, -1) where the read is
+    used otherwise."""
+    holders = (ast.If, ast.IfExp, ast.While) if loose else (ast.If,)
     child = read.node
     for position, parent in enumerate(read.path):
-        if isinstance(parent, (ast.If, ast.IfExp, ast.While)) and child is parent.test:
-            return next((p for p in read.path[position + 1:] if isinstance(p, _FUNCTIONS)), None)
-        if not isinstance(parent, (ast.BoolOp, ast.UnaryOp)):
-            return None
+        if isinstance(parent, holders) and child is parent.test:
+            return parent, position
+        if not (isinstance(parent, (ast.BoolOp, ast.UnaryOp)) if loose else
+                isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And)):
+            return None, -1
         child = parent
-    return None
+    return None, -1
+
+
+def _tested_in(read) -> Optional[ast.AST]:
+    """The function whose ``if`` (or conditional expression) tests ``read``, or None."""
+    holder, position = _test_holding(read, loose=True)
+    return None if holder is None else next((p for p in read.path[position + 1:] if isinstance(p, _FUNCTIONS)), None)
 
 
 def decided_with_npu_case(node: ast.AST, ctx) -> bool:
@@ -125,8 +134,8 @@ def decided_with_npu_case(node: ast.AST, ctx) -> bool:
     of a branch in a function that has an NPU case too (xtuner 0.2.0 utils/device.py:23, ``is_cuda_available =
     torch.cuda.is_available()`` read only by ``if is_cuda_available: ... elif is_npu_available: device = "npu"``):
     the code chooses the NPU where it asks."""
-    lineage = ctx.lineage(node)
-    call, assign = next(lineage, (None, None))[0], next(lineage, (None, None))[0]
+    parents = (parent for parent, _ in ctx.lineage(node))
+    call, assign = next(parents, None), next(parents, None)
     if not (isinstance(call, ast.Call) and call.func is node and isinstance(assign, ast.Assign)
             and assign.value is call and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)):
         return False
@@ -702,7 +711,7 @@ def gates_reports_through_name(node: ast.AST, ctx) -> bool:
 def _gates_reports(function: ast.AST, name: str, ctx, depth: int) -> bool:
     reads = ctx.model.reads(function, name)
     for read in reads:
-        holder = _tested_by(read)
+        holder = _test_holding(read, loose=False)[0]
         if holder is not None:
             if not ctx.memo(f"reports_only.{id(holder)}", lambda c: _reports_only(holder, function, c)):
                 return False
@@ -711,18 +720,6 @@ def _gates_reports(function: ast.AST, name: str, ctx, depth: int) -> bool:
         if passed is None or not _gates_reports(*passed, ctx, depth - 1):
             return False
     return bool(reads)
-
-
-def _tested_by(read) -> Optional[ast.If]:
-    """The ``if`` whose test is ``read``, alone or ``and``-ed with more."""
-    child = read.node
-    for parent in read.path:
-        if isinstance(parent, ast.If) and child is parent.test:
-            return parent
-        if not (isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And)):
-            return None
-        child = parent
-    return None
 
 
 def _parameter_of(read, ctx) -> Optional[Tuple[ast.AST, str]]:
@@ -735,7 +732,7 @@ def _parameter_of(read, ctx) -> Optional[Tuple[ast.AST, str]]:
     if isinstance(func, ast.Name):
         owner = ctx.tree
     elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-        owner = next((p for p in read.path if isinstance(p, ast.ClassDef)), None) or ctx.enclosing(ast.ClassDef)
+        owner = ctx.enclosing(ast.ClassDef)  # the read is in the function being checked
     else:
         return None
     name = func.id if isinstance(func, ast.Name) else func.attr

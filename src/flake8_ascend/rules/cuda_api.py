@@ -5,8 +5,8 @@ import ast
 
 from ..registry import Rule
 from ..detect.device_dispatch import (architecture_gate, cuda_branch_test, decided_with_npu_case, disables_a_report,
-                                      guarded_branch, has_npu_branch, in_cuda_test, in_tensor_dispatch_test, keeps_unsupported_out,
-                                      names_a_type, npu_skips, offline_cpu_fallback,
+                                      guarded_branch, has_npu_branch, in_cuda_test, in_tensor_dispatch_test,
+                                      keeps_unsupported_out, names_a_type, npu_skips, offline_cpu_fallback,
                                       only_reported, optional_cuda_branch, redundant_reseed, tensor_dispatch, turns_off,
                                       unmet_cuda_request)
 from ..detect.training import last_name

@@ -11,10 +11,9 @@ from ..data import load_frameworks
 from ..registry import Rule
 from .cuda_api import DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
 from ..detect.device_dispatch import (SHOWN_BY, chooses_onnx_providers, cuda_branch_test, disables_a_report,
-                                      gates_reports_through_name,
-                                      guarded_branch, has_npu_branch, keeps_unsupported_out, npu_skips,
-                                      offline_cpu_fallback, optional_cuda_branch, shown_through_name, skipping_exit,
-                                      turns_off, unmet_cuda_request)
+                                      gates_reports_through_name, guarded_branch, has_npu_branch, keeps_unsupported_out,
+                                      npu_skips, offline_cpu_fallback, optional_cuda_branch, shown_through_name,
+                                      skipping_exit, turns_off, unmet_cuda_request)
 from ..detect.cuda_fixes import method_fix, string_fix
 from ..detect.cuda_packages import on_cuda_package_path
 from ..detect.transfer_to_npu import migrated
@@ -181,9 +180,10 @@ class HardCodedCudaDevice(Rule):
         "other device strings built at run time, and Lightning's `accelerator='cuda'`/`'gpu'` (Lightning has no NPU "
         "accelerator). A `== 'cuda'` test whose branch only reports (memory statistics, logging, a debugging switch, "
         "also through a flag that holds the test) is not: the NPU run only misses the report; nor one whose branch "
-        "only picks ONNX Runtime's execution provider (the model runs there, not in torch); nor is a CUDA string or `.cuda()` on the opt-in path of a package with no NPU "
-        "build (xformers, bitsandbytes: under a test for it, or after a function's own import of it), nor a device bound to a local name whose every read only prints, logs or formats it "
-        "into a message, nor a `device='cuda'` parameter default when the file calls the function (or the "
+        "only picks ONNX Runtime's execution provider (the model runs there, not in torch); nor is a CUDA string or "
+        "`.cuda()` on the opt-in path of a package with no NPU build (xformers, bitsandbytes: under a test for it, or "
+        "after a function's own import of it), nor a device bound to a local name whose every read only prints, logs "
+        "or formats it into a message, nor a `device='cuda'` parameter default when the file calls the function (or the "
         "class's methods sharing that default) and every call passes the device; nor, in an offline converter (a "
         "path naming `convert`), a CUDA choice whose other side is the CPU. Test code is left out "
         "(`--lint-tests` reports it)."
