@@ -196,7 +196,9 @@ class CudaOnlyPackage(Rule):
         "`isinstance`/`issubclass` checks when the file also imports the package for real use (reported there)."
     )
     example = "from flash_attn import flash_attn_func"
-    use_instead = "Replace the package with its NPU counterpart named in the message."
+    use_instead = ("Replace the package with its NPU counterpart named in the message. Off by default (one file does "
+                   "not show whether every run imports the module or only an opt-in path does): enable with "
+                   "`--extend-select ASC206`.")
     source = "rules_data/sources/cuda/cuda_api_catalog.tsv; torch_npu transfer_to_npu.py (triton disabled)"
     fires = [
         ("import apex\n", 1),
