@@ -404,7 +404,7 @@ def _positive_cuda_test(test: ast.AST, ctx) -> bool:
     if isinstance(test, ast.Compare):
         if _count_on_npu(test, ctx) is False:
             return True
-        return len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)) and _compares_with(test, _CUDA)
+        return _equals_cuda(test)
     if isinstance(test, ast.Attribute):
         return test.attr == "is_cuda"
     if isinstance(test, ast.Name):  # a flag holding the answer: cuda_available = torch.cuda.is_available()
@@ -446,8 +446,12 @@ def _cuda_flag(name: ast.Name, ctx) -> bool:
         return False
     value = bindings[0].value
     parts = value.values if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.And) else [value]
-    return any(isinstance(part, ast.Compare) and len(part.ops) == 1 and isinstance(part.ops[0], (ast.Eq, ast.Is))
-               and _compares_with(part, _CUDA) for part in parts)
+    return any(isinstance(part, ast.Compare) and _equals_cuda(part) for part in parts)
+
+
+def _equals_cuda(test: ast.Compare) -> bool:
+    """``x.type == 'cuda'``, ``device is 'cuda:0'``: one equality with a CUDA device string."""
+    return len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)) and _compares_with(test, _CUDA)
 
 
 def _count_on_npu(test: ast.Compare, ctx) -> Optional[bool]:
@@ -724,24 +728,16 @@ def _gates_reports(function: ast.AST, name: str, ctx, depth: int) -> bool:
 
 def _parameter_of(read, ctx) -> Optional[Tuple[ast.AST, str]]:
     """(function, parameter name) that ``read`` is passed to as an argument of ``f(...)`` or ``self.f(...)``, a
-    function of the module or a method of the enclosing class."""
+    function of the module or a method of the enclosing class (``Summaries.callee``)."""
     call = read.path[0] if read.path else None
     if not isinstance(call, ast.Call) or any(isinstance(a, ast.Starred) for a in call.args):
         return None
-    func = call.func
-    if isinstance(func, ast.Name):
-        owner = ctx.tree
-    elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-        owner = ctx.enclosing(ast.ClassDef)  # the read is in the function being checked
-    else:
-        return None
-    name = func.id if isinstance(func, ast.Name) else func.attr
-    callee = next((d for d in getattr(owner, "body", ()) if isinstance(d, _FUNCTIONS) and d.name == name), None)
+    callee = ctx.model.summaries.callee(call)
     if callee is None:
         return None
     positional = callee.args.posonlyargs + callee.args.args
-    if owner is not ctx.tree:
-        positional = positional[1:]  # ``self``
+    if ctx.model.receiver(callee) is not None:
+        positional = positional[1:]  # ``self`` / ``cls``
     keyword = next((k.arg for k in call.keywords if k.value is read.node), None)
     if keyword is not None:
         return callee, keyword

@@ -60,23 +60,36 @@ class Summaries:
 
     def function(self, name: str, scope: Scope, depth: int) -> Value:
         """Calling ``name()`` from ``scope``: the return of the module-level function it names."""
+        node = self._module_function(name, scope)
+        return UNKNOWN_VALUE if node is None else self.returns(node, depth)
+
+    def method(self, name: str, scope: Scope, depth: int) -> Optional[Value]:
+        """Calling ``self.name()`` from ``scope``: the return of the class's method (None: no such method)."""
+        node = self._method(name, scope)
+        return None if node is None else self.returns(node, depth)
+
+    def callee(self, call: ast.Call) -> Optional[ast.AST]:
+        """The ``def`` of this file that ``f(...)`` (a module-level function) or ``self.f(...)`` (a method of the
+        calling method's class) runs, or None."""
+        func, scope = call.func, self.model.scope(call)
+        if isinstance(func, ast.Name):
+            return self._module_function(func.id, scope)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            return self._method(func.attr, scope)
+        return None
+
+    def _module_function(self, name: str, scope: Scope) -> Optional[ast.AST]:
         if self._functions is None:
             self._functions = {n.name: n for n in self.model.tree.body if isinstance(n, _FUNCTIONS)}
         node = self._functions.get(name)
         home = scope.home(name)
-        if node is None or home is None or home.node is not self.model.tree:
-            return UNKNOWN_VALUE
-        return self.returns(node, depth)
+        return node if node is not None and home is not None and home.node is self.model.tree else None
 
-    def method(self, name: str, scope: Scope, depth: int) -> Optional[Value]:
-        """Calling ``self.name()`` from ``scope``: the return of the class's method (None: no such method)."""
+    def _method(self, name: str, scope: Scope) -> Optional[ast.AST]:
         cls = enclosing_class(scope)
         if cls is None:
             return None
-        for node in cls.node.body:
-            if isinstance(node, _FUNCTIONS) and node.name == name:
-                return self.returns(node, depth)
-        return None
+        return next((n for n in cls.node.body if isinstance(n, _FUNCTIONS) and n.name == name), None)
 
     def returns(self, node: ast.AST, depth: int = 0) -> Value:
         """What a function returns when all its ``return`` statements agree on a kind."""
