@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 from typing import Optional, Tuple
 
+from ..calls import MISSING, argument
 from ..detect.api_domain import CUDA_DOMAIN as _CUDA_DOMAIN
 from ..detect.loader_names import in_data_pipeline
 from ..registry import Rule
@@ -502,11 +503,8 @@ _BETWEEN_LAYERS = frozenset(("torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN"))
 def _one_layer(call: ast.Call, ctx) -> bool:
     """``nn.LSTM(n, n, 1, dropout=p)`` or ``nn.GRU(n, n, dropout=p)``: one layer, whatever ``p`` is. ``**kwargs``
     may pass more layers."""
-    keywords = {k.arg: k.value for k in call.keywords}
-    if None in keywords or any(isinstance(arg, ast.Starred) for arg in call.args):
-        return False
-    layers = keywords.get("num_layers", call.args[2] if len(call.args) > 2 else None)
-    return layers is None or _literal(layers, ctx) == (True, 1)
+    layers = argument(call, "num_layers", 2)
+    return layers is MISSING or (layers is not None and _literal(layers, ctx) == (True, 1))
 
 
 def _off(value) -> bool:
