@@ -94,6 +94,13 @@ CORPORA = [
     Corpus("mmagic", "mmagic==1.2.0", sdist=False, split="tuning"),
     Corpus("flair", "flair==0.15.1", sdist=False, split="tuning"),
     Corpus("audiocraft", "audiocraft==1.3.0", sdist=True, split="tuning"),
+    # Added to the tuning side on 2026-11-27 (eleventh round), before any of their findings was read, one per family
+    # of the test side: an OpenMMLab 3D toolbox on mmengine, a Lightning tabular library, a few-shot trainer on the HF
+    # Trainer, a speech synthesis library with its own training code.
+    Corpus("mmdet3d", "mmdet3d==1.4.0", sdist=False, split="tuning"),
+    Corpus("pytorch_tabular", "pytorch-tabular==1.1.1", sdist=False, split="tuning"),
+    Corpus("setfit", "setfit==1.1.3", sdist=False, split="tuning"),
+    Corpus("coqui_tts", "coqui-tts==0.27.2", sdist=False, split="tuning"),
     Corpus("trl", "trl==1.16.0", sdist=False, split="test"),
     Corpus("pytorch_forecasting", "pytorch-forecasting==1.8.0", sdist=False, split="test"),
     Corpus("mmocr", "mmocr==1.0.1", sdist=False, split="test"),
