@@ -120,3 +120,67 @@ def test_a_folder_without_init_inside_a_package_belongs_to_it(tmp_path):
     (package / "models").mkdir()
     (package / "net.py").rename(package / "models" / "net.py")
     assert _lint(tmp_path, "pkg/models/net.py") == []
+
+
+# mmdet3d 1.4.0 task_modules/anchor/anchor_3d_generator.py:92 and dense_heads/anchor3d_head.py:239: a method its class
+# never calls, whose device default every call of a method so named in the package overrides
+GENERATOR = """\
+class RangeGenerator:
+    def grid_anchors(self, featmap_sizes, device='cuda'):
+        return featmap_sizes, device
+"""
+HEAD = """\
+class Head:
+    def get_anchors(self, featmap_sizes, device):
+        return self.prior_generator.grid_anchors(featmap_sizes, device=device)
+"""
+
+
+def _generator_package(tmp_path: Path, anchor: str, head: str) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "anchor.py").write_text(anchor)
+    (package / "head.py").write_text(head)
+
+
+@pytest.mark.parametrize("head,expected", [
+    (HEAD, []),
+    (HEAD.replace("featmap_sizes, device=device)", "featmap_sizes, device)"), []),  # by position
+    # near misses: a call elsewhere that relies on the default; a call of a method of that name on another object
+    # (its class is not known: it may be this one); no call of it in the package
+    (HEAD.replace(", device=device)", ")"), [(2, "ASC202")]),
+    (HEAD + "\n\ndef sizes(table):\n    return table.grid_anchors('all')\n", [(2, "ASC202")]),
+    ("class Head:\n    pass\n", [(2, "ASC202")]),
+])
+def test_a_method_default_every_call_of_that_method_name_overrides_is_silent(tmp_path, head, expected):
+    _generator_package(tmp_path, GENERATOR, head)
+    assert _lint(tmp_path, "pkg/anchor.py") == expected
+
+
+# mmdet3d 1.4.0 anchor_3d_generator.py:266: AlignedAnchor3DRangeGenerator.anchors_single_range, called by the base
+# class; diffusers 0.42.1 pipeline_cosmos3_omni.py:763: a ``prepare_latents`` its own class calls with the device,
+# whatever other pipelines' ``prepare_latents`` are given
+ALIGNED = """\
+class RangeGenerator:
+    def grid_anchors(self, sizes, device):
+        return [self.single_range(size, device=device) for size in sizes]
+
+    def single_range(self, size, device='cuda'):
+        return size
+
+
+class Aligned(RangeGenerator):
+    def single_range(self, size, device='cuda'):
+        return size
+"""
+
+
+@pytest.mark.parametrize("anchor,expected", [
+    (ALIGNED, []),
+    # near miss: a call in the file that relies on the default (the base class keeps its own calls, which pass it)
+    (ALIGNED + "\n\ndef first(gen):\n    return gen.single_range(1)\n", [(10, "ASC202")]),
+])
+def test_the_nearest_calls_of_a_method_decide(tmp_path, anchor, expected):
+    _generator_package(tmp_path, anchor, "def sizes(gen):\n    return gen.single_range(1)\n")
+    assert _lint(tmp_path, "pkg/anchor.py") == expected

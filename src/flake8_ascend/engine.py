@@ -130,12 +130,13 @@ class Context:
         chains[key] = result
         return result
 
-    def calls_elsewhere(self, name: str) -> List[ast.Call]:
-        """The calls of the module-level function or class ``name`` in the other modules of the file's package
-        (``semantic/project.py``); none for stdin."""
+    def calls_elsewhere(self, name: str, method: bool = False) -> List[ast.Call]:
+        """The calls of the module-level function or class ``name`` (``method``: of any method so named) in the
+        other modules of the file's package (``semantic/project.py``); none for stdin."""
         if self.path in ("-", "stdin"):
             return []
-        return project.calls_elsewhere(os.path.join(self.config.root or os.getcwd(), self.path), name)
+        path = os.path.join(self.config.root or os.getcwd(), self.path)
+        return project.method_calls_elsewhere(path, name) if method else project.calls_elsewhere(path, name)
 
     def memo(self, key: str, build: Callable[["Context"], T]) -> T:
         """A per-file result several rules share (e.g. the training-loop analysis), built on first use."""

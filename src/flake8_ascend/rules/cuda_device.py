@@ -531,7 +531,10 @@ def _default_unused(ctx, function: Optional[ast.AST], arg: ast.arg) -> bool:
     the class's methods that share such a default, and every one of those calls passes the device
     (mmpose 1.3.2 mlvl_point_generator.py: ``self.single_level_grid_priors(..., device=device)``; edpose_head.py:
     a nested helper called with the real device), and so does every call in the other modules of the package of
-    a module-level function or class (easyocr 1.7.2 ``DBNet(..., device=device)`` in detection_db.py). A function
+    a module-level function or class (easyocr 1.7.2 ``DBNet(..., device=device)`` in detection_db.py). A method
+    whose class never calls it is judged by the calls of a method so named in the file, else in the package
+    (mmdet3d 1.4.0: a subclass's ``anchors_single_range``, called by the base class;
+    ``prior_generator.grid_anchors(..., device=device)`` in four heads). A function
     nobody in the package calls is still reported: its callers elsewhere may rely on the default (mmdet 3.1.0
     ``sync_random_seed(seed)``)."""
     if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -550,6 +553,13 @@ def _default_unused(ctx, function: Optional[ast.AST], arg: ast.arg) -> bool:
         exported = _exported_name(function, c)
         if exported:
             calls += [(call, function, arg) for call in c.calls_elsewhere(exported)]
+        elif method and not calls:  # no ``self.f(...)`` in its class: ``x.f(...)`` in the file (a subclass's
+            # override, called from the base class's methods), else in the package; the receiver's class is not
+            # known, so the nearest calls decide (a name as common as ``prepare_latents`` is many methods)
+            named = [(f, a) for f, a in group if not f.name.startswith("__")]  # not ``super().__init__(...)``
+            calls = [(call, f, a) for f, a in named for call in model.calls(f.name)
+                     if isinstance(call.func, ast.Attribute) and model.function(call) is not f] or [
+                (call, f, a) for f, a in named for call in c.calls_elsewhere(f.name, method=True)]
         return bool(calls) and all(_passes(call, f, a, method) for call, f, a in calls)
     return ctx.memo(f"cuda_default_unused.{id(function)}", build)
 

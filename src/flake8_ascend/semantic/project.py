@@ -1,7 +1,8 @@
 """The linted file's project: the other modules of its top-level package, for the facts one file cannot show.
 
 Who calls a function is such a fact: a ``device='cuda'`` default that every caller in the project overrides never
-picks the device (easyocr 1.7.2 ``DBNet(..., device=device)`` in detection_db.py for DBNet/DBNet.py's default).
+picks the device (easyocr 1.7.2 ``DBNet(..., device=device)`` in detection_db.py for DBNet/DBNet.py's default; mmdet3d
+1.4.0 ``self.prior_generator.grid_anchors(..., device=device)`` in four heads for Anchor3DRangeGenerator's).
 The modules are read as text and parsed, never imported or run, on the first question a file asks, and kept for the
 rest of the process (a flake8 worker lints many files of one package). A package of more than ``MAX_MODULES``
 modules, a module of more than ``MAX_BYTES`` and a link are not read: the question then finds nothing, as if
@@ -147,4 +148,24 @@ def calls_elsewhere(path: str, name: str) -> List[ast.Call]:
                     found.append(node)
                 elif isinstance(func, ast.Attribute) and func.attr == name and _spelled(func.value) in modules:
                     found.append(node)
+    return found
+
+
+def method_calls_elsewhere(path: str, name: str) -> List[ast.Call]:
+    """The calls ``<anything>.name(...)`` in the other modules of the package of the module at ``path``: who may call
+    a method ``name`` defined there. The receiver's class is not known, so these are all the calls that might be
+    it (a same-named method of another class included): "every one passes the device" is then only the safer."""
+    package = package_of(path)
+    if package is None:
+        return []
+    here = os.path.abspath(path)
+    spelled = re.compile(rf"\.{re.escape(name)}\s*\(")
+    found: List[ast.Call] = []
+    for module, text in _modules(package):
+        if module == here or name not in text or not spelled.search(text):
+            continue
+        tree = _tree(module, text)
+        if tree is not None:
+            found += [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+                      and isinstance(node.func, ast.Attribute) and node.func.attr == name]
     return found
