@@ -184,3 +184,73 @@ class Aligned(RangeGenerator):
 def test_the_nearest_calls_of_a_method_decide(tmp_path, anchor, expected):
     _generator_package(tmp_path, anchor, "def sizes(gen):\n    return gen.single_range(1)\n")
     assert _lint(tmp_path, "pkg/anchor.py") == expected
+
+
+# axolotl 0.19.0: integrations/diffusion/trainer.py ``DiffusionTrainer(AxolotlTrainer)``, whose base in
+# core/trainers/base.py derives from transformers' Trainer (re-exported by core/trainers/__init__.py)
+TRAINER_BASE = """\
+from transformers import Trainer
+
+
+class Mixin:
+    pass
+
+
+class ProjectTrainer(Mixin, Trainer):
+    pass
+
+
+class Evaluator:
+    pass
+"""
+SUBCLASS = """\
+from {source} import {name}
+
+
+class DiffusionTrainer({name}):
+    def compute_loss(self, model, inputs, return_outputs=False):
+        loss = model(**inputs).loss
+        self.log({{"loss": loss.item()}})
+        return loss
+"""
+
+
+def _trainer_package(tmp_path: Path, source: str, name: str = "ProjectTrainer") -> None:
+    package = tmp_path / "pkg"
+    (package / "trainers").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "trainers" / "__init__.py").write_text("from .base import ProjectTrainer, Evaluator\n")
+    (package / "trainers" / "base.py").write_text(TRAINER_BASE)
+    (package / "diffusion.py").write_text(SUBCLASS.format(source=source, name=name))
+
+
+def _codes(root: Path, rel: str, code: str):
+    source = (root / rel).read_text()
+    config = Config(default_version(), root=str(root))
+    return [f.line for f in engine.lint(ast.parse(source), source.splitlines(keepends=True), rel, config)
+            if f.code == code]
+
+
+@pytest.mark.parametrize("source", ["pkg.trainers.base", "pkg.trainers", ".trainers.base", ".trainers"])
+def test_a_framework_step_method_through_a_base_class_in_another_module(tmp_path, source):
+    _trainer_package(tmp_path, source)
+    assert _codes(tmp_path, "pkg/diffusion.py", "ASC501") == [7]
+
+
+@pytest.mark.parametrize("source,name", [
+    ("pkg.trainers.base", "Evaluator"),  # a class of the package that is no Trainer
+    ("pkg.trainers.base", "Mixin"),
+    ("other_project.trainers", "ProjectTrainer"),  # outside the package: not read
+])
+def test_near_miss_a_base_class_elsewhere_that_is_no_framework_class(tmp_path, source, name):
+    _trainer_package(tmp_path, source, name)
+    assert _codes(tmp_path, "pkg/diffusion.py", "ASC501") == []
+
+
+def test_absolute_names_of_relative_imports(tmp_path):
+    _trainer_package(tmp_path, "pkg.trainers")
+    here = str(tmp_path / "pkg" / "trainers" / "base.py")
+    assert project.absolute(".base.Trainer", here) == "pkg.trainers.base.Trainer"
+    assert project.absolute("..Trainer", here) == "pkg.Trainer"
+    assert project.absolute("...Trainer", here) is None  # above the package
+    assert project.absolute(".Trainer", str(tmp_path / "pkg" / "trainers" / "__init__.py")) == "pkg.trainers.Trainer"

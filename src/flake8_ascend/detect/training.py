@@ -16,7 +16,8 @@ an iteration?" use it, so they agree.  The definitions, also in docs/advice.md:
   of a subclass (``data/frameworks.json``, from the frameworks' sources: the HF
   ``Trainer``'s ``training_step`` and ``compute_loss``, ``LightningModule.training_step``)
   is a step function too, in a class whose bases name that framework class or
-  such a class of the same file; so is the ``step`` of a ``torch.optim.Optimizer``
+  such a class of the same file or of another module of its package (read, never
+  imported: ``semantic/project.py``); so is the ``step`` of a ``torch.optim.Optimizer``
   subclass, which is the optimizer step itself (a LARS or Muon ``step``).
 - A *whole-step loop* (where the injector records iterations) is a loop whose own
   body, outside nested loops and definitions, holds both a backward call and an
@@ -321,13 +322,28 @@ def framework_steps(ctx, text: str) -> Set[int]:
                 continue
             for base in cls.bases:
                 qualname = ctx.qualname(base)
-                methods = table.get(qualname, ()) if qualname else methods_of.get(last_name(base), ())
+                methods = _framework_methods(ctx, qualname, table) if qualname else methods_of.get(
+                    last_name(base), ())
                 if methods:
                     methods_of[cls.name], grew = set(methods), True
                     break
     shared = _shared_step_methods()
     return {id(node) for cls in classes for node in cls.body if isinstance(node, _FUNCTIONS) and (
         node.name in methods_of.get(cls.name, ()) or (node.name in shared and _subclass(cls)))}
+
+
+def _framework_methods(ctx, qualname: str, table: Dict[str, Dict[str, str]], depth: int = 0) -> Dict[str, str]:
+    """The per-step methods of a framework class ``qualname`` derives from: itself, or through the bases of a class
+    another module of the package defines (axolotl 0.19.0 ``DiffusionTrainer(AxolotlTrainer)``, whose base in
+    core/trainers/base.py derives from ``transformers.Trainer``)."""
+    methods = table.get(qualname)
+    if methods or depth >= 3:
+        return methods or {}
+    for base in ctx.bases_elsewhere(qualname):
+        found = _framework_methods(ctx, base, table, depth + 1)
+        if found:
+            return found
+    return {}
 
 
 @lru_cache(maxsize=None)

@@ -169,3 +169,90 @@ def method_calls_elsewhere(path: str, name: str) -> List[ast.Call]:
             found += [node for node in ast.walk(tree) if isinstance(node, ast.Call)
                       and isinstance(node.func, ast.Attribute) and node.func.attr == name]
     return found
+
+
+def absolute(qualname: str, path: str) -> Optional[str]:
+    """``qualname`` as the module at ``path`` spells it (``.base.Trainer``), absolute (``pkg.sub.base.Trainer``);
+    None where a relative name leaves the package or the module is in none."""
+    if not qualname.startswith("."):
+        return qualname
+    package = package_of(path)
+    if package is None:
+        return None
+    level = len(qualname) - len(qualname.lstrip("."))
+    home = _dotted(os.path.abspath(path), package).split(".")
+    if not path.endswith("__init__.py"):
+        home = home[:-1]
+    if level - 1 >= len(home):
+        return None
+    return ".".join(home[:len(home) - level + 1] + [qualname[level:]]).rstrip(".")
+
+
+@lru_cache(maxsize=8)
+def _texts(package: str) -> Dict[str, str]:
+    return dict(_modules(package))
+
+
+def _module_named(package: str, dotted: str) -> Optional[Tuple[str, str]]:
+    """(path, text) of the module ``dotted`` of ``package`` (a module file or a package's ``__init__``)."""
+    base = os.path.join(os.path.dirname(package), *dotted.split("."))
+    texts = _texts(package)
+    for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+        if candidate in texts:
+            return candidate, texts[candidate]
+    return None
+
+
+def _imports(tree: ast.Module, path: str) -> Dict[str, str]:
+    """Name -> absolute dotted name, for the module-level imports of a module."""
+    names: Dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            source = absolute("." * node.level + (node.module or ""), path) if node.level else node.module
+            for alias in node.names:
+                if source and alias.name != "*":
+                    names[alias.asname or alias.name] = f"{source}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                names[alias.asname or alias.name.partition(".")[0]] = alias.name if alias.asname else \
+                    alias.name.partition(".")[0]
+    return names
+
+
+MAX_HOPS = 4  # re-exports followed to a class's definition
+
+
+@lru_cache(maxsize=256)
+def class_bases(path: str, qualname: str) -> Tuple[str, ...]:
+    """The bases of the class that the module at ``path`` names ``qualname``, when the class is defined in a module
+    of the same package: each base as the defining module spells it, made absolute (``transformers.Trainer``;
+    axolotl 0.19.0 ``AxolotlTrainer`` in core/trainers/base.py for integrations/diffusion/trainer.py). Re-exports
+    through a package's ``__init__`` are followed; () for a class outside the package or not found."""
+    package = package_of(path)
+    name = absolute(qualname, path)
+    if package is None or name is None or name.partition(".")[0] != os.path.basename(package):
+        return ()
+    for _ in range(MAX_HOPS):
+        module, _, cls = name.rpartition(".")
+        found = _module_named(package, module) if module else None
+        tree = _tree(*found) if found else None
+        if tree is None:
+            return ()
+        definition = next((node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == cls), None)
+        imports = _imports(tree, found[0])
+        if definition is not None:
+            return tuple(base for base in (_resolved(b, imports, module) for b in definition.bases) if base)
+        if cls not in imports:
+            return ()
+        name = imports[cls]  # re-exported: follow the import
+    return ()
+
+
+def _resolved(base: ast.AST, imports: Dict[str, str], module: str) -> str:
+    """A base class expression as an absolute dotted name: through the module's imports, or a class of the module."""
+    spelled = _spelled(base)
+    if not spelled:
+        return ""
+    head, _, rest = spelled.partition(".")
+    root = imports.get(head, f"{module}.{head}")
+    return f"{root}.{rest}" if rest else root
