@@ -254,3 +254,32 @@ def test_absolute_names_of_relative_imports(tmp_path):
     assert project.absolute("..Trainer", here) == "pkg.Trainer"
     assert project.absolute("...Trainer", here) is None  # above the package
     assert project.absolute(".Trainer", str(tmp_path / "pkg" / "trainers" / "__init__.py")) == "pkg.trainers.Trainer"
+    assert project.resolve_class(here, "pkg.trainers.ProjectTrainer") == (
+        "pkg.trainers.base.ProjectTrainer", ("pkg.trainers.base.Mixin", "transformers.Trainer"))
+
+
+@pytest.mark.parametrize("compat,source", [
+    # a framework class the package re-exports (``from .compat import Trainer``)
+    ("from transformers import Trainer\n", ".compat"),
+    ("from transformers import Trainer as Trainer\n", "pkg.compat"),
+])
+def test_a_framework_class_the_package_re_exports(tmp_path, compat, source):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "compat.py").write_text(compat)
+    (package / "diffusion.py").write_text(SUBCLASS.format(source=source, name="Trainer"))
+    assert _codes(tmp_path, "pkg/diffusion.py", "ASC501") == [7]
+
+
+def test_the_framework_package_itself_imports_its_class_relatively(tmp_path):
+    # transformers 4.57.6 trainer_seq2seq.py: ``from .trainer import Trainer``
+    package = tmp_path / "transformers"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "trainer.py").write_text("class Trainer:\n    pass\n")
+    (package / "trainer_seq2seq.py").write_text(SUBCLASS.format(source=".trainer", name="Trainer"))
+    assert _codes(tmp_path, "transformers/trainer_seq2seq.py", "ASC501") == [7]
+    (package / "trainer_seq2seq.py").write_text(SUBCLASS.format(source=".other", name="Trainer"))  # near miss
+    (package / "other.py").write_text("class Trainer:\n    pass\n")
+    assert _codes(tmp_path, "transformers/trainer_seq2seq.py", "ASC501") == []

@@ -138,12 +138,12 @@ class Context:
         path = os.path.join(self.config.root or os.getcwd(), self.path)
         return project.method_calls_elsewhere(path, name) if method else project.calls_elsewhere(path, name)
 
-    def bases_elsewhere(self, qualname: str) -> Tuple[str, ...]:
-        """The bases of the class ``qualname`` (as this file spells it) where another module of the file's package
-        defines it (``semantic/project.py``); none for stdin."""
+    def resolve_class(self, qualname: str) -> Tuple[str, Tuple[str, ...]]:
+        """Where the class ``qualname`` (as this file spells it) is defined when the file's package holds or
+        re-exports it, and its bases there (``semantic/project.py``); ("", ()) for stdin."""
         if self.path in ("-", "stdin"):
-            return ()
-        return project.class_bases(os.path.join(self.config.root or os.getcwd(), self.path), qualname)
+            return "", ()
+        return project.resolve_class(os.path.join(self.config.root or os.getcwd(), self.path), qualname)
 
     def memo(self, key: str, build: Callable[["Context"], T]) -> T:
         """A per-file result several rules share (e.g. the training-loop analysis), built on first use."""

@@ -333,13 +333,17 @@ def framework_steps(ctx, text: str) -> Set[int]:
 
 
 def _framework_methods(ctx, qualname: str, table: Dict[str, Dict[str, str]], depth: int = 0) -> Dict[str, str]:
-    """The per-step methods of a framework class ``qualname`` derives from: itself, or through the bases of a class
-    another module of the package defines (axolotl 0.19.0 ``DiffusionTrainer(AxolotlTrainer)``, whose base in
-    core/trainers/base.py derives from ``transformers.Trainer``)."""
+    """The per-step methods of a framework class ``qualname`` is or derives from: itself, or through the package's
+    modules, a re-export or the bases of a class another module defines (axolotl 0.19.0
+    ``DiffusionTrainer(AxolotlTrainer)``, whose base in core/trainers/base.py derives from ``transformers.Trainer``;
+    transformers 4.57.6 ``Seq2SeqTrainer(Trainer)`` with ``from .trainer import Trainer``)."""
     methods = table.get(qualname)
     if methods or depth >= 3:
         return methods or {}
-    for base in ctx.bases_elsewhere(qualname):
+    name, bases = ctx.resolve_class(qualname)
+    if name in table:
+        return table[name]
+    for base in bases:
         found = _framework_methods(ctx, base, table, depth + 1)
         if found:
             return found

@@ -223,29 +223,32 @@ MAX_HOPS = 4  # re-exports followed to a class's definition
 
 
 @lru_cache(maxsize=256)
-def class_bases(path: str, qualname: str) -> Tuple[str, ...]:
-    """The bases of the class that the module at ``path`` names ``qualname``, when the class is defined in a module
-    of the same package: each base as the defining module spells it, made absolute (``transformers.Trainer``;
-    axolotl 0.19.0 ``AxolotlTrainer`` in core/trainers/base.py for integrations/diffusion/trainer.py). Re-exports
-    through a package's ``__init__`` are followed; () for a class outside the package or not found."""
+def resolve_class(path: str, qualname: str) -> Tuple[str, Tuple[str, ...]]:
+    """Where the class that the module at ``path`` names ``qualname`` is defined, followed through the package's
+    modules and its re-exports (``from .base import Trainer`` where base.py imports it from transformers): the
+    absolute name it ends at (``transformers.Trainer``, ``pkg.trainers.base.ProjectTrainer``) and, for a class
+    defined in the package, its bases as that module spells them, made absolute (axolotl 0.19.0 ``AxolotlTrainer`` in
+    core/trainers/base.py, for integrations/diffusion/trainer.py). ("", ()) for a name that cannot be read."""
     package = package_of(path)
-    name = absolute(qualname, path)
-    if package is None or name is None or name.partition(".")[0] != os.path.basename(package):
-        return ()
+    name = absolute(qualname, path) if package is not None else None
+    if name is None:
+        return "", ()
     for _ in range(MAX_HOPS):
+        if name.partition(".")[0] != os.path.basename(package):
+            return name, ()  # outside the package: the name itself
         module, _, cls = name.rpartition(".")
         found = _module_named(package, module) if module else None
         tree = _tree(*found) if found else None
         if tree is None:
-            return ()
+            return name, ()
         definition = next((node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == cls), None)
         imports = _imports(tree, found[0])
         if definition is not None:
-            return tuple(base for base in (_resolved(b, imports, module) for b in definition.bases) if base)
+            return name, tuple(base for base in (_resolved(b, imports, module) for b in definition.bases) if base)
         if cls not in imports:
-            return ()
+            return name, ()
         name = imports[cls]  # re-exported: follow the import
-    return ()
+    return name, ()
 
 
 def _resolved(base: ast.AST, imports: Dict[str, str], module: str) -> str:
