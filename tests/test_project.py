@@ -43,11 +43,16 @@ def _package(tmp_path: Path, caller: str = CALLER, init: bool = True) -> Path:
     return package
 
 
-def _lint(root: Path, rel: str):
+def _codes(root: Path, rel: str, code: str):
+    """The lines of ``code``'s findings in the module ``rel`` of the project folder ``root``."""
     source = (root / rel).read_text()
     config = Config(default_version(), root=str(root))
-    return [(f.line, f.code) for f in engine.lint(ast.parse(source), source.splitlines(keepends=True), rel, config)
-            if f.code == "ASC202"]
+    return [f.line for f in engine.lint(ast.parse(source), source.splitlines(keepends=True), rel, config)
+            if f.code == code]
+
+
+def _lint(root: Path, rel: str):
+    return [(line, "ASC202") for line in _codes(root, rel, "ASC202")]
 
 
 def test_a_default_every_caller_in_the_package_overrides_is_silent(tmp_path):
@@ -222,13 +227,6 @@ def _trainer_package(tmp_path: Path, source: str, name: str = "ProjectTrainer") 
     (package / "trainers" / "__init__.py").write_text("from .base import ProjectTrainer, Evaluator\n")
     (package / "trainers" / "base.py").write_text(TRAINER_BASE)
     (package / "diffusion.py").write_text(SUBCLASS.format(source=source, name=name))
-
-
-def _codes(root: Path, rel: str, code: str):
-    source = (root / rel).read_text()
-    config = Config(default_version(), root=str(root))
-    return [f.line for f in engine.lint(ast.parse(source), source.splitlines(keepends=True), rel, config)
-            if f.code == code]
 
 
 @pytest.mark.parametrize("source", ["pkg.trainers.base", "pkg.trainers", ".trainers.base", ".trainers"])

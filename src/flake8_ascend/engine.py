@@ -133,17 +133,20 @@ class Context:
     def calls_elsewhere(self, name: str, method: bool = False) -> List[ast.Call]:
         """The calls of the module-level function or class ``name`` (``method``: of any method so named) in the
         other modules of the file's package (``semantic/project.py``); none for stdin."""
-        if self.path in ("-", "stdin"):
+        path = self._module_path()
+        if path is None:
             return []
-        path = os.path.join(self.config.root or os.getcwd(), self.path)
         return project.method_calls_elsewhere(path, name) if method else project.calls_elsewhere(path, name)
 
     def resolve_class(self, qualname: str) -> Tuple[str, Tuple[str, ...]]:
         """Where the class ``qualname`` (as this file spells it) is defined when the file's package holds or
         re-exports it, and its bases there (``semantic/project.py``); ("", ()) for stdin."""
-        if self.path in ("-", "stdin"):
-            return "", ()
-        return project.resolve_class(os.path.join(self.config.root or os.getcwd(), self.path), qualname)
+        path = self._module_path()
+        return ("", ()) if path is None else project.resolve_class(path, qualname)
+
+    def _module_path(self) -> Optional[str]:
+        """The linted file's path for ``semantic/project.py`` (below ``Config.root``); None for stdin."""
+        return None if self.path in ("-", "stdin") else os.path.join(self.config.root or os.getcwd(), self.path)
 
     def memo(self, key: str, build: Callable[["Context"], T]) -> T:
         """A per-file result several rules share (e.g. the training-loop analysis), built on first use."""

@@ -14,7 +14,7 @@ import ast
 import os
 import re
 from functools import lru_cache
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 MAX_MODULES = 3000
 MAX_BYTES = 2_000_000
@@ -38,24 +38,24 @@ def package_of(path: str) -> Optional[str]:
 
 
 @lru_cache(maxsize=8)
-def _modules(package: str) -> Tuple[Tuple[str, str], ...]:
-    """(path, text) of every module below ``package``, in path order; () for a package too large to read."""
+def _modules(package: str) -> Dict[str, str]:
+    """path -> text of every module below ``package``, in path order; empty for a package too large to read."""
     paths: List[str] = []
     for folder, folders, files in os.walk(package):
         folders[:] = sorted(f for f in folders if not f.startswith(".") and f != "__pycache__")
         paths += [os.path.join(folder, name) for name in sorted(files) if name.endswith(".py")]
         if len(paths) > MAX_MODULES:
-            return ()
-    modules = []
+            return {}
+    modules = {}
     for path in paths:
         try:
             if os.path.islink(path) or os.path.getsize(path) > MAX_BYTES:
                 continue
             with open(path, encoding="utf-8", errors="replace") as handle:
-                modules.append((path, handle.read()))
+                modules[path] = handle.read()
         except OSError:
             continue
-    return tuple(modules)
+    return modules
 
 
 _trees: Dict[str, Optional[ast.Module]] = {}
@@ -81,21 +81,17 @@ def _dotted(path: str, package: str) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _bindings(tree: ast.Module, module: str, is_package: bool, target: str, name: str) -> Tuple[Set[str], Set[str]]:
-    """In a module called ``module``: the names its imports bind to ``target.name`` (or to ``name`` re-exported by a
+def _bindings(tree: ast.Module, path: str, target: str, name: str) -> Tuple[Set[str], Set[str]]:
+    """In the module at ``path``: the names its imports bind to ``target.name`` (or to ``name`` re-exported by a
     package above ``target``), and the dotted spellings bound to the module ``target`` itself."""
     names: Set[str] = set()
     modules: Set[str] = set()
     parents = target.split(".")
-    # the package a relative import starts from: the module's own, or the module itself for a package's __init__
-    home = module.split(".")[:None if is_package else -1]
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = home[:len(home) - node.level + 1]
-                source = ".".join(base + ([node.module] if node.module else []))
-            else:
-                source = node.module or ""
+            source = absolute("." * node.level + (node.module or ""), path) if node.level else node.module or ""
+            if source is None:
+                continue  # above the top-level package: no import Python runs
             for alias in node.names:
                 if alias.name == name and (source == target or target.startswith(source + ".")):
                     names.add(alias.asname or alias.name)
@@ -118,6 +114,18 @@ def _spelled(node: ast.AST) -> str:
     return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else ""
 
 
+def _spelling(path: str, spelled: "re.Pattern[str]", name: str) -> Iterator[Tuple[str, str]]:
+    """(path, text) of each other module of the package of the module at ``path`` whose text has
+    ``name`` and a match of ``spelled``: the modules worth parsing for a call."""
+    package = package_of(path)
+    if package is None:
+        return
+    here = os.path.abspath(path)
+    for module, text in _modules(package).items():
+        if module != here and name in text and spelled.search(text):
+            yield module, text
+
+
 def calls_elsewhere(path: str, name: str) -> List[ast.Call]:
     """The calls of the module-level function or class ``name`` of the module at ``path`` in the other modules of
     its package: ``name(...)`` where the module imports it from there (or from a package above, which re-exports
@@ -126,19 +134,16 @@ def calls_elsewhere(path: str, name: str) -> List[ast.Call]:
     package = package_of(path)
     if package is None:
         return []
-    here = os.path.abspath(path)
-    target = _dotted(here, package)
-    spelled = re.compile(rf"\b{re.escape(name)}\s*\(")
+    target = _dotted(os.path.abspath(path), package)
     imported = re.compile(rf"\b({re.escape(name)}|{re.escape(target.rpartition('.')[2])})\b")
     found: List[ast.Call] = []
-    for module, text in _modules(package):
-        if module == here or name not in text or not spelled.search(text) or not any(
-                imported.search(statement.group(0)) for statement in _IMPORTS.finditer(text)):
+    for module, text in _spelling(path, re.compile(rf"\b{re.escape(name)}\s*\("), name):
+        if not any(imported.search(statement.group(0)) for statement in _IMPORTS.finditer(text)):
             continue  # parsed only where an import names the function or its module
         tree = _tree(module, text)
         if tree is None:
             continue
-        names, modules = _bindings(tree, _dotted(module, package), module.endswith("__init__.py"), target, name)
+        names, modules = _bindings(tree, module, target, name)
         if not names and not modules:
             continue
         for node in ast.walk(tree):
@@ -155,15 +160,8 @@ def method_calls_elsewhere(path: str, name: str) -> List[ast.Call]:
     """The calls ``<anything>.name(...)`` in the other modules of the package of the module at ``path``: who may call
     a method ``name`` defined there. The receiver's class is not known, so these are all the calls that might be
     it (a same-named method of another class included): "every one passes the device" is then only the safer."""
-    package = package_of(path)
-    if package is None:
-        return []
-    here = os.path.abspath(path)
-    spelled = re.compile(rf"\.{re.escape(name)}\s*\(")
     found: List[ast.Call] = []
-    for module, text in _modules(package):
-        if module == here or name not in text or not spelled.search(text):
-            continue
+    for module, text in _spelling(path, re.compile(rf"\.{re.escape(name)}\s*\("), name):
         tree = _tree(module, text)
         if tree is not None:
             found += [node for node in ast.walk(tree) if isinstance(node, ast.Call)
@@ -188,15 +186,10 @@ def absolute(qualname: str, path: str) -> Optional[str]:
     return ".".join(home[:len(home) - level + 1] + [qualname[level:]]).rstrip(".")
 
 
-@lru_cache(maxsize=8)
-def _texts(package: str) -> Dict[str, str]:
-    return dict(_modules(package))
-
-
 def _module_named(package: str, dotted: str) -> Optional[Tuple[str, str]]:
     """(path, text) of the module ``dotted`` of ``package`` (a module file or a package's ``__init__``)."""
     base = os.path.join(os.path.dirname(package), *dotted.split("."))
-    texts = _texts(package)
+    texts = _modules(package)
     for candidate in (base + ".py", os.path.join(base, "__init__.py")):
         if candidate in texts:
             return candidate, texts[candidate]
