@@ -107,16 +107,19 @@ def test_a_call_of_another_modules_function_of_the_same_name_is_no_caller(tmp_pa
 
 
 @pytest.mark.parametrize("caller", [
-    # through the package that re-exports it, and through the module
-    "from pkg import DBNet, get_autocast\n\n\ndef get_detector(device):\n"
+    # through the subpackage that re-exports it, and through the module (the top-level package's re-export would
+    # make them public: test_near_miss_a_public_default_is_reported_whatever_the_package_passes)
+    "from pkg.models import DBNet, get_autocast\n\n\ndef get_detector(device):\n"
     "    return DBNet(device=device), get_autocast('amp', device_type=device)\n",
-    "from . import net\n\n\ndef get_detector(device):\n"
+    "from .models import net\n\n\ndef get_detector(device):\n"
     "    return net.DBNet(device=device), net.get_autocast('amp', device_type=device)\n",
 ])
 def test_callers_through_the_package_or_the_module_count(tmp_path, caller):
     package = _package(tmp_path, caller)
-    (package / "__init__.py").write_text("from .net import DBNet, get_autocast\n")
-    assert _lint(tmp_path, "pkg/net.py") == []
+    (package / "models").mkdir()
+    (package / "net.py").rename(package / "models" / "net.py")
+    (package / "models" / "__init__.py").write_text("from .net import DBNet, get_autocast\n")
+    assert _lint(tmp_path, "pkg/models/net.py") == []
 
 
 def test_a_folder_without_init_inside_a_package_belongs_to_it(tmp_path):
@@ -281,3 +284,49 @@ def test_the_framework_package_itself_imports_its_class_relatively(tmp_path):
     (package / "trainer_seq2seq.py").write_text(SUBCLASS.format(source=".other", name="Trainer"))  # near miss
     (package / "other.py").write_text("class Trainer:\n    pass\n")
     assert _codes(tmp_path, "transformers/trainer_seq2seq.py", "ASC501") == []
+
+
+CUDA_PLATFORM = "import torch\n\n\ndef current_device():\n    return torch.cuda.current_device()\n"
+
+
+@pytest.mark.parametrize("name, twin", [
+    ("platform_cuda.py", "platform_npu.py"),  # verl 0.9.1 plugin/platform/
+    ("cuda_accelerator.py", "npu_accelerator.py"),  # deepspeed 0.19.8 accelerator/
+    ("gpu_ops.py", "npu_ops.py"),
+])
+def test_the_cuda_module_of_a_pair_with_an_npu_module_is_left_out(tmp_path, name, twin):
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    (folder / name).write_text(CUDA_PLATFORM)
+    (folder / twin).write_text("import torch\n")
+    assert project.npu_counterpart(str(folder / name)) == twin
+    assert _codes(tmp_path, f"pkg/{name}", "ASC201") == []
+
+
+@pytest.mark.parametrize("twin, init", [
+    (None, True), ("sub/platform_npu.py", True), ("platform_xpu.py", True),
+    ("platform_npu.py", False),  # scripts: the GPU one is what its user means to port (examples/transfer_to_npu/)
+])
+def test_near_miss_a_cuda_module_without_an_npu_twin_beside_it_is_linted(tmp_path, twin, init):
+    folder = tmp_path / "pkg"
+    (folder / "sub").mkdir(parents=True)
+    if init:
+        (folder / "__init__.py").write_text("")
+    (folder / "platform_cuda.py").write_text(CUDA_PLATFORM)
+    if twin:
+        (folder / twin).write_text("import torch\n")
+    assert project.npu_counterpart(str(folder / "platform_cuda.py")) is None
+    assert _codes(tmp_path, "pkg/platform_cuda.py", "ASC201") == [5]
+
+
+@pytest.mark.parametrize("module, init", [
+    ("net.py", "from .net import DBNet, get_autocast\n"),  # the top-level package re-exports them
+    ("api.py", ""),  # demucs 4.1.0 api.py: the package's Python API
+])
+def test_near_miss_a_public_default_is_reported_whatever_the_package_passes(tmp_path, module, init):
+    package = _package(tmp_path, caller=CALLER.replace(".net", "." + module[:-3]))
+    (package / "net.py").rename(package / module)
+    (package / "__init__.py").write_text(init)
+    assert project.public(str(package / module), "DBNet")
+    assert _lint(tmp_path, f"pkg/{module}") == [(2, "ASC202"), (6, "ASC202")]

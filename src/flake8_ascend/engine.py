@@ -26,6 +26,7 @@ from flake8.utils import parse_comma_separated_list
 from .codes import CODES, Report
 from .config import Config
 from .detect.export_path import on_export_path
+from .detect.loader_names import data_pipeline_module
 from .detect.old_torch import in_old_torch_branch
 from .detect.training import source_text
 from .registry import Rule, all_rules
@@ -75,6 +76,7 @@ class Finding:
 
 # codes whose findings advise on running on the NPU (affinity, dynamic shapes, performance, precision), as opposed to
 # what stops the code there: none of them is reported in code that only exports the model (detect/export_path.py)
+# or in a module of a datasets package's transforms, which prepares samples on the host (detect/loader_names.py)
 _NPU_ADVICE = frozenset(code for code, row in CODES.items() if row.report in (
     Report.AFFINITY_API_CALL, Report.DYNAMIC_SHAPE_HINTS, Report.PERFORMANCE_ADVICE, Report.PRECISION_ADVICE))
 
@@ -144,9 +146,14 @@ class Context:
         path = self._module_path()
         return ("", ()) if path is None else project.resolve_class(path, qualname)
 
+    def public(self, name: str) -> bool:
+        """Is the module-level function or class ``name`` part of the package's public interface
+        (``semantic/project.py``)? False for stdin."""
+        path = self._module_path()
+        return path is not None and project.public(path, name)
+
     def _module_path(self) -> Optional[str]:
-        """The linted file's path for ``semantic/project.py`` (below ``Config.root``); None for stdin."""
-        return None if self.path in ("-", "stdin") else os.path.join(self.config.root or os.getcwd(), self.path)
+        return module_path(self.path, self.config)
 
     def memo(self, key: str, build: Callable[["Context"], T]) -> T:
         """A per-file result several rules share (e.g. the training-loop analysis), built on first use."""
@@ -176,8 +183,8 @@ class Context:
                rewrite: Optional[Rewrite] = None, guard: Optional[ast.AST] = None, family: str = "") -> None:
         """``guard``: the test of a branch only CUDA takes, around ``node``; a finding on that test stands for this
         one (``fold``).  ``family``: see ``Finding.family``."""
-        if code in _NPU_ADVICE and on_export_path(self):
-            return  # advice for running on the NPU, in code that only exports the model for another runtime
+        if code in _NPU_ADVICE and (on_export_path(self) or data_pipeline_module(self.path)):
+            return  # advice for running on the NPU, in code that only exports the model or prepares samples on the host
         if not self.config.lint_tests and in_test_code(self):
             return
         if in_old_torch_branch(self, node):
@@ -205,6 +212,11 @@ class Context:
             self.owners[finding] = (id(self.stack[1]), "statement")
         if guard is not None:
             self.guards[finding] = (guard.lineno, getattr(guard, "end_lineno", None) or guard.lineno)
+
+
+def module_path(path: str, config: Config) -> Optional[str]:
+    """The linted file's path for ``semantic/project.py`` (below ``Config.root``); None for stdin."""
+    return None if path in ("-", "stdin") else os.path.join(config.root or os.getcwd(), path)
 
 
 # test code: a tests/, test/ or testing/ folder, test_*.py, *_test.py, conftest.py (pytest's and unittest's
@@ -258,9 +270,17 @@ def for_another_framework(tree: ast.AST) -> bool:
     return bool(roots & _OTHER_FRAMEWORKS) and not any(root.startswith("torch") for root in roots)
 
 
+def _cuda_twin(path: str, config: Config) -> bool:
+    """Is the file the CUDA one of a pair its project picks from by device (``project.npu_counterpart``)? No rule
+    reports in it: on an NPU the project runs the other."""
+    located = module_path(path, config)
+    return located is not None and project.npu_counterpart(located) is not None
+
+
 def _active_rules(source: str, rules: Iterable[Type[Rule]], config: Config, left_out: bool = False) -> List[Rule]:
     """Rules whose trigger words occur in the file (the cheap pre-filter), less those with nothing to report under
-    ``config`` (ASC104 without a third_party list); none in a file ``left_out`` (test code, another framework's)."""
+    ``config`` (ASC104 without a third_party list); none in a file ``left_out`` (test code, another framework's,
+    the CUDA twin of an NPU module)."""
     if left_out:
         return []
     rules = list(rules)
@@ -307,7 +327,8 @@ def lint(
     run it through ``sources.deep`` so that a tree deeper than the recursion limit allows is still walked.
     """
     source = "".join(lines)
-    left_out = (not config.lint_tests and is_test_path(path)) or for_another_framework(tree)
+    left_out = (not config.lint_tests and is_test_path(path)) or for_another_framework(tree) or \
+        _cuda_twin(path, config)
     active = [*_active_rules(source, all_rules() if rules is None else rules, config, left_out), *visitors]
     if not active:
         return []

@@ -791,6 +791,38 @@ def chooses_onnx_providers(node: ast.AST, ctx) -> bool:
             for n in walk_tree(statement.value)) for statement in branch.body)
 
 
+# FLOP counters by the name a module imports: mmengine's and mmcv's get_model_complexity_info, fvcore's
+# FlopCountAnalysis, torch.utils.flop_counter's FlopCounterMode (not thop's ``profile``, a name general profilers
+# share: yolov5 7.0.14 utils/torch_utils.py ``profile`` also measures time and memory)
+_FLOP_COUNTERS = frozenset(("get_model_complexity_info", "FlopCountAnalysis", "FlopCounterMode"))
+
+
+def counts_flops(ctx) -> bool:
+    """Does the module import a FLOP counter at its top level (also inside a top-level ``try``)? It is a
+    model-complexity tool (the OpenMMLab toolboxes' tools/analysis_tools/get_flops.py, open_clip 3.2.0
+    open_clip_train/profiler.py): a count is the same wherever the model sits, so where it puts the model
+    (``if torch.cuda.is_available(): model.cuda()``) is no port."""
+    def imports_counter(c) -> bool:
+        statements = [s for top in c.tree.body for s in (top.body if isinstance(top, ast.Try) else [top])]
+        return any(isinstance(s, ast.ImportFrom) and any(a.name in _FLOP_COUNTERS for a in s.names)
+                   for s in statements)
+    return ctx.memo("counts_flops", imports_counter)
+
+
+def only_makes_contiguous(node: ast.AST, ctx) -> bool:
+    """``node`` is part of a CUDA test whose CUDA branch only makes tensors contiguous (``q = q.contiguous()``):
+    the HF-style modeling files' detour around a bug of torch's memory-efficient SDPA on CUDA with non-contiguous
+    inputs and a custom mask (transformers 4.57.6; llamafactory 0.9.5 longlora.py:320, xtuner 0.2.0
+    modeling_internlm2.py:658). An NPU run that skips it computes the same attention."""
+    branch = guarded_branch(node, ctx)
+    return branch is not None and not branch.orelse and all(
+        isinstance(statement, ast.Assign) and len(statement.targets) == 1
+        and isinstance(statement.targets[0], ast.Name) and isinstance(statement.value, ast.Call)
+        and not statement.value.args and isinstance(statement.value.func, ast.Attribute)
+        and statement.value.func.attr == "contiguous" and isinstance(statement.value.func.value, ast.Name)
+        and statement.value.func.value.id == statement.targets[0].id for statement in branch.body)
+
+
 def _unsupported(qualname: Optional[str], ctx) -> bool:
     status = ctx.data.api_status(qualname) if qualname else None
     return status is not None and status[0] == "unsupported"

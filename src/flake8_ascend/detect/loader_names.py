@@ -46,3 +46,17 @@ def in_data_pipeline(stack) -> bool:
                 node.name.startswith("collate_fn") or node.name in ("__getitem__", "__iter__")):
             return True
     return False
+
+
+# OpenMMLab's layout (mmdet, mmseg, mmpose, mmaction2, mmocr, mmyolo, mmdet3d, mmpretrain, mmagic; mmdet 2.x's
+# ``datasets/pipelines``): the modules of a datasets package's transforms are the steps of the dataset's pipeline,
+# which its ``__getitem__`` runs in the loader's workers
+_PIPELINE_MODULE = re.compile(r"(^|[\\/])datasets[\\/](transforms|pipelines)[\\/]")
+
+
+def data_pipeline_module(path: str) -> bool:
+    """Is ``path`` a module of a datasets package's transforms (``mmyolo/datasets/transforms/keypoint_structure.py``,
+    ``mmaction/datasets/transforms/processing.py``)? Its tensors are samples on the host: advice for the NPU does
+    not concern it."""
+    return bool(_PIPELINE_MODULE.search(path))
+

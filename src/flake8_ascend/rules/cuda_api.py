@@ -4,13 +4,14 @@ from __future__ import annotations
 import ast
 
 from ..registry import Rule
-from ..detect.device_dispatch import (architecture_gate, cuda_branch_test, decided_with_npu_case, disables_a_report,
-                                      guarded_branch, has_npu_branch, in_cuda_test, in_tensor_dispatch_test,
-                                      keeps_unsupported_out, names_a_type, npu_skips, offline_cpu_fallback,
-                                      only_reported, optional_cuda_branch, redundant_reseed, tensor_dispatch, turns_off,
-                                      unmet_cuda_request)
+from ..detect.device_dispatch import (architecture_gate, counts_flops, cuda_branch_test, decided_with_npu_case,
+                                      disables_a_report, guarded_branch, has_npu_branch, in_cuda_test,
+                                      in_tensor_dispatch_test, keeps_unsupported_out, names_a_type, npu_skips,
+                                      offline_cpu_fallback, only_reported, optional_cuda_branch, redundant_reseed,
+                                      tensor_dispatch, turns_off, unmet_cuda_request)
 from ..detect.training import last_name
 from ..detect.cuda_fixes import name_fix
+from ..detect.device_defaults import in_unused_default
 from ..detect.cuda_packages import on_cuda_package_path
 from ..detect.transfer_to_npu import quiet
 from ..walk import assign_targets
@@ -57,6 +58,21 @@ _MEMORY_LINE = ("import torch\nMB = 1024.0 * 1024.0\ndef log_every(engine, logge
                 "    if torch.cuda.is_available():\n        cuda_max_mem = {value}\n"
                 "    logger.info(' | '.join([f'Epoch {{engine.epoch}}', cuda_max_mem]))\n")
 
+# a device default chosen at definition; the one construction in the file passes the device (gluonts 0.16.2
+# nursery/robust-mts-attack/attack_modules/attack_var.py:137-143, 197-200)
+CHOSEN_DEFAULT = ("import torch\nfrom torch import nn\nclass AttackLoss(nn.Module):\n"
+                  "    def __init__(self, c, device='cuda' if torch.cuda.is_available() else 'cpu'):\n"
+                  "        super().__init__()\n        self.device = device\n"
+                  "class Attack:\n    def __init__(self, params):\n        self.loss = AttackLoss(1.0{passed})\n")
+
+
+# a model-complexity tool (mmyolo 0.6.0 .mim/tools/analysis_tools/get_flops.py:8-12, 68-80): a FLOP count is the
+# same wherever the model sits
+FLOP_TOOL = ("try:\n    from {counter}\nexcept ImportError:\n    raise ImportError('upgrade the counter')\n"
+             "import torch\ndef inference(model, inputs):\n    if torch.cuda.is_available():\n        model.cuda()\n"
+             "    return count(model, inputs=inputs)\n")
+
+
 class CudaApi(Rule):
     code = "ASC201"
     summary = "torch.cuda API use; says whether transfer_to_npu maps it or it needs a manual rewrite"
@@ -71,7 +87,8 @@ class CudaApi(Rule):
         "CUDA-graph step marker, a gate on the NVIDIA compute capability that picks no precision (kernels built for an "
         "SM version, which no NPU has) asked after a CUDA test or of a tensor's device, a CUDA case that only raises, a memory figure that only goes into a print or a log, a "
         "local name holding the answer or a device built from it whose every read only prints, logs or formats it "
-        "into a message), "
+        "into a message, the default of a device parameter that every call of it passes, a model-complexity tool "
+        "that imports a FLOP counter), "
         "where the function also chooses the NPU (a test for it, or `'npu'` as a value) or a flag holding the answer "
         "is only tested in such functions, "
         "where a tensor's own `.is_cuda` picks a CUDA kernel (a tensor on the NPU takes the other path), where the "
@@ -88,6 +105,10 @@ class CudaApi(Rule):
                    "adds `import torch_npu`.")
     source = "torch_npu wheel: torch_npu/npu/__init__.py __all__ and torch_npu/contrib/transfer_to_npu.py"
     fires = [
+        # near miss of a model-complexity tool: thop's ``profile`` also names general profilers (time, memory)
+        (FLOP_TOOL.format(counter="thop import profile as count"), 7),
+        # near miss of a device default no call relies on: the construction leaves the device out
+        (CHOSEN_DEFAULT.format(passed=""), 4),
         # the uses of torch.cuda's streams in one function are one port (xtuner 0.2.0
         # _lite/patches/mixins/generate.py:72-85)
         ("import torch\ndef init_cuda_graph(self, input_ids):\n    s = torch.cuda.Stream()\n"
@@ -180,6 +201,8 @@ class CudaApi(Rule):
         (_PROFILER_DUMP.format(handler="prof = None"), 3),
     ]
     passes = [
+        CHOSEN_DEFAULT.format(passed=", device=params.device"),
+        FLOP_TOOL.format(counter="mmengine.analysis import get_model_complexity_info as count"),
         # a debugging switch under a flag that is False on an NPU (audiocraft 1.3.0 solvers/magnet.py:174-182)
         "import torch\ndef run_step(self, idx, batch):\n    check_synchronization_points = idx == 1 and self.device == 'cuda'\n"
         "    if check_synchronization_points:\n        torch.cuda.set_sync_debug_mode('warn')\n    return self.model(batch)\n",
@@ -333,7 +356,7 @@ class CudaApi(Rule):
             return
         if tensor_dispatch(guard) or in_tensor_dispatch_test(node, ctx) or only_reported(node, qualname, ctx) or \
                 names_a_type(node, ctx) or npu_skips(node, ctx) or redundant_reseed(node, qualname, ctx) or \
-                unmet_cuda_request(node, ctx):
+                unmet_cuda_request(node, ctx) or in_unused_default(node, ctx) or counts_flops(ctx):
             return
         name = qualname.split(".")[2]
         data = ctx.data

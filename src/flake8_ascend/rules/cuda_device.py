@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import FrozenSet, List, Optional, Tuple
+from typing import FrozenSet, Optional, Tuple
 
-from ..calls import MISSING, argument
 from ..data import load_frameworks
 from ..registry import Rule
-from .cuda_api import DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
-from ..detect.device_dispatch import (SHOWN_BY, chooses_onnx_providers, cuda_branch_test, disables_a_report,
-                                      gates_reports_through_name, guarded_branch, has_npu_branch, keeps_unsupported_out,
-                                      npu_skips, offline_cpu_fallback, optional_cuda_branch, shown_through_name,
-                                      skipping_exit, turns_off, unmet_cuda_request)
+from .cuda_api import CHOSEN_DEFAULT, DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
+from ..detect.device_dispatch import (SHOWN_BY, chooses_onnx_providers, counts_flops, cuda_branch_test,
+                                      disables_a_report, gates_reports_through_name, guarded_branch, has_npu_branch,
+                                      keeps_unsupported_out, npu_skips, offline_cpu_fallback, only_makes_contiguous,
+                                      optional_cuda_branch, shown_through_name, skipping_exit, turns_off,
+                                      unmet_cuda_request)
 from ..detect.cuda_fixes import method_fix, string_fix
+from ..detect.device_defaults import CUDA_STRING, defaulted, default_unused, mentions_device_arg
 from ..detect.cuda_packages import on_cuda_package_path
 from ..detect.transfer_to_npu import migrated
 from ..walk import assign_targets, walk_tree
 
-_CUDA_STRING = re.compile(r"cuda(:\d+)?")
 _CUDA_TEMPLATE = re.compile(r"cuda:(\{[^{}]*\}|%[ds])")  # 'cuda:{}'.format(rank), 'cuda:%d' % rank
 _DEVICE_FUNCTIONS = frozenset({"torch.device", "torch.autocast", "torch.amp.autocast", "torch.Generator",
                                "torch.set_default_device", "torch.amp.GradScaler",
@@ -128,7 +128,7 @@ def _accelerator_context(ctx, node: ast.Constant) -> bool:
         return any(isinstance(t, ast.Name) and t.id in _accelerator_names(ctx) for t in targets)
     if isinstance(holder, ast.arguments):
         default = stack[i + 1] if i + 1 < len(stack) else node
-        return any("accelerator" in a.arg.lower() for a in _defaulted(holder, default))
+        return any("accelerator" in a.arg.lower() for a in defaulted(holder, default))
     if isinstance(holder, ast.Compare):
         return any(_names_accelerator(side) for side in [holder.left, *holder.comparators])
     return False
@@ -168,6 +168,13 @@ _SYNC_CHECK = ("import torch\nclass Solver:\n    def prepare(self, batch, check_
                "    def run_step(self, idx, batch):\n        check_synchronization_points = idx == 1 and self.device == 'cuda'\n"
                "        batch = self.prepare(batch, check_synchronization_points)\n{use}")
 
+# the HF-style detour around torch's memory-efficient SDPA on CUDA (llamafactory 0.9.5 longlora.py:320-323)
+_CONTIGUOUS = ("def attend(query_states, key_states, causal_mask):\n"
+               "    if query_states.device.type == 'cuda' and causal_mask is not None:\n"
+               "        query_states = query_states.contiguous()\n        {second}\n"
+               "    return query_states @ key_states\n")
+
+
 class HardCodedCudaDevice(Rule):
     code = "ASC202"
     summary = "hard-coded CUDA device (.cuda(), 'cuda:N' device strings)"
@@ -180,11 +187,13 @@ class HardCodedCudaDevice(Rule):
         "other device strings built at run time, and Lightning's `accelerator='cuda'`/`'gpu'` (Lightning has no NPU "
         "accelerator). A `== 'cuda'` test whose branch only reports (memory statistics, logging, a debugging switch, "
         "also through a flag that holds the test) is not: the NPU run only misses the report; nor one whose branch "
-        "only picks ONNX Runtime's execution provider (the model runs there, not in torch); nor is a CUDA string or "
+        "only picks ONNX Runtime's execution provider (the model runs there, not in torch), or only makes tensors "
+        "contiguous (a detour around a CUDA attention kernel's bug); nor is a CUDA string or "
         "`.cuda()` on the opt-in path of a package with no NPU build (xformers, bitsandbytes: under a test for it, or "
         "after a function's own import of it), nor a device bound to a local name whose every read only prints, logs "
-        "or formats it into a message, nor a `device='cuda'` parameter default when the file calls the function (or the "
-        "class's methods sharing that default) and every call passes the device; nor, in an offline converter (a "
+        "or formats it into a message, nor a `device='cuda'` parameter default (or `'cuda' if ... else 'cpu'`) when the file calls the function (or the "
+        "class's methods sharing that default) and every call passes the device; nor in a model-complexity tool "
+        "(a module that imports a FLOP counter: the count is the same on the CPU); nor, in an offline converter (a "
         "path naming `convert`), a CUDA choice whose other side is the CPU. Test code is left out "
         "(`--lint-tests` reports it)."
     )
@@ -194,9 +203,16 @@ class HardCodedCudaDevice(Rule):
                    "which decide what code runs, and not `.cuda()` in a file that defines its own `cuda` method).")
     source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu)"
     fires = [
+        # near miss of a FLOP profiler's device option: the module imports no counter
+        ("import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--device', default='cuda', type=str)\n",
+         3),
         # near miss of a branch that only picks ONNX Runtime's provider: it also places the torch model
         ("def providers(device, model):\n    if device.type == 'cuda':\n"
          "        providers = ['CUDAExecutionProvider']\n        model = model.to(device)\n    return providers\n", 2),
+        # near misses of a default no call relies on and of a CUDA-only detour: a construction that leaves the
+        # device out, a branch that also moves a tensor
+        (CHOSEN_DEFAULT.format(passed=""), 4),
+        (_CONTIGUOUS.format(second="key_states = key_states.to('cpu')"), 2),
         # near miss of a flag that only gates a debugging switch: it also picks where the batch goes
         (_SYNC_CHECK.format(use="        return batch.to('cuda' if check_synchronization_points else 'cpu')\n"), 9),
         # near miss of the chain above: no NPU case
@@ -291,6 +307,11 @@ class HardCodedCudaDevice(Rule):
          "def reduce(obj):\n    return obj2tensor(obj)\n", 1),
     ]
     passes = [
+        CHOSEN_DEFAULT.format(passed=", device=params.device"),
+        # open_clip 3.2.0 open_clip_train/profiler.py:6, 22-23: a FLOP profiler's device option
+        "import argparse\nfrom torch.utils.flop_counter import FlopCounterMode\nparser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--device', default='cuda', type=str)\n",
+        _CONTIGUOUS.format(second="key_states = key_states.contiguous()"),
         # the CUDA branch only picks ONNX Runtime's provider: the model runs in ONNX Runtime (pyannote.audio 3.3.2
         # pipelines/speaker_verification.py:443-452)
         "def providers(device):\n    if device.type == 'cpu':\n        providers = ['CPUExecutionProvider']\n"
@@ -400,6 +421,8 @@ class HardCodedCudaDevice(Rule):
     ]
 
     def check(self, node, ctx) -> None:
+        if counts_flops(ctx):
+            return  # a model-complexity tool: the count is the same wherever the model sits
         if isinstance(node, ast.Call):
             func = node.func
             if (isinstance(func, ast.Attribute) and func.attr == "cuda" and ctx.qualname(func) is None
@@ -421,7 +444,7 @@ class HardCodedCudaDevice(Rule):
                        api=f"accelerator={node.value!r}", tips=cuda_accelerators[node.value])
             return
         built = _formatted(node, ctx)
-        if built is None and not _CUDA_STRING.fullmatch(node.value):
+        if built is None and not CUDA_STRING.fullmatch(node.value):
             return  # most strings: no device, and the questions below walk up the tree
         if on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx) or npu_skips(node, ctx) or \
                 shown_through_name(node, ctx) or unmet_cuda_request(node, ctx):
@@ -433,12 +456,13 @@ class HardCodedCudaDevice(Rule):
                        "device)", api=repr(node.value), tips="cuda device string -> npu", guard=guard)
             return
         compared = self._compared(ctx)
-        if (_CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
+        if (CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
                 and (not migrated(ctx) or compared)
                 and not ((compared or guard is not None) and has_npu_branch(ctx))
                 and not optional_cuda_branch(node, ctx) and not (compared and (
                     disables_a_report(node, ctx) or keeps_unsupported_out(node, ctx)
-                    or gates_reports_through_name(node, ctx) or chooses_onnx_providers(node, ctx)))):
+                    or gates_reports_through_name(node, ctx) or chooses_onnx_providers(node, ctx)
+                    or only_makes_contiguous(node, ctx)))):
             branch = guarded_branch(node, ctx) if compared else None
             effect = turns_off(branch) if branch is not None else skipping_exit(node, ctx) if compared else ""
             what = (f"device test against {node.value!r} is {effect} (test for 'npu' too, or take the device from "
@@ -468,6 +492,9 @@ class HardCodedCudaDevice(Rule):
         while i >= 0 and isinstance(stack[i], (ast.IfExp, ast.BoolOp)):
             if isinstance(stack[i], ast.IfExp) and (_asks_for_cuda(stack[i].test, ctx) or (
                     _or_cpu(stack[i]) and i and isinstance(stack[i - 1], (ast.Call, ast.keyword)))):
+                if i and isinstance(stack[i - 1], ast.arguments):
+                    i -= 1  # a parameter's default, however chosen: a device unless no call relies on it
+                    break
                 return True  # 'cuda' if torch.cuda.is_available() else 'cpu': chosen as a device
             i -= 1
         if i < 0:
@@ -496,8 +523,8 @@ class HardCodedCudaDevice(Rule):
         if isinstance(holder, ast.arguments):  # a parameter default: def f(device='cuda')
             default = stack[i + 1] if i + 1 < len(stack) else node
             function = stack[i - 1] if i else None
-            return any((_mentions_device_arg(a) or a.arg in _device_names(ctx)) and not _default_unused(ctx, function, a)
-                       for a in _defaulted(holder, default))
+            return any((mentions_device_arg(a) or a.arg in _device_names(ctx)) and not default_unused(ctx, function, a)
+                       for a in defaulted(holder, default))
         if isinstance(holder, ast.Compare):
             return any(_mentions_device(side) for side in [holder.left, *holder.comparators])
         return False
@@ -510,89 +537,7 @@ def _or_cpu(choice: ast.IfExp) -> bool:
     return any(isinstance(side, ast.Constant) and side.value == "cpu" for side in (choice.body, choice.orelse))
 
 
-def _cuda_default_parameter(function: ast.AST) -> Optional[ast.arg]:
-    """The device parameter of ``function`` whose default is a CUDA device string."""
-    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return None
-    return next((a for a, d in _parameter_defaults(function.args) if _mentions_device_arg(a)
-                 and isinstance(d, ast.Constant) and isinstance(d.value, str) and _CUDA_STRING.fullmatch(d.value)),
-                None)
-
-
-def _passes(call: ast.Call, function: ast.AST, arg: ast.arg, method: bool) -> bool:
-    """Does ``call`` give ``arg`` a value (by keyword, by position, or through ``*args``/``**kwargs``)?"""
-    positional = [a.arg for a in function.args.posonlyargs + function.args.args][1 if method else 0:]
-    index = positional.index(arg.arg) if arg.arg in positional else None
-    return argument(call, arg.arg, index) is not MISSING
-
-
-def _default_unused(ctx, function: Optional[ast.AST], arg: ast.arg) -> bool:
-    """No call in the file relies on the CUDA default of ``arg``: the file calls the function, or (for a method)
-    the class's methods that share such a default, and every one of those calls passes the device
-    (mmpose 1.3.2 mlvl_point_generator.py: ``self.single_level_grid_priors(..., device=device)``; edpose_head.py:
-    a nested helper called with the real device), and so does every call in the other modules of the package of
-    a module-level function or class (easyocr 1.7.2 ``DBNet(..., device=device)`` in detection_db.py). A method
-    whose class never calls it is judged by the calls of a method so named in the file, else in the package
-    (mmdet3d 1.4.0: a subclass's ``anchors_single_range``, called by the base class;
-    ``prior_generator.grid_anchors(..., device=device)`` in four heads). A function
-    nobody in the package calls is still reported: its callers elsewhere may rely on the default (mmdet 3.1.0
-    ``sync_random_seed(seed)``)."""
-    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-
-    def build(c) -> bool:
-        model = c.model
-        method = model.scope(function).is_class and not any(
-            isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list)
-        group = [(function, arg)]
-        if method:
-            owner = next(n for n in reversed(c.stack) if isinstance(n, ast.ClassDef))
-            group += [(f, _cuda_default_parameter(f)) for f in owner.body
-                      if f is not function and _cuda_default_parameter(f) is not None]
-        calls = [(call, f, a) for f, a in group for call in model.summaries.call_sites(f)]
-        exported = _exported_name(function, c)
-        if exported:
-            calls += [(call, function, arg) for call in c.calls_elsewhere(exported)]
-        elif method and not calls:  # no ``self.f(...)`` in its class: ``x.f(...)`` in the file (a subclass's
-            # override, called from the base class's methods), else in the package; the receiver's class is not
-            # known, so the nearest calls decide (a name as common as ``prepare_latents`` is many methods)
-            named = [(f, a) for f, a in group if not f.name.startswith("__")]  # not ``super().__init__(...)``
-            calls = [(call, f, a) for f, a in named for call in model.calls(f.name)
-                     if isinstance(call.func, ast.Attribute) and model.function(call) is not f] or [
-                (call, f, a) for f, a in named for call in c.calls_elsewhere(f.name, method=True)]
-        return bool(calls) and all(_passes(call, f, a, method) for call, f, a in calls)
-    return ctx.memo(f"cuda_default_unused.{id(function)}", build)
-
-
-def _exported_name(function: ast.AST, ctx) -> str:
-    """The name other modules call ``function`` by: its own for a module-level function, its class's for the
-    ``__init__`` of a module-level class; "" for any other (a method's callers are not known by name)."""
-    scope = ctx.model.scope(function)
-    if scope is ctx.model.module:
-        return function.name
-    if function.name == "__init__" and scope.is_class and ctx.model.scope(scope.node) is ctx.model.module:
-        return scope.node.name
-    return ""
-
-
 def _defines_cuda(ctx) -> bool:
     """The file defines a ``cuda`` function or method: its ``.cuda()`` calls may be that one, which has no ``npu``."""
     return ctx.memo("defines_cuda", lambda c: any(
         isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "cuda" for n in walk_tree(c.tree)))
-
-
-def _mentions_device_arg(arg: ast.arg) -> bool:
-    name = arg.arg.lower()
-    return "device" in name or name == "dev"
-
-
-def _parameter_defaults(args: ast.arguments) -> List[Tuple[ast.arg, Optional[ast.AST]]]:
-    """(parameter, its default) for every parameter that has one (a keyword-only one without: None)."""
-    positional = args.posonlyargs + args.args
-    return list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + list(
-        zip(args.kwonlyargs, args.kw_defaults))
-
-
-def _defaulted(args: ast.arguments, default: ast.AST) -> List[ast.arg]:
-    """The parameter whose default is ``default``."""
-    return [arg for arg, value in _parameter_defaults(args) if value is default]

@@ -15,7 +15,7 @@ from ..data import load_frameworks, load_transfer_to_npu
 from ..registry import Rule
 from ..detect.cuda_fixes import string_fix
 from ..detect.device_dispatch import has_npu_branch, in_cuda_test, npu_skips
-from .cuda_device import _defaulted
+from ..detect.device_defaults import defaulted
 from ..detect.transfer_to_npu import migrated, quiet
 from ..walk import assign_targets, walk_tree
 
@@ -263,7 +263,7 @@ class NcclBackend(Rule):
             return _binds_backend(holder)
         if isinstance(holder, ast.arguments):  # a parameter default: def init_dist(backend='nccl')
             default = stack[i + 1] if i + 1 < len(stack) else node
-            return any("backend" in a.arg.lower() for a in _defaulted(holder, default))
+            return any("backend" in a.arg.lower() for a in defaulted(holder, default))
         return False
 
     @staticmethod

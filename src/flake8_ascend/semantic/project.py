@@ -252,3 +252,36 @@ def _resolved(base: ast.AST, imports: Dict[str, str], module: str) -> str:
     head, _, rest = spelled.partition(".")
     root = imports.get(head, f"{module}.{head}")
     return f"{root}.{rest}" if rest else root
+
+
+_GPU_WORD = re.compile(r"cuda|gpu", re.IGNORECASE)
+
+
+def npu_counterpart(path: str) -> Optional[str]:
+    """The module beside ``path`` that its project keeps for the NPU: the same name with ``npu`` for ``cuda`` or
+    ``gpu`` (deepspeed 0.19.8 accelerator/cuda_accelerator.py and npu_accelerator.py, verl 0.9.1
+    plugin/platform/platform_cuda.py and platform_npu.py, llamafactory 0.9.5 cuda_fused_moe.py and
+    npu_fused_moe.py), or None. The package picks one of the pair by device, so the CUDA one never runs on an
+    NPU. Only modules of a package: a script beside its migrated copy (``train_gpu.py``, ``train_npu.py``) is what
+    its user still runs on a GPU and means to port."""
+    folder, name = os.path.split(path)
+    if not _GPU_WORD.search(name) or not os.path.isfile(os.path.join(folder, "__init__.py")):
+        return None
+    twin = _GPU_WORD.sub(lambda word: "NPU" if word.group().isupper() else "npu", name)
+    return twin if os.path.isfile(os.path.join(folder, twin)) else None
+
+
+def public(path: str, name: str) -> bool:
+    """Is the module-level function or class ``name`` of the module at ``path`` part of its package's public
+    interface: defined in a module named ``api`` (demucs 4.1.0 api.py ``Separator``), or bound by an import of the
+    top-level package's ``__init__.py``? Users call it from outside, so the package's own calls do not show what
+    they pass."""
+    if os.path.splitext(os.path.basename(path))[0] == "api":
+        return True
+    package = package_of(path)
+    init = os.path.join(package, "__init__.py") if package else None
+    text = _modules(package).get(init) if init else None
+    tree = _tree(init, text) if text and name in text else None
+    return tree is not None and any(
+        isinstance(node, (ast.ImportFrom, ast.Import)) and any((a.asname or a.name) == name for a in node.names)
+        for node in ast.walk(tree))

@@ -1,0 +1,110 @@
+"""Device parameters whose CUDA default no call relies on: every call in the file, or in the package for a function
+or class other modules import, passes the device, so the default never picks it (ASC201/ASC202 stay quiet there)."""
+from __future__ import annotations
+
+import ast
+import re
+from typing import List, Optional, Tuple
+
+from ..calls import MISSING, argument
+
+CUDA_STRING = re.compile(r"cuda(:\d+)?")
+
+
+def in_unused_default(node: ast.AST, ctx) -> bool:
+    """Is ``node`` (the node being checked) inside the default of a device parameter that no call relies on
+    (``default_unused``), however the default is chosen (gluonts 0.16.2 attack_var.py:143,
+    ``device="cuda" if torch.cuda.is_available() else "cpu"`` where the one construction passes ``device=``)?"""
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, ast.arguments):
+            function = next((n for n in reversed(ctx.stack) if n.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef)
+                             and n.args is parent), None)
+            return any(mentions_device_arg(a) and default_unused(ctx, function, a) for a in defaulted(parent, child))
+        if isinstance(parent, ast.stmt):
+            return False
+    return False
+
+
+def _cuda_default_parameter(function: ast.AST) -> Optional[ast.arg]:
+    """The device parameter of ``function`` whose default is a CUDA device string."""
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    return next((a for a, d in parameter_defaults(function.args) if mentions_device_arg(a)
+                 and isinstance(d, ast.Constant) and isinstance(d.value, str) and CUDA_STRING.fullmatch(d.value)),
+                None)
+
+
+def _passes(call: ast.Call, function: ast.AST, arg: ast.arg, method: bool) -> bool:
+    """Does ``call`` give ``arg`` a value (by keyword, by position, or through ``*args``/``**kwargs``)?"""
+    positional = [a.arg for a in function.args.posonlyargs + function.args.args][1 if method else 0:]
+    index = positional.index(arg.arg) if arg.arg in positional else None
+    return argument(call, arg.arg, index) is not MISSING
+
+
+def default_unused(ctx, function: Optional[ast.AST], arg: ast.arg) -> bool:
+    """No call in the file relies on the CUDA default of ``arg``: the file calls the function, or (for a method)
+    the class's methods that share such a default, and every one of those calls passes the device
+    (mmpose 1.3.2 mlvl_point_generator.py: ``self.single_level_grid_priors(..., device=device)``; edpose_head.py:
+    a nested helper called with the real device), and so does every call in the other modules of the package of
+    a module-level function or class (easyocr 1.7.2 ``DBNet(..., device=device)`` in detection_db.py). A method
+    whose class never calls it is judged by the calls of a method so named in the file, else in the package
+    (mmdet3d 1.4.0: a subclass's ``anchors_single_range``, called by the base class;
+    ``prior_generator.grid_anchors(..., device=device)`` in four heads). A function
+    nobody in the package calls is still reported: its callers elsewhere may rely on the default (mmdet 3.1.0
+    ``sync_random_seed(seed)``), and so is one of the package's public interface (``project.public``: demucs 4.1.0
+    api.py ``Separator``, whose users pass no device)."""
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+
+    def build(c) -> bool:
+        model = c.model
+        method = model.scope(function).is_class and not any(
+            isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list)
+        group = [(function, arg)]
+        if method:
+            owner = next(n for n in reversed(c.stack) if isinstance(n, ast.ClassDef))
+            group += [(f, _cuda_default_parameter(f)) for f in owner.body
+                      if f is not function and _cuda_default_parameter(f) is not None]
+        calls = [(call, f, a) for f, a in group for call in model.summaries.call_sites(f)]
+        exported = _exported_name(function, c)
+        if exported and c.public(exported):
+            return False  # users call it from outside the package: what the package passes proves nothing
+        if exported:
+            calls += [(call, function, arg) for call in c.calls_elsewhere(exported)]
+        elif method and not calls:  # no ``self.f(...)`` in its class: ``x.f(...)`` in the file (a subclass's
+            # override, called from the base class's methods), else in the package; the receiver's class is not
+            # known, so the nearest calls decide (a name as common as ``prepare_latents`` is many methods)
+            named = [(f, a) for f, a in group if not f.name.startswith("__")]  # not ``super().__init__(...)``
+            calls = [(call, f, a) for f, a in named for call in model.calls(f.name)
+                     if isinstance(call.func, ast.Attribute) and model.function(call) is not f] or [
+                (call, f, a) for f, a in named for call in c.calls_elsewhere(f.name, method=True)]
+        return bool(calls) and all(_passes(call, f, a, method) for call, f, a in calls)
+    return ctx.memo(f"cuda_default_unused.{id(function)}", build)
+
+
+def _exported_name(function: ast.AST, ctx) -> str:
+    """The name other modules call ``function`` by: its own for a module-level function, its class's for the
+    ``__init__`` of a module-level class; "" for any other (a method's callers are not known by name)."""
+    scope = ctx.model.scope(function)
+    if scope is ctx.model.module:
+        return function.name
+    if function.name == "__init__" and scope.is_class and ctx.model.scope(scope.node) is ctx.model.module:
+        return scope.node.name
+    return ""
+
+
+def mentions_device_arg(arg: ast.arg) -> bool:
+    name = arg.arg.lower()
+    return "device" in name or name == "dev"
+
+
+def parameter_defaults(args: ast.arguments) -> List[Tuple[ast.arg, Optional[ast.AST]]]:
+    """(parameter, its default) for every parameter that has one (a keyword-only one without: None)."""
+    positional = args.posonlyargs + args.args
+    return list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + list(
+        zip(args.kwonlyargs, args.kw_defaults))
+
+
+def defaulted(args: ast.arguments, default: ast.AST) -> List[ast.arg]:
+    """The parameter whose default is ``default``."""
+    return [arg for arg, value in parameter_defaults(args) if value is default]
