@@ -101,13 +101,20 @@ CORPORA = [
     Corpus("pytorch_tabular", "pytorch-tabular==1.1.1", sdist=False, split="tuning"),
     Corpus("setfit", "setfit==1.1.3", sdist=False, split="tuning"),
     Corpus("coqui_tts", "coqui-tts==0.27.2", sdist=False, split="tuning"),
-    # Added to the tuning side on 2026-11-27 (twelfth round), before any of their findings was read, one per family
-    # of the test side: a YOLO toolbox on mmengine, a Lightning time-series library, an RL post-training library for
+    # Added to the tuning side on 2026-11-27 (twelfth round, thirteenth session), before any of their findings was
+    # read, one per family of the test side: a YOLO toolbox on mmengine, a Lightning time-series library, an RL post-training library for
     # LLMs, a music source separation package with its own training code.
     Corpus("mmyolo", "mmyolo==0.6.0", sdist=False, split="tuning"),
     Corpus("gluonts", "gluonts==0.16.2", sdist=False, split="tuning"),
     Corpus("verl", "verl==0.9.1", sdist=False, split="tuning"),
     Corpus("demucs", "demucs==4.1.0", sdist=False, split="tuning"),
+    # Added later the same round (thirteenth session), before any of their findings was read, again one per family of
+    # the test side: a rotated-box toolbox on mmengine, a Lightning model collection, an LLM fine-tuning framework on
+    # the HF Trainer, a speech and language toolkit on Lightning.
+    Corpus("mmrotate", "mmrotate==1.0.0rc1", sdist=False, split="tuning"),
+    Corpus("lightning_bolts", "lightning-bolts==0.7.0", sdist=False, split="tuning"),
+    Corpus("ms_swift", "ms-swift==4.6.0", sdist=False, split="tuning"),
+    Corpus("nemo", "nemo-toolkit==2.5.0", sdist=False, split="tuning"),
     Corpus("trl", "trl==1.16.0", sdist=False, split="test"),
     Corpus("pytorch_forecasting", "pytorch-forecasting==1.8.0", sdist=False, split="test"),
     Corpus("mmocr", "mmocr==1.0.1", sdist=False, split="test"),
