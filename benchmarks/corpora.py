@@ -102,8 +102,8 @@ CORPORA = [
     Corpus("setfit", "setfit==1.1.3", sdist=False, split="tuning"),
     Corpus("coqui_tts", "coqui-tts==0.27.2", sdist=False, split="tuning"),
     # Added to the tuning side on 2026-11-27 (twelfth round, thirteenth session), before any of their findings was
-    # read, one per family of the test side: a YOLO toolbox on mmengine, a Lightning time-series library, an RL post-training library for
-    # LLMs, a music source separation package with its own training code.
+    # read, one per family of the test side: a YOLO toolbox on mmengine, a Lightning time-series library, an RL
+    # post-training library for LLMs, a music source separation package with its own training code.
     Corpus("mmyolo", "mmyolo==0.6.0", sdist=False, split="tuning"),
     Corpus("gluonts", "gluonts==0.16.2", sdist=False, split="tuning"),
     Corpus("verl", "verl==0.9.1", sdist=False, split="tuning"),
