@@ -16,6 +16,7 @@ TORCHY = st.sampled_from([
     "x = torch.randn(3)\n", "y = x.mode()\n", "torch.cuda.synchronize()\n", "m = m.cuda()\n",
     "d = torch.device('cuda:0')\n", "dist.init_process_group('nccl')\n", "x[x > 0] = 0\n",
     "for b in loader:\n    loss.backward()\n    print(loss.item())\n", "def nonzero(x):\n    return x\n",
+    "y = torch([x], dim=-1).sum(dim=-1)\n",
 ])
 
 

@@ -68,6 +68,8 @@ def test_kinds(source, kind):
     "import numpy as np\nimport torch\ndef f(x):\n    np.sum(x)\n    x.unsqueeze(0)\n    x\n",  # conflicting evidence
     "import torch\ndef f(model):\n    model.to('cuda')\n    model\n",         # modules have .to too
     "import torch\ndef f(model):\n    model.device\n    model\n",              # ... and often .device
+    # a call of the module itself (nemo 2.5.0 speech_llm/modules/perception_modules.py:185, a bug of its own)
+    "import torch\ndef f(encoded):\n    torch([x.unsqueeze(-1) for x in encoded], dim=-1)\n",
 ])
 def test_unknown_without_evidence(source):
     assert value_of_last(source).kind == model.UNKNOWN

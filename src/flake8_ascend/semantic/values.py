@@ -838,7 +838,7 @@ class Values:
         if root == "math":
             return self._builtin("int", call, scope, depth) if qualname in (
                 "math.ceil", "math.floor", "math.trunc") else Value(NUMBER)
-        if root != "torch":
+        if root != "torch" or qualname == "torch":  # ``torch([...])``, a call of the module itself (nemo 2.5.0)
             return UNKNOWN_VALUE
         name = qualname.rsplit(".", 1)[1]
         if qualname in ("torch.unique", "torch.unique_consecutive"):
