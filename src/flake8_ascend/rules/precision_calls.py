@@ -441,6 +441,61 @@ def _trailing_ones(expr: ast.AST, ctx, depth: int = 0) -> tuple:
     return False, False
 
 
+_SMALL = 4  # a contraction over at most this many elements: a handful of products, no reduction order to speak of
+_LITERAL_TENSORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor"})
+
+
+def _literal_matrix(literal: ast.AST) -> tuple:
+    """(rows, columns) of a nested list literal (``[[c, -s], [s, c]]``); (None, n) of a flat one."""
+    if not isinstance(literal, (ast.List, ast.Tuple)) or not literal.elts:
+        return None, None
+    rows = literal.elts
+    if all(isinstance(r, (ast.List, ast.Tuple)) for r in rows) and len({len(r.elts) for r in rows}) == 1:
+        return len(rows), len(rows[0].elts)
+    return (None, len(rows)) if not any(isinstance(r, (ast.List, ast.Tuple, ast.Starred)) for r in rows) else (
+        None, None)
+
+
+def _last_sizes(expr: ast.AST, ctx, depth: int = 0) -> tuple:
+    """(size of dim -2, size of dim -1) of a tensor where the expression spells them as numbers, None where not:
+    ``x.reshape(-1, 2, 2)``, ``x.view(n, 3)``, a tensor of a literal nested list (``torch.tensor([[c, -s], [s,
+    c]])``, ``x.new_tensor(...)``), its ``.T`` / ``.t()`` / ``.transpose(-1, -2)``, through local names and
+    shape-keeping methods."""
+    if depth > _DEPTH:
+        return None, None
+    expr = _assigned(expr, ctx)
+    if isinstance(expr, ast.Attribute) and expr.attr in ("T", "mT"):
+        rows, columns = _last_sizes(expr.value, ctx, depth + 1)
+        return columns, rows
+    if not isinstance(expr, ast.Call) or not isinstance(expr.func, (ast.Attribute, ast.Name)):
+        return None, None
+    func, args = expr.func, expr.args
+    if ctx.qualname(func) in _LITERAL_TENSORS or (
+            isinstance(func, ast.Attribute) and func.attr == "new_tensor" and ctx.qualname(func) is None):
+        return _literal_matrix(args[0]) if args else (None, None)
+    if not isinstance(func, ast.Attribute) or ctx.qualname(func) is not None:
+        return None, None
+    if func.attr in ("reshape", "view"):  # ``reshape(*x.shape[:-1], 2, 2)``: the last two are what count
+        sizes = args[0].elts if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)) else args
+        return (_integer(sizes[-2]), _integer(sizes[-1])) if len(sizes) >= 2 else (None, None)
+    if (func.attr == "t" and not args) or (func.attr == "transpose" and {_integer(a) for a in args} == {-1, -2}):
+        rows, columns = _last_sizes(func.value, ctx, depth + 1)
+        return columns, rows
+    if func.attr in _SAME_SHAPE:
+        return _last_sizes(func.value, ctx, depth + 1)
+    return None, None
+
+
+def small_contraction(left: ast.AST, right: ast.AST, ctx) -> bool:
+    """``matmul(left, right)`` provably contracts over at most ``_SMALL`` elements: the last dim of ``left`` or
+    the second-to-last of ``right`` is spelled as such a number (mmrotate 1.0.0rc1 distance_angle_point_coder.py:77,
+    a rotation ``.reshape(-1, 2, 2)`` times offsets; h2rbox.py:82, ``grid.reshape(-1, 2).matmul(tf)``). Each output
+    element sums a handful of products: nothing worth chasing from run to run."""
+    columns = _last_sizes(left, ctx)[1]
+    rows = _last_sizes(right, ctx)[0]
+    return any(size is not None and 0 < size <= _SMALL for size in (columns, rows))
+
+
 def outer_product(left: ast.AST, right: ast.AST, ctx) -> bool:
     """``matmul(left, right)`` provably contracts over a dimension of size 1: the last dim of ``left`` is 1, or
     ``right`` has two or more dims and its second-to-last is 1 (``a.unsqueeze(-1) @ b.unsqueeze(-2)``,
@@ -464,6 +519,8 @@ class MatmulNondeterministic(_CallAdvice):
         "(`matmul_transpose`), which already reports that call. An outer product whose shapes the expression shows "
         "(`a.unsqueeze(-1)` or `expand(B, -1, 1)` on the left, `b.unsqueeze(-2)` or `reshape(..., 1, -1)` on the "
         "right, `k[:, None]` of a 1-D `k`) contracts over one element: it sums nothing, so there is no order to differ, and it is not reported; "
+        "nor is one whose expression spells a contraction over at most four elements (a rotation `.reshape(-1, 2, 2)`, a "
+        "tensor of a literal 3x3 matrix): a handful of products leaves no run-to-run difference worth chasing; "
         "nor is a matmul of two host tensors, nor the hand-written fallback of a module whose other branch calls "
         "`scaled_dot_product_attention` (the NPU's fused attention: the fallback does not run by default). `a @ b` is "
         "the same product where one operand is known to be a tensor (a numpy `@` is not)."
@@ -472,6 +529,9 @@ class MatmulNondeterministic(_CallAdvice):
     use_instead = "For reproducible runs call `torch.use_deterministic_algorithms(True)` (see ASC606)."
     source = f"{OFFICIAL_ADVICE} api_precision_dict; {ADVICE_TABLE}"
     fires = [
+        # near misses of a small contraction: a reshape to 64 columns, a size the expression does not spell
+        ("import torch\ndef project(x: torch.Tensor, w):\n    return torch.matmul(x.reshape(-1, 64), w)\n", 3),
+        ("import torch\ndef gram(x: torch.Tensor, n):\n    return x.view(-1, n) @ x.view(n, -1)\n", 3),
         ("import torch\ny = torch.matmul(a, b)\n", 2),
         ("import torch\na = torch.ones(2, 2)\ny = a.matmul(a)\n", 3),
         ("import torch\ns = torch.matmul(q, k.transpose(0, 1))\n", 2),
@@ -493,6 +553,14 @@ class MatmulNondeterministic(_CallAdvice):
          "        attn = (q * self.scale) @ k.transpose(-2, -1)\n        return attn.softmax(dim=-1) @ v\n", 5),
     ]
     passes = [
+        # a contraction over two elements: a 2x2 rotation of offsets, a point grid times a literal 2x2 matrix
+        # (mmrotate 1.0.0rc1 distance_angle_point_coder.py:72-77, h2rbox.py:76-82)
+        "import torch\ndef decode(points, angle):\n    cos_a, sin_a = torch.cos(angle), torch.sin(angle)\n"
+        "    rot = torch.cat([cos_a, sin_a, -sin_a, cos_a], dim=1).reshape(-1, 2, 2)\n"
+        "    return torch.matmul(rot, points[..., None])\n",
+        "import torch\ndef rotate(inputs, grid, cosa, sina):\n"
+        "    tf = inputs.new_tensor([[cosa, -sina], [sina, cosa]], dtype=torch.float)\n"
+        "    return grid.reshape(-1, 2).matmul(tf)\n",
         "import numpy as np\ny = np.matmul(a, b)\n",
         "y = a.matmul(b)\n",
         "import torch\ns = torch.matmul(q, k.transpose(-2, -1))\n",  # ASC303's matmul_transpose
@@ -549,7 +617,8 @@ class MatmulNondeterministic(_CallAdvice):
     @staticmethod
     def _quiet_operands(left: ast.AST, right: ast.AST, ctx) -> bool:
         return transposed_last_two(right, ctx) or any(ctx.values.on_host(o) or ctx.values.is_array(o)
-                                                      for o in (left, right)) or outer_product(left, right, ctx)
+                                                      for o in (left, right)) or outer_product(left, right, ctx) \
+            or small_contraction(left, right, ctx)
 
     def message(self, api: str) -> str:
         return f"{api} results may differ slightly from run to run on NPU [nondeterministic result]"
