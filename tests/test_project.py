@@ -293,6 +293,8 @@ CUDA_PLATFORM = "import torch\n\n\ndef current_device():\n    return torch.cuda.
     ("platform_cuda.py", "platform_npu.py"),  # verl 0.9.1 plugin/platform/
     ("cuda_accelerator.py", "npu_accelerator.py"),  # deepspeed 0.19.8 accelerator/
     ("gpu_ops.py", "npu_ops.py"),
+    ("nccl.py", "hccl.py"),  # ms-swift 4.6.0 ray/megatron/checkpoint_engine/
+    ("CUDA_ops.py", "NPU_ops.py"),
 ])
 def test_the_cuda_module_of_a_pair_with_an_npu_module_is_left_out(tmp_path, name, twin):
     folder = tmp_path / "pkg"

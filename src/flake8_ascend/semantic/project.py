@@ -254,20 +254,26 @@ def _resolved(base: ast.AST, imports: Dict[str, str], module: str) -> str:
     return f"{root}.{rest}" if rest else root
 
 
-_GPU_WORD = re.compile(r"cuda|gpu", re.IGNORECASE)
+# the NVIDIA word in a module name and the Ascend one its twin has
+_ASCEND_WORDS = {"cuda": "npu", "gpu": "npu", "nccl": "hccl"}
+_GPU_WORD = re.compile("|".join(_ASCEND_WORDS), re.IGNORECASE)
 
 
 def npu_counterpart(path: str) -> Optional[str]:
     """The module beside ``path`` that its project keeps for the NPU: the same name with ``npu`` for ``cuda`` or
-    ``gpu`` (deepspeed 0.19.8 accelerator/cuda_accelerator.py and npu_accelerator.py, verl 0.9.1
-    plugin/platform/platform_cuda.py and platform_npu.py, llamafactory 0.9.5 cuda_fused_moe.py and
-    npu_fused_moe.py), or None. The package picks one of the pair by device, so the CUDA one never runs on an
-    NPU. Only modules of a package: a script beside its migrated copy (``train_gpu.py``, ``train_npu.py``) is what
+    ``gpu``, ``hccl`` for ``nccl`` (deepspeed 0.19.8 accelerator/cuda_accelerator.py and npu_accelerator.py, verl
+    0.9.1 plugin/platform/platform_cuda.py and platform_npu.py, checkpoint_engine/nccl_checkpoint_engine.py and
+    hccl_checkpoint_engine.py, llamafactory 0.9.5 cuda_fused_moe.py and npu_fused_moe.py, ms-swift 4.6.0
+    ray/megatron/checkpoint_engine/nccl.py and hccl.py), or None. The package picks one of the pair by device,
+    so the CUDA one never runs on an NPU. Only modules of a package: a script beside its migrated copy (``train_gpu.py``, ``train_npu.py``) is what
     its user still runs on a GPU and means to port."""
     folder, name = os.path.split(path)
     if not _GPU_WORD.search(name) or not os.path.isfile(os.path.join(folder, "__init__.py")):
         return None
-    twin = _GPU_WORD.sub(lambda word: "NPU" if word.group().isupper() else "npu", name)
+    def ascend(word: "re.Match[str]") -> str:
+        twin = _ASCEND_WORDS[word.group().lower()]
+        return twin.upper() if word.group().isupper() else twin
+    twin = _GPU_WORD.sub(ascend, name)
     return twin if os.path.isfile(os.path.join(folder, twin)) else None
 
 
