@@ -265,11 +265,12 @@ def npu_counterpart(path: str) -> Optional[str]:
     0.9.1 plugin/platform/platform_cuda.py and platform_npu.py, checkpoint_engine/nccl_checkpoint_engine.py and
     hccl_checkpoint_engine.py, llamafactory 0.9.5 cuda_fused_moe.py and npu_fused_moe.py, ms-swift 4.6.0
     ray/megatron/checkpoint_engine/nccl.py and hccl.py), or None. The package picks one of the pair by device,
-    so the CUDA one never runs on an NPU. Only modules of a package: a script beside its migrated copy (``train_gpu.py``, ``train_npu.py``) is what
-    its user still runs on a GPU and means to port."""
+    so the CUDA one never runs on an NPU. Only modules of a package: a script beside its migrated copy
+    (``train_gpu.py``, ``train_npu.py``) is what its user still runs on a GPU and means to port."""
     folder, name = os.path.split(path)
     if not _GPU_WORD.search(name) or not os.path.isfile(os.path.join(folder, "__init__.py")):
         return None
+
     def ascend(word: "re.Match[str]") -> str:
         twin = _ASCEND_WORDS[word.group().lower()]
         return twin.upper() if word.group().isupper() else twin
