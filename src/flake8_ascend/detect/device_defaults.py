@@ -60,15 +60,15 @@ def default_unused(ctx, function: Optional[ast.AST], arg: ast.arg) -> bool:
         model = c.model
         method = model.scope(function).is_class and not any(
             isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list)
+        exported = _exported_name(function, c)
+        if exported and c.public(exported):
+            return False  # users call it from outside the package: what the package passes proves nothing
         group = [(function, arg)]
         if method:
             owner = next(n for n in reversed(c.stack) if isinstance(n, ast.ClassDef))
             group += [(f, _cuda_default_parameter(f)) for f in owner.body
                       if f is not function and _cuda_default_parameter(f) is not None]
         calls = [(call, f, a) for f, a in group for call in model.summaries.call_sites(f)]
-        exported = _exported_name(function, c)
-        if exported and c.public(exported):
-            return False  # users call it from outside the package: what the package passes proves nothing
         if exported:
             calls += [(call, function, arg) for call in c.calls_elsewhere(exported)]
         elif method and not calls:  # no ``self.f(...)`` in its class: ``x.f(...)`` in the file (a subclass's

@@ -59,4 +59,3 @@ def data_pipeline_module(path: str) -> bool:
     ``mmaction/datasets/transforms/processing.py``)? Its tensors are samples on the host: advice for the NPU does
     not concern it."""
     return bool(_PIPELINE_MODULE.search(path))
-
