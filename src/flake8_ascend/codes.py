@@ -74,7 +74,7 @@ CODES: Dict[str, Code] = {
     "ASC502": Code("perf_training_loop.BlockingCopyInTrainingLoop", _PERF, _N),
     "ASC503": Code("perf_arguments.DataLoaderWithoutPinMemory", _PERF, _N, default_off=True),
     "ASC504": Code("perf_arguments.DataLoaderWithoutWorkers", _PERF, _N),
-    "ASC505": Code("perf_arguments.DdpWithoutBucketSize", _PERF, _N),
+    "ASC505": Code("perf_arguments.DdpWithoutBucketSize", _PERF, _N, default_off=True),
     "ASC506": Code("perf_arguments.DdpAccumulationWithoutNoSync", _PERF, _N),
     "ASC507": Code("perf_calls.AnomalyDetectionOn", _PERF, _N),
     "ASC508": Code("perf_calls.DoublePrecisionTensor", _PERF, _N, default_off=True),
