@@ -5,7 +5,7 @@ import ast
 import pytest
 
 from flake8_ascend.config import make_config
-from flake8_ascend.detect.loader_names import data_pipeline_module
+from flake8_ascend.detect.loader_names import data_pipeline_module, datasets_module
 from flake8_ascend.engine import lint
 
 # mmyolo 0.6.0 datasets/transforms/keypoint_structure.py:118-143, a keypoint structure of the transforms
@@ -37,3 +37,81 @@ def test_advice_stays_out_of_the_pipeline_but_a_cuda_finding_does_not():
         return sorted({f.code for f in lint(ast.parse(SOURCE), SOURCE.splitlines(True), path, config)})
     assert codes("mmyolo/datasets/transforms/keypoint_structure.py") == ["ASC202"]
     assert set(codes("mmyolo/models/keypoint_structure.py")) > {"ASC202"}
+
+
+@pytest.mark.parametrize("path, host", [
+    ("torchgeo/datasets/pastis.py", True), ("xtuner/dataset/preference_dataset.py", True),
+    ("funasr/datasets/sense_voice_datasets/datasets.py", True), ("pkg\\datasets\\folder.py", True),
+    # near misses: a data folder also holds code run on device batches (timm 1.0.31 data/naflex_random_erasing.py in
+    # the prefetch loader, anomalib 2.7.0 data/utils/tiler.py in the model), a module named datasets, a longer name
+    ("timm/data/naflex_random_erasing.py", False), ("anomalib/data/utils/tiler.py", False),
+    ("pkg/datasets.py", False), ("pkg/mydatasets/folder.py", False), ("pkg/dataset_utils/pack.py", False),
+])
+def test_datasets_modules(path, host):
+    assert datasets_module(path) is host
+
+
+def _codes(source, path="pkg/models/head.py", select=None):
+    found = lint(ast.parse(source), source.splitlines(True), path, make_config())
+    return sorted(f.code for f in found if select is None or f.code in select)
+
+
+# torchgeo 0.8.1 datasets/pastis.py:255-262, instance ids read in a dataset's __getitem__ from a numpy array
+PASTIS = """\
+import torch
+class PASTIS(torch.utils.data.Dataset):
+    def __getitem__(self, index):
+        instance_ids = torch.from_numpy(self.load(index))
+        return instance_ids[instance_ids != 0]
+"""
+DEVICE = """\
+import torch
+class Head(torch.nn.Module):
+    def forward(self, instance_ids):
+        return instance_ids[instance_ids != 0]
+"""
+# a datasets folder's loader builder (mmdet 2.x datasets/builder.py-style): the loader's settings stay reported
+LOADER = """\
+import torch
+from torch.utils.data import DataLoader
+from torchvision.datasets import ImageFolder
+def build_train_loader(root, batch_size):
+    train_loader = DataLoader(ImageFolder(root), batch_size=batch_size, shuffle=True)
+    return train_loader
+def unpad(lengths: torch.Tensor, x):
+    return x[:lengths.max().item()]
+"""
+
+
+def test_op_advice_stays_out_of_dataset_methods_and_datasets_folders():
+    advisory = {"ASC402", "ASC403", "ASC404", "ASC503", "ASC504"}
+    assert _codes(PASTIS, select=advisory) == []
+    assert _codes(DEVICE, select=advisory) == ["ASC402"]  # near miss: the same read in a module's forward
+    assert _codes(DEVICE, path="torchgeo/datasets/pastis.py", select=advisory) == []
+    assert _codes(LOADER, select=advisory) == ["ASC403", "ASC404", "ASC503", "ASC504"]
+    assert _codes(LOADER, path="mmdet/datasets/builder.py", select=advisory) == ["ASC404", "ASC503", "ASC504"]
+
+
+# transformers 4.57.6 data/data_collator.py:1088-1091-style masking in a collator, and the same lines in a module
+COLLATED = """\
+import torch
+class {name}:
+    def {method}(self, inputs: torch.Tensor, special_tokens_mask):
+        labels = inputs.clone()
+        probability_matrix = torch.full(labels.shape, 0.15)
+        masked_indices = torch.bernoulli(probability_matrix).bool()
+        labels[~masked_indices] = -100
+        return labels[labels != -100]
+"""
+
+
+@pytest.mark.parametrize("name, method, quiet", [
+    ("DataCollatorForLanguageModeling", "torch_mask_tokens", True), ("SFTDataCollatorWith4DAttentionMask", "pad", True),
+    ("Batcher", "smart_batching_collate", True), ("Batcher", "pad_collate_fn", True),
+    # near misses: a logits processor and a module run on the device, a method that collects results
+    ("MaskLogitsProcessor", "torch_mask_tokens", False), ("MaskedLM", "forward", False),
+    ("Evaluator", "collect_results", False),
+])
+def test_collators_run_in_the_loader(name, method, quiet):
+    found = _codes(COLLATED.format(name=name, method=method), select={"ASC304", "ASC402"})
+    assert (found == []) is quiet

@@ -26,7 +26,7 @@ from flake8.utils import parse_comma_separated_list
 from .codes import CODES, Report
 from .config import Config
 from .detect.export_path import on_export_path
-from .detect.loader_names import data_pipeline_module
+from .detect.loader_names import data_pipeline_module, datasets_module, in_data_pipeline
 from .detect.old_torch import in_old_torch_branch
 from .detect.training import source_text
 from .registry import Rule, all_rules
@@ -79,6 +79,11 @@ class Finding:
 # or in a module of a datasets package's transforms, which prepares samples on the host (detect/loader_names.py)
 _NPU_ADVICE = frozenset(code for code, row in CODES.items() if row.report in (
     Report.AFFINITY_API_CALL, Report.DYNAMIC_SHAPE_HINTS, Report.PERFORMANCE_ADVICE, Report.PRECISION_ADVICE))
+# the advice about tensor operations themselves (their kernels, shapes and precision on the NPU), not about how a
+# loop feeds the device or how a loader is set up: moot on the samples a DataLoader's workers build on the host,
+# in the methods of a dataset or a collator and in the modules of a datasets folder (detect/loader_names.py)
+_OP_ADVICE = frozenset(("ASC301", "ASC302", "ASC303", "ASC304", "ASC401", "ASC402", "ASC403", "ASC508", "ASC601",
+                        "ASC602", "ASC603", "ASC604", "ASC605", "ASC609"))
 
 
 class Context:
@@ -185,6 +190,8 @@ class Context:
         one (``fold``).  ``family``: see ``Finding.family``."""
         if code in _NPU_ADVICE and (on_export_path(self) or data_pipeline_module(self.path)):
             return  # advice for running on the NPU, in code that only exports the model or prepares samples on the host
+        if code in _OP_ADVICE and (in_data_pipeline(self.stack) or datasets_module(self.path)):
+            return  # an operation on samples that the loader's workers build on the host
         if not self.config.lint_tests and in_test_code(self):
             return
         if in_old_torch_branch(self, node):

@@ -28,24 +28,38 @@ def says_loader(name: str) -> bool:
     return any("loader" in w or w == "dl" for w in words(name))
 
 
-# classes whose methods prepare samples or batches in the DataLoader's workers: datasets, collators, processing
+# classes whose methods prepare samples or batches in the DataLoader's workers: datasets, collators (transformers
+# 4.57.6 ``DataCollatorForLanguageModeling``, llamafactory ``SFTDataCollatorWith4DAttentionMask``), processing
 # strategies; not "Processor" (diffusers' attention processors and transformers' logits processors run on the
 # device)
-_PIPELINE_CLASS = re.compile(r"(Dataset|Collator|ProcessingStrategy)$")
+_PIPELINE_CLASS = re.compile(r"Collator|(Dataset|ProcessingStrategy)$")
 
 
 def in_data_pipeline(stack) -> bool:
-    """Inside code a DataLoader worker runs, on the host: a ``collate_fn``, ``__getitem__`` / ``__iter__`` of a
-    class (a Dataset), or a method of a class named for a dataset, a collator or a processing strategy (axolotl 0.19.0
-    processing_strategies.py:389, ``labels[~keep] = -100`` in ``ProcessingStrategy.process_labels``). ``stack``:
-    the ancestors of the node, outermost first."""
+    """Inside code a DataLoader worker runs, on the host: a collate function (``collate_fn``, ``pad_collate``,
+    ``smart_batching_collate``), ``__getitem__`` / ``__iter__`` of a class (a Dataset), or a method of a class named
+    for a dataset, a collator or a processing strategy (axolotl 0.19.0 processing_strategies.py:389, ``labels[~keep]
+    = -100`` in ``ProcessingStrategy.process_labels``). ``stack``: the ancestors of the node, outermost first."""
     for node in reversed(stack):
         if node.__class__ is ast.ClassDef and _PIPELINE_CLASS.search(node.name):
             return True
         if node.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef) and (
-                node.name.startswith("collate_fn") or node.name in ("__getitem__", "__iter__")):
+                "collate" in node.name or node.name in ("__getitem__", "__iter__")):
             return True
     return False
+
+
+# a package's datasets folder (torchgeo 0.8.1 ``datasets/pastis.py``, funasr ``datasets/sense_voice_datasets/``, xtuner
+# ``dataset/preference_dataset.py``): its modules are the Dataset classes and their helpers; not a ``data`` folder,
+# which also holds code that runs on batches on the device (timm 1.0.31 ``data/naflex_random_erasing.py`` in the
+# prefetch loader, anomalib 2.7.0 ``data/utils/tiler.py`` in the model)
+_DATASETS_MODULE = re.compile(r"(^|[\\/])datasets?[\\/]")
+
+
+def datasets_module(path: str) -> bool:
+    """Is ``path`` a module of a package's datasets folder? Its tensors are samples the loader's workers build on
+    the host."""
+    return bool(_DATASETS_MODULE.search(path))
 
 
 # OpenMMLab's layout (mmdet, mmseg, mmpose, mmaction2, mmocr, mmyolo, mmdet3d, mmpretrain, mmagic; mmdet 2.x's

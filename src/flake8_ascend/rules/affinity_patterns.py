@@ -9,7 +9,6 @@ from typing import List
 from ..detect import affinity
 from ..semantic.flow import Flow
 from ..detect.fused import STARTS, function_patterns, other_branch_calls, sdpa_in_other_branch
-from ..detect.loader_names import in_data_pipeline
 from ..detect.once_per_call import runs_once
 from ..detect.training import last_name
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
@@ -345,9 +344,8 @@ class AffinityPattern(Rule):
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
         masks = [p for p in parts if isinstance(p, (ast.Compare, ast.UnaryOp, ast.BinOp, ast.Name, ast.Call,
                                                     ast.Subscript, ast.Attribute)) and self._mask(p, ctx)]
-        if len(masks) != 1 or not self._tensor(x, masks[0], ctx) or runs_once(node, ctx) or _built_on_host(x, ctx) \
-                or in_data_pipeline(ctx.stack):
-            return  # a put the NPU never runs: once per call, on a host tensor, in the loader's workers
+        if len(masks) != 1 or not self._tensor(x, masks[0], ctx) or runs_once(node, ctx) or _built_on_host(x, ctx):
+            return  # a put the NPU never runs: once per call, on a host tensor (the loader's workers: Context.report)
         value = ctx.values.of(node.value)
         if isinstance(node, ast.AugAssign):
             if value.kind == NUMBER or value.tensor:
