@@ -11,6 +11,7 @@ pattern, or None.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from ..semantic.flow import MAX_DEPTH, Flow
@@ -372,6 +373,29 @@ def sdpa_in_other_branch(node: ast.AST, ctx) -> bool:
     by default and rewriting it gains nothing.
     """
     return other_branch_calls(node, ctx, _SDPA)
+
+
+# transformers' attention dispatch: ``attention_interface = eager_attention_forward`` unless the configuration's
+# ``_attn_implementation`` names an entry of ``ALL_ATTENTION_FUNCTIONS``; a model class that declares
+# ``_supports_sdpa = True`` gets "sdpa" by default, which torch_npu runs as its fused attention
+_SUPPORTS_SDPA = re.compile(r"\b_supports_sdpa\s*=\s*True\b")
+
+
+def attention_fallback(node: ast.AST, ctx) -> bool:
+    """``node`` is on a hand-written attention path the model does not take by default: a branch beside one that
+    calls SDPA (``sdpa_in_other_branch``), or ``eager_attention_forward`` in a module that dispatches through
+    ``ALL_ATTENTION_FUNCTIONS`` and whose model supports SDPA (transformers 4.57.6's modeling files, xtuner's
+    internlm3 copy): rewriting it gains nothing by default."""
+    if sdpa_in_other_branch(node, ctx):
+        return True
+    function = ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
+    return function is not None and function.name == "eager_attention_forward" and ctx.memo(
+        "fused.dispatches_attention", _dispatches_attention)
+
+
+def _dispatches_attention(ctx) -> bool:
+    source = "".join(ctx.lines)
+    return "ALL_ATTENTION_FUNCTIONS" in source and bool(_SUPPORTS_SDPA.search(source))
 
 
 def other_branch_calls(node: ast.AST, ctx, name: str) -> bool:

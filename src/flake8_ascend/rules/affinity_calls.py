@@ -6,7 +6,7 @@ from typing import Optional, Tuple
 
 from ..calls import passed
 from ..detect import affinity
-from ..detect.fused import attention_scores, sdpa_in_other_branch
+from ..detect.fused import attention_fallback, attention_scores
 from ..registry import Rule
 from ..rewrite import Kind, Rewrite
 
@@ -195,7 +195,7 @@ class AffinityTorchCall(Rule):
         if isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.MatMult) and transposed_last_two(node.right, ctx) and (
                     ctx.values.maybe_tensor(node.left) and ctx.values.maybe_tensor(node.right)) and (
-                    id(node) not in attention_scores(ctx)) and not sdpa_in_other_branch(node, ctx):
+                    id(node) not in attention_scores(ctx)) and not attention_fallback(node, ctx):
                 self._emit(node, ctx, "torch.matmul", "the operands must be rewritten (q, k)")
             return
         qualname = ctx.qualname(node.func)
@@ -206,7 +206,7 @@ class AffinityTorchCall(Rule):
         when = entry.get("when")
         if when == "transposed_rhs":
             if (len(node.args) < 2 or not transposed_last_two(node.args[1], ctx) or id(node) in attention_scores(ctx)
-                    or sdpa_in_other_branch(node, ctx)):
+                    or attention_fallback(node, ctx)):
                 return
             why_not = "the operands must be rewritten (q, k) and it does not broadcast in dynamic shapes"
         elif when == "hw_roll":

@@ -8,7 +8,7 @@ from typing import List
 
 from ..detect import affinity
 from ..semantic.flow import Flow
-from ..detect.fused import STARTS, function_patterns, other_branch_calls, sdpa_in_other_branch
+from ..detect.fused import STARTS, attention_fallback, function_patterns, other_branch_calls
 from ..detect.once_per_call import runs_once
 from ..detect.training import last_name
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
@@ -445,7 +445,7 @@ class AffinityPattern(Rule):
                 continue
             entry = affinity.entries("special")[pattern.replace("_proj", "")]  # the same fused kernel
             if not affinity.available(entry, ctx.data.version) or runs_once(node, ctx) or (
-                    pattern == "attention" and sdpa_in_other_branch(node, ctx)) or other_branch_calls(
+                    pattern == "attention" and attention_fallback(node, ctx)) or other_branch_calls(
                     node, ctx, entry["target"].rsplit(".", 1)[-1]):
                 continue
             self._report_fused(entry, pattern, span, ctx)

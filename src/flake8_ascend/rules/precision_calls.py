@@ -7,7 +7,7 @@ from typing import ClassVar, FrozenSet
 from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
 from ..semantic.values import NUMBER
-from ..detect.fused import sdpa_in_other_branch
+from ..detect.fused import attention_fallback
 from ..detect.training import last_name, source_text
 from ._sources import ADVICE_TABLE, ASCEND_API_DOCS, OFFICIAL_ADVICE
 from .affinity_calls import transposed_last_two
@@ -504,6 +504,16 @@ def outer_product(left: ast.AST, right: ast.AST, ctx) -> bool:
     return _trailing_ones(left, ctx)[1] or _trailing_ones(right, ctx)[0]
 
 
+_EAGER = (
+    "import torch\nfrom transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS\n"
+    "def eager_attention_forward(module, query, key, value: torch.Tensor, scaling):\n"
+    "    attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling\n"
+    "    return torch.matmul(attn_weights.softmax(dim=-1), value)\n"
+    "class LlamaPreTrainedModel(PreTrainedModel):\n{supports}"
+    "    _supports_flash_attn = True\n"
+)
+
+
 class MatmulNondeterministic(_CallAdvice):
     code = "ASC603"
     summary = "torch.matmul (or `@`), whose NPU result may not be reproducible (off by default)"
@@ -522,7 +532,9 @@ class MatmulNondeterministic(_CallAdvice):
         "nor is one whose expression spells a contraction over at most four elements (a rotation `.reshape(-1, 2, 2)`, a "
         "tensor of a literal 3x3 matrix): a handful of products leaves no run-to-run difference worth chasing; "
         "nor is a matmul of two host tensors, nor the hand-written fallback of a module whose other branch calls "
-        "`scaled_dot_product_attention` (the NPU's fused attention: the fallback does not run by default). `a @ b` is "
+        "`scaled_dot_product_attention`, nor transformers' `eager_attention_forward` in a module that dispatches "
+        "through `ALL_ATTENTION_FUNCTIONS` for a model that declares `_supports_sdpa = True` (SDPA is the NPU's fused "
+        "attention: the fallback does not run by default). `a @ b` is "
         "the same product where one operand is known to be a tensor (a numpy `@` is not)."
     )
     example = "y = torch.matmul(a, b)"
@@ -548,6 +560,8 @@ class MatmulNondeterministic(_CallAdvice):
          "    return inv @ position_ids[:, None, :].float()\n", 4),
         # the operator (anomalib 2.7.0 models/components/cluster/gmm.py:148: the M step of a GMM fit)
         ("import torch\ndef m_step(data, resp: torch.Tensor):\n    return resp.T @ data\n", 3),
+        # near miss of the eager dispatch below: a model that does not declare SDPA support runs the eager function
+        (_EAGER.format(supports=""), 4),
         # near miss of the SDPA fallback below: a module with no fused branch
         ("import torch\nclass Attention(torch.nn.Module):\n    def forward(self, q, k, v: torch.Tensor):\n"
          "        attn = (q * self.scale) @ k.transpose(-2, -1)\n        return attn.softmax(dim=-1) @ v\n", 5),
@@ -585,6 +599,9 @@ class MatmulNondeterministic(_CallAdvice):
         # near misses of the operator: numpy arrays, operands of unknown kind, an outer product
         "import numpy as np\nimport torch\ndef m_step(data, resp):\n    resp = np.asarray(resp)\n    return resp.T @ data\n",
         "import torch\ndef m_step(data, resp):\n    return resp.T @ data\n",
+        # transformers' eager attention function, the fallback of a model that supports SDPA (transformers 4.57.6
+        # models/llama/modeling_llama.py:150-174, xtuner's internlm3 copy)
+        _EAGER.format(supports="    _supports_sdpa = True\n"),
         # the fallback of a module that calls scaled_dot_product_attention by default (timm 1.0.31 nest.py:99)
         "import torch\nimport torch.nn.functional as F\nclass Attention(torch.nn.Module):\n"
         "    def forward(self, q, k, v: torch.Tensor):\n        if self.fused_attn:\n"
@@ -603,7 +620,7 @@ class MatmulNondeterministic(_CallAdvice):
         if not isinstance(node, ast.BinOp):
             super().check(node, ctx)
         elif isinstance(node.op, ast.MatMult) and (ctx.is_tensor(node.left) or ctx.is_tensor(node.right)) and \
-                not self._quiet_operands(node.left, node.right, ctx) and not sdpa_in_other_branch(node, ctx):
+                not self._quiet_operands(node.left, node.right, ctx) and not attention_fallback(node, ctx):
             ctx.report(node, self.code, self.message("a @ b (torch.matmul)"), api="torch.matmul", tips=self.tips)
 
     def stays_quiet(self, node: ast.Call, ctx) -> bool:
@@ -612,7 +629,7 @@ class MatmulNondeterministic(_CallAdvice):
         is on the host too); an outer product sums nothing."""
         method = isinstance(node.func, ast.Attribute) and ctx.chain(node.func) is None
         operands = [node.func.value, *node.args[:1]] if method else node.args[:2]
-        return len(operands) == 2 and self._quiet_operands(*operands, ctx) or sdpa_in_other_branch(node, ctx)
+        return len(operands) == 2 and self._quiet_operands(*operands, ctx) or attention_fallback(node, ctx)
 
     @staticmethod
     def _quiet_operands(left: ast.AST, right: ast.AST, ctx) -> bool:
