@@ -13,6 +13,7 @@ from ..registry import Rule
 from ..semantic.values import DEVICE
 from ..detect.training import step_words, training
 from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
+from .value_shapes import size_arguments
 from ..walk import walk_tree
 
 _LOOP_WORDS = step_words()
@@ -77,30 +78,48 @@ _SIZES = frozenset(("range", "int", "bool", "min", "max"))
 
 def _steers(node: ast.AST, ancestors, ctx, depth: int = 0) -> bool:
     """Does the host value of ``node`` decide what this step does: a branch test, an index or slice, a ``range``,
-    directly or through a local name read there (espnet 202511 lightning_espnet_model.py:46, a NaN flag that skips
-    the batch; axolotl 0.19.0 ebft/strided.py:608, block counts)? The step needs it then and there, so reading it
-    every N steps is no option. A ``while`` test is not such a use: a stopping criterion can be checked every N
-    steps. ``ancestors`` run innermost first."""
-    child = node
+    the size of a tensor (``F.pad(audio, (0, max_len - n))``), directly or through a local name read there
+    (espnet 202511 lightning_espnet_model.py:46, a NaN flag that skips the batch; axolotl 0.19.0
+    ebft/strided.py:608, block counts; nemo 2.5.0 msdd_models.py:522, ``stt, end = int(stt.item()),
+    int(end.item())`` then a slice)? The step needs it then and there, so reading it every N steps is no option.
+    A ``while`` test is not such a use: a stopping criterion can be checked every N steps. ``ancestors`` run
+    innermost first."""
+    child, element = node, None  # element: the item of a tuple the value went through
     for parent in ancestors:
         if isinstance(parent, (ast.If, ast.IfExp, ast.Assert)) and child is parent.test or (
                 isinstance(parent, ast.comprehension) and any(child is test for test in parent.ifs)) or (
                 isinstance(parent, ast.Subscript) and child is parent.slice):
             return True
         if isinstance(parent, ast.Call):
+            if any(child is size for size in size_arguments(parent, ctx)):
+                return True
             if not (isinstance(parent.func, ast.Name) and parent.func.id in _SIZES):
                 return False
             if parent.func.id == "range":
                 return True
-        elif isinstance(parent, ast.Assign) and depth < 2 and len(parent.targets) == 1 and isinstance(
-                parent.targets[0], ast.Name) and child is parent.value:
+        elif isinstance(parent, ast.Assign) and depth < 2 and len(parent.targets) == 1 and child is parent.value:
+            target = _bound_name(parent.targets[0], child, element)
+            if target is None:
+                return False
             owner = ctx.model.function(parent) or ctx.tree
-            return any(_steers(read.node, read.path, ctx, depth + 1)
-                       for read in ctx.model.reads(owner, parent.targets[0].id))
+            return any(_steers(read.node, read.path, ctx, depth + 1) for read in ctx.model.reads(owner, target))
         elif not isinstance(parent, _CARRY):
             return False
+        element = child if isinstance(parent, ast.Tuple) else None
         child = parent
     return False
+
+
+def _bound_name(target: ast.AST, value: ast.AST, element: ast.AST):
+    """The name an assignment binds the value to: ``n = <value>``, or the matching name of ``a, b = x, <value>``."""
+    if isinstance(target, ast.Name):
+        return target.id
+    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and element is not None and len(
+            target.elts) == len(value.elts):
+        for name, item in zip(target.elts, value.elts):
+            if item is element:
+                return name.id if isinstance(name, ast.Name) else None
+    return None
 
 
 _ACCUMULATION = ("for i, x in enumerate(data):\n    loss = f(x)\n    loss.backward()\n    if (i + 1) % accumulation == 0:\n"
@@ -119,7 +138,8 @@ class HostSyncInTrainingLoop(Rule):
         "a noticeable share of step time. Fires inside a training loop (a loop that calls `.backward()` or "
         "`optimizer.step()`), in a function such a loop calls on every step, and in an optimizer's own `step`; "
         "not on a tensor built on the host, not where the value steers the step (a branch test, an index, "
-        "a slice, a `range`, directly or through a local name: reading it every N steps is no option), not "
+        "a slice, a `range`, a tensor's size, directly or through a local name: reading it every N steps is no "
+        "option), not "
         "outside loops, not in a periodic `if step % N == 0:` logging branch and not in the "
         "branch a NaN or an infinity takes (`if not torch.isfinite(grad_norm):`, a skipped step)."
     )
@@ -163,6 +183,11 @@ class HostSyncInTrainingLoop(Rule):
         ("import torch\nfor x in data:\n    loss = f(x)\n    loss.backward()\n    value = loss.item()\n"
          "    history.append(value)\n", 5),
         ("import torch\nfor x in data:\n    loss = f(x)\n    loss.backward()\n    log(best > loss.item())\n", 5),
+        # near misses of a size: a value passed to a function that takes no size, an unpacked value only logged
+        ("import torch\nimport torch.nn.functional as F\nfor audio, lens in data:\n    max_len = lens.max().item()\n"
+         "    loss = f(F.relu(audio), max_len)\n    loss.backward()\n", 4),
+        ("import torch\nfor x, seg in data:\n    stt, end = int(seg[0].item()), 0\n    loss = f(x)\n"
+         "    loss.backward()\n    print(stt)\n", 3),
         # an optimizer's own step runs on every optimizer step (mmpretrain 1.2.0 engine/optimizers/lars.py:105)
         ("import torch\nclass LARS(torch.optim.Optimizer):\n    def step(self, closure=None):\n"
          "        for p in self.params:\n            norm = torch.norm(p).item()\n", 5),
@@ -216,6 +241,12 @@ class HostSyncInTrainingLoop(Rule):
         "import torch\nfor x, lens in data:\n    n = lens.max().item()\n    loss = f(x[:, :n])\n    loss.backward()\n",
         "import torch\nfor x in data:\n    loss = f(x)\n    for _ in range(int(x.sum().item())):\n        pass\n"
         "    loss.backward()\n",
+        # a size: the padding of a batch (nemo 2.5.0 tts/models/audio_codec.py:443), and bounds unpacked from a
+        # tuple before a slice (nemo 2.5.0 asr/models/msdd_models.py:522)
+        "import torch\nimport torch.nn.functional as F\nfor audio, lens in data:\n    max_len = lens.max().item()\n"
+        "    loss = f(F.pad(audio, (0, max_len - audio.shape[1])))\n    loss.backward()\n",
+        "import torch\nfor x, seg in data:\n    stt, end = int(seg[0].item()), int(seg[1].item())\n"
+        "    end = min(end, stt + 100)\n    loss = f(x[:, stt:end])\n    loss.backward()\n",
     ]
 
     def check(self, node, ctx) -> None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ..detect.once_per_call import runs_once
 from ..registry import Rule
@@ -143,30 +143,38 @@ class ShapeFromValue(Rule):
         return None
 
     def _in_sizes(self, call: ast.Call, ctx) -> Optional[ast.AST]:
-        func = call.func
-        qualname = ctx.chain(func)
-        if qualname is not None:
-            positions = _FUNCTIONS.get(qualname)
-        elif isinstance(func, ast.Attribute):
-            positions = _METHODS.get(func.attr)
-            if positions is not None and ctx.values.is_array(func.value):
-                return None  # numpy's reshape/repeat: the NPU never sees the shape
-        else:
-            positions = None
-        if positions is None:
+        sizes = size_arguments(call, ctx)
+        if not sizes:
             return None
-        sizes = [k.value for k in call.keywords if k.arg in _SIZE_KEYWORDS]
-        if ALL in positions:
-            sizes += call.args
-        else:
-            sizes += [call.args[p] for p in positions if p < len(call.args)]
         # tensor repeats are a tensor's job, not a size read out of one (ASC401 has them)
-        elements = not (qualname or getattr(func, "attr", "")).endswith("repeat_interleave")
+        func = call.func
+        elements = not (ctx.chain(func) or getattr(func, "attr", "")).endswith("repeat_interleave")
         for size in sizes:
             found = _mentions_readout(size, ctx, elements)
             if found is not None:
                 return found
         return None
+
+
+def size_arguments(call: ast.Call, ctx) -> List[ast.AST]:
+    """The arguments of ``call`` that give a tensor's shape (``torch.zeros(n)``, ``F.pad(x, (0, n))``,
+    ``x.view(b, n)``); none for numpy's ``reshape``/``repeat``, whose shapes the NPU never sees."""
+    func = call.func
+    qualname = ctx.chain(func)
+    if qualname is not None:
+        positions = _FUNCTIONS.get(qualname)
+    elif isinstance(func, ast.Attribute):
+        positions = _METHODS.get(func.attr)
+        if positions is not None and ctx.values.is_array(func.value):
+            return []
+    else:
+        positions = None
+    if positions is None:
+        return []
+    sizes = [k.value for k in call.keywords if k.arg in _SIZE_KEYWORDS]
+    if ALL in positions:
+        return sizes + call.args
+    return sizes + [call.args[p] for p in positions if p < len(call.args)]
 
 
 def _mentions_readout(node: Optional[ast.AST], ctx, direct: bool = True) -> Optional[ast.AST]:
