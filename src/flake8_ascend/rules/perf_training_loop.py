@@ -7,6 +7,7 @@ docstring and docs/advice.md): inside a training loop, not in a periodic
 from __future__ import annotations
 
 import ast
+from typing import Optional
 
 from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
@@ -110,7 +111,7 @@ def _steers(node: ast.AST, ancestors, ctx, depth: int = 0) -> bool:
     return False
 
 
-def _bound_name(target: ast.AST, value: ast.AST, element: ast.AST):
+def _bound_name(target: ast.AST, value: ast.AST, element: Optional[ast.AST]) -> Optional[str]:
     """The name an assignment binds the value to: ``n = <value>``, or the matching name of ``a, b = x, <value>``."""
     if isinstance(target, ast.Name):
         return target.id
