@@ -16,6 +16,7 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from ..semantic.flow import MAX_DEPTH, Flow
 from ..semantic.summaries import enclosing_class
+from .training import source_text
 from ..walk import parameter_defaults, walk_tree
 
 Span = Tuple[ast.AST, ast.AST]
@@ -394,7 +395,7 @@ def attention_fallback(node: ast.AST, ctx) -> bool:
 
 
 def _dispatches_attention(ctx) -> bool:
-    source = "".join(ctx.lines)
+    source = source_text(ctx)
     return "ALL_ATTENTION_FUNCTIONS" in source and bool(_SUPPORTS_SDPA.search(source))
 
 
