@@ -59,6 +59,9 @@ def _modules(package: str) -> Dict[str, str]:
 
 
 _trees: Dict[str, Optional[ast.Module]] = {}
+# per parsed module: its import statements, and its calls by the name called (``f(...)``, ``x.f(...)``), each with
+# its place in ``ast.walk`` order: one walk per module serves every question about its callers
+_indexes: Dict[str, Tuple[List[ast.stmt], Dict[str, List[Tuple[int, ast.Call]]]]] = {}
 # an import statement's text, parenthesised names included: ``from .net import (\n    DBNet,\n)``
 _IMPORTS = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)", re.M)
 
@@ -66,12 +69,32 @@ _IMPORTS = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*
 def _tree(path: str, text: str) -> Optional[ast.Module]:
     if len(_trees) > MAX_TREES:
         _trees.clear()
+        _indexes.clear()
     if path not in _trees:
         try:
             _trees[path] = ast.parse(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             _trees[path] = None
     return _trees[path]
+
+
+def _index(path: str, tree: ast.Module) -> Tuple[List[ast.stmt], Dict[str, List[Tuple[int, ast.Call]]]]:
+    """The import statements and the calls by called name of the module ``_tree`` parsed from ``path``."""
+    found = _indexes.get(path)
+    if found is None:
+        imports: List[ast.stmt] = []
+        calls: Dict[str, List[Tuple[int, ast.Call]]] = {}
+        for order, node in enumerate(ast.walk(tree)):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                imports.append(node)
+            elif isinstance(node, ast.Call):
+                func = node.func
+                called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) \
+                    else None
+                if called is not None:
+                    calls.setdefault(called, []).append((order, node))
+        found = _indexes[path] = (imports, calls)
+    return found
 
 
 def _dotted(path: str, package: str) -> str:
@@ -81,13 +104,14 @@ def _dotted(path: str, package: str) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _bindings(tree: ast.Module, path: str, target: str, name: str) -> Tuple[Set[str], Set[str]]:
-    """In the module at ``path``: the names its imports bind to ``target.name`` (or to ``name`` re-exported by a
-    package above ``target``), and the dotted spellings bound to the module ``target`` itself."""
+def _bindings(imports: List[ast.stmt], path: str, target: str, name: str) -> Tuple[Set[str], Set[str]]:
+    """In the module at ``path``, whose import statements are ``imports``: the names they bind to ``target.name``
+    (or to ``name`` re-exported by a package above ``target``), and the dotted spellings bound to the module
+    ``target`` itself."""
     names: Set[str] = set()
     modules: Set[str] = set()
     parents = target.split(".")
-    for node in ast.walk(tree):
+    for node in imports:
         if isinstance(node, ast.ImportFrom):
             source = absolute("." * node.level + (node.module or ""), path) if node.level else node.module or ""
             if source is None:
@@ -143,16 +167,15 @@ def calls_elsewhere(path: str, name: str) -> List[ast.Call]:
         tree = _tree(module, text)
         if tree is None:
             continue
-        names, modules = _bindings(tree, module, target, name)
+        imports, calls = _index(module, tree)
+        names, modules = _bindings(imports, module, target, name)
         if not names and not modules:
             continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call):
-                func = node.func
-                if isinstance(func, ast.Name) and func.id in names:
-                    found.append(node)
-                elif isinstance(func, ast.Attribute) and func.attr == name and _spelled(func.value) in modules:
-                    found.append(node)
+        here = [(order, node) for called in names for order, node in calls.get(called, ())
+                if isinstance(node.func, ast.Name)]
+        here += [(order, node) for order, node in calls.get(name, ()) if isinstance(node.func, ast.Attribute)
+                 and _spelled(node.func.value) in modules]
+        found += [node for _, node in sorted(here, key=lambda pair: pair[0])]
     return found
 
 
@@ -164,8 +187,8 @@ def method_calls_elsewhere(path: str, name: str) -> List[ast.Call]:
     for module, text in _spelling(path, re.compile(rf"\.{re.escape(name)}\s*\("), name):
         tree = _tree(module, text)
         if tree is not None:
-            found += [node for node in ast.walk(tree) if isinstance(node, ast.Call)
-                      and isinstance(node.func, ast.Attribute) and node.func.attr == name]
+            found += [node for _, node in _index(module, tree)[1].get(name, ())
+                      if isinstance(node.func, ast.Attribute)]
     return found
 
 

@@ -242,7 +242,11 @@ class Values:
         self._moves: Dict[int, List[Tuple[ast.Call, object]]] = {}
         self._lists: Dict[int, Value] = {}
         self._busy: Set[int] = set()
-        self._cut = False
+        self._cut = False  # the answer being built depends on a question cut off (too deep, or a cycle)
+        self._cycle = False  # ... on a cycle: the answer depends on the path it was asked from
+        # answers cut off only by depth, per (node, depth): the same at that depth however they are reached, so a
+        # long chain of assignments is walked once per depth instead of once per question that reaches it
+        self._deep: Dict[Tuple[int, int], Value] = {}
         self._imports_torch: Optional[bool] = None
         self._default_device: Optional[bool] = None
         self._loss_table: Optional[Dict[int, Set[str]]] = None
@@ -494,16 +498,24 @@ class Values:
             return found
         if depth > _DEPTH or key in self._busy:
             self._cut = True  # a cycle or a long chain: this answer is partial
+            self._cycle = self._cycle or depth <= _DEPTH
             return UNKNOWN_VALUE
+        found = self._deep.get((key, depth))
+        if found is not None:
+            self._cut = True
+            return found
         self._busy.add(key)
-        outer, self._cut = self._cut, False
+        outer, outer_cycle, self._cut, self._cycle = self._cut, self._cycle, False, False
         try:
             value = self._infer(expr, scope, depth + 1)
         finally:
             self._busy.discard(key)
-        if not self._cut:  # answers that depended on a cut-off question are not kept
-            self._memo[key] = value
+        if not self._cut:  # answers that depended on a cut-off question are kept only where they do not depend
+            self._memo[key] = value  # on the path they were asked from
+        elif not self._cycle:
+            self._deep[key, depth] = value
         self._cut = self._cut or outer
+        self._cycle = self._cycle or outer_cycle
         return value
 
     def _infer(self, expr: ast.AST, scope: Scope, depth: int) -> Value:
