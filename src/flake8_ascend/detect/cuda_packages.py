@@ -140,3 +140,33 @@ def on_cuda_package_path(node: ast.AST, ctx) -> bool:
         if isinstance(parent, _FUNCTIONS + (ast.ClassDef,)) and names_cuda_only_package(parent.name):
             return True
     return False
+
+
+# the libraries a CUDA implementation is written in: their arrays and kernels are CUDA objects (ASC206's list)
+_CUDA_LANGUAGES = ("cupy", "pycuda", "numba.cuda")
+
+
+def _top_level_imports(tree: ast.Module) -> Iterator[str]:
+    """The modules and names the module imports unconditionally: at its top level or in a top-level ``with``, not
+    under a ``try`` or an ``if`` (``from numba import cuda`` gives ``numba`` and ``numba.cuda``)."""
+    for statement in tree.body:
+        for inner in statement.body if isinstance(statement, (ast.With, ast.AsyncWith)) else [statement]:
+            if isinstance(inner, ast.Import):
+                yield from (alias.name for alias in inner.names)
+            elif isinstance(inner, ast.ImportFrom) and not inner.level and inner.module:
+                yield inner.module
+                yield from (f"{inner.module}.{alias.name}" for alias in inner.names)
+
+
+def cuda_implementation(ctx) -> bool:
+    """The module imports cupy, pycuda or numba's CUDA target unconditionally: it is a CUDA implementation, which
+    its package swaps for another on other devices (nemo 2.5.0 collections/asr/parts/numba/rnnt_loss/rnnt.py and its
+    numba CUDA kernels, verl 0.9.1 checkpoint_engine/nixl_checkpoint_engine.py with cupy buffers). Its torch.cuda
+    calls and device strings feed those kernels: porting them does not make the module run on an NPU, replacing it
+    does, and ASC206 reports the import. A guarded import (``try: import cupy``) keeps a fallback: not this."""
+    def imports_cuda_language(c) -> bool:
+        source = "".join(c.lines)
+        return any(word in source for word in ("cupy", "pycuda", "numba")) and any(
+            module == language or module.startswith(language + ".")
+            for module in _top_level_imports(c.tree) for language in _CUDA_LANGUAGES)
+    return bool(ctx.memo("cuda_implementation", imports_cuda_language))

@@ -264,7 +264,8 @@ def only_reported(node: ast.AST, qualname: str, ctx) -> bool:
     whose value only goes into a report of the same statement: ``print(f"Memory used: {...} GB")`` (litgpt 0.5.13
     generate/sequentially.py:287), a message (an f-string with words) or an entry labelled with words
     (``"GPU Enabled": str(th.cuda.is_available())``, stable-baselines3 2.9.2 common/utils.py:615), or through a
-    local name that only reports read (``shown_through_name``). On an NPU only the figure is missing; nothing runs
+    local name that only reports read (``shown_through_name``); text formatted with ``.format`` or ``%`` is a message
+    too (funasr 1.4.16 train_utils/trainer.py:714-722). On an NPU only the figure is missing; nothing runs
     differently."""
     if not _DIAGNOSTIC_CUDA.fullmatch(qualname):
         return False
@@ -273,8 +274,12 @@ def only_reported(node: ast.AST, qualname: str, ctx) -> bool:
     for parent, child in ctx.lineage(node):
         if isinstance(parent, ast.Call) and child is not parent.func:
             func = parent.func
-            if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in SHOWN_BY:
-                return True
+            if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in SHOWN_BY or (
+                    isinstance(func, ast.Attribute) and func.attr == "format" and _message_text(func.value)):
+                return True  # shown, or formatted into words: ``"GPU, memory: {:.3f} GB".format(...)``
+        if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Mod) and child is not parent.left and \
+                _message_text(parent.left):
+            return True  # ``"GPU memory: %.3f GB" % ...``
         if _message(parent) or (isinstance(parent, ast.Dict) and any(
                 value is child and _message_text(key) for key, value in zip(parent.keys, parent.values))):
             return True  # words for a person: a message, an entry labelled ``"GPU Enabled"``
@@ -949,3 +954,113 @@ def _earlier_exit(parent: ast.AST, statement: ast.stmt, leaves_when) -> Optional
     ``leaves_when(test)`` and a body that always leaves the block: ``statement`` runs only when the test is False."""
     block, index = _block(parent, statement)
     return next((earlier for earlier in block[:max(index, 0)] if _exits(earlier) and leaves_when(earlier.test)), None)
+
+
+def _nccl_test(test: ast.AST, equal: bool) -> bool:
+    """``backend == 'nccl'`` / ``backend == dist.Backend.NCCL`` (``equal``), or ``!=`` (not ``equal``); a part of
+    an ``and`` counts for ``==``."""
+    if equal and isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_nccl_test(value, True) for value in test.values)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and
+            isinstance(test.ops[0], (ast.Eq, ast.Is) if equal else (ast.NotEq, ast.IsNot))):
+        return False
+    return any((isinstance(side, ast.Constant) and isinstance(side.value, str) and side.value.lower() == "nccl") or
+               (isinstance(side, (ast.Name, ast.Attribute)) and last_name(side) == "NCCL")
+               for side in (test.left, test.comparators[0]))
+
+
+def in_nccl_branch(node: ast.AST, ctx) -> bool:
+    """``node`` runs only when the process group's backend is NCCL: in the body of ``if backend == 'nccl':`` (the
+    ``else`` of ``!=``), or after such a comparison in an ``and`` (ignite 0.5.5 distributed/comp_models/native.py:117
+    ``if backend == dist.Backend.NCCL and not torch.cuda.is_available():``, :146 the NCCL barrier's
+    ``device_ids=[torch.cuda.current_device()]``). An NPU run's backend is hccl, so it takes the other branch; the
+    choice of nccl has its own finding (ASC204)."""
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, ast.If):
+            if (_nccl_test(parent.test, True) and any(s is child for s in parent.body)) or (
+                    _nccl_test(parent.test, False) and any(s is child for s in parent.orelse)):
+                return True
+        elif isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And):
+            for value in parent.values:
+                if value is child:
+                    break
+                if _nccl_test(value, True):
+                    return True
+        elif isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return False
+    return False
+
+
+# a parameter that switches a library's own CUDA path on or off: ``use_cuda`` (pytorch-grad-cam), ``using_cuda``
+# (stable-baselines3's set_random_seed), ``use_gpu``, ``cuda``
+_CUDA_SWITCH = re.compile(r"((use|using|on|with)_?)?(cuda|gpu)s?", re.IGNORECASE)
+
+
+def _switch_parameter(call: ast.Call, argument: ast.AST, ctx) -> bool:
+    """``argument`` of ``call`` fills a CUDA switch: by keyword, or positionally a parameter of a ``def`` of the file
+    that the call runs."""
+    for keyword in call.keywords:
+        if keyword.value is argument:
+            return bool(keyword.arg) and bool(_CUDA_SWITCH.fullmatch(keyword.arg))
+    if not any(a is argument for a in call.args):
+        return False
+    callee = ctx.model.summaries.callee(call)
+    if callee is None:
+        return False
+    positional = callee.args.posonlyargs + callee.args.args
+    if ctx.model.receiver(callee) is not None:
+        positional = positional[1:]
+    index = next(i for i, a in enumerate(call.args) if a is argument)
+    return index < len(positional) and bool(_CUDA_SWITCH.fullmatch(positional[index].arg))
+
+
+def _bool_choice(parent: ast.AST, test: ast.AST) -> bool:
+    """``parent`` is ``True if test else False`` (or the other way round)."""
+    return isinstance(parent, ast.IfExp) and parent.test is test and all(
+        isinstance(branch, ast.Constant) and isinstance(branch.value, bool) for branch in (parent.body, parent.orelse))
+
+
+def _into_switch(value: ast.AST, path: Sequence[ast.AST], ctx) -> bool:
+    """``value``, whose ancestors are ``path`` (innermost first), becomes a CUDA switch argument: directly, or as
+    the test of ``True if ... else False``."""
+    for parent in path:
+        if _bool_choice(parent, value):
+            value = parent
+            continue
+        if isinstance(parent, ast.keyword):
+            continue
+        return isinstance(parent, ast.Call) and _switch_parameter(parent, value, ctx)
+    return False
+
+
+def sets_cuda_switch(node: ast.AST, ctx) -> bool:
+    """``node`` (a CUDA device string) is compared with a configured device (``'cuda' in args.device``,
+    ``device.type == torch.device('cuda').type``) only to tell a library whether to take its own CUDA path: the
+    comparison becomes a ``use_cuda=`` / ``using_cuda=`` / ``use_gpu=`` argument, directly, as ``True if ... else
+    False`` or through a local name read only so (mmpretrain 1.2.0 .mim/tools/visualization/vis_cam.py:247,
+    pytorch-grad-cam's ``use_cuda``; stable-baselines3 2.9.2 common/base_class.py:568, ``set_random_seed(seed,
+    using_cuda=self.device.type == th.device("cuda").type)``). The device itself comes from configuration; on an
+    NPU the switch is off and the library takes its other path, which is what a port wants. A flag that asks
+    ``torch.cuda.is_available()`` is a question, not such a comparison, and keeps its ASC201."""
+    path = list(reversed(ctx.stack))  # the string's ancestors, innermost first
+    if len(path) > 2 and isinstance(path[0], ast.Call) and ctx.qualname(path[0].func) == "torch.device" and \
+            isinstance(path[1], ast.Attribute) and path[1].attr == "type":
+        path = path[2:]  # ``torch.device('cuda').type``
+    if not path or not isinstance(path[0], ast.Compare):
+        return False
+    value, above = path[0], path[1:]
+    if _into_switch(value, above, ctx):
+        return True
+    for parent in above:  # ``flag = 'cuda' in device`` (or ``True if ... else False``), read only as a switch
+        if _bool_choice(parent, value):
+            value = parent
+            continue
+        targets = assign_targets(parent) if isinstance(parent, (ast.Assign, ast.AnnAssign)) else []
+        if len(targets) != 1 or parent.value is not value or not isinstance(targets[0], ast.Name):
+            return False
+        function = ctx.model.function(targets[0])
+        if function is None or targets[0].id in ctx.model.scopes[id(function)].shared:
+            return False
+        reads = ctx.model.reads(function, targets[0].id)
+        return bool(reads) and all(_into_switch(read.node, read.path, ctx) for read in reads)
+    return False

@@ -6,13 +6,14 @@ import ast
 from ..registry import Rule
 from ..detect.device_dispatch import (architecture_gate, counts_flops, cuda_branch_test, decided_with_npu_case,
                                       disables_a_report, guarded_branch, has_npu_branch, in_cuda_test,
-                                      in_tensor_dispatch_test, keeps_unsupported_out, names_a_type, npu_skips,
+                                      in_nccl_branch, in_tensor_dispatch_test, keeps_unsupported_out, names_a_type,
+                                      npu_skips,
                                       offline_cpu_fallback, only_reported, optional_cuda_branch, redundant_reseed,
                                       tensor_dispatch, turns_off, unmet_cuda_request)
 from ..detect.training import last_name
 from ..detect.cuda_fixes import name_fix
 from ..detect.device_defaults import in_unused_default
-from ..detect.cuda_packages import on_cuda_package_path
+from ..detect.cuda_packages import cuda_implementation, on_cuda_package_path
 from ..detect.transfer_to_npu import quiet
 from ..walk import assign_targets
 
@@ -199,6 +200,14 @@ class CudaApi(Rule):
         ("import torch\nif torch.cuda.get_device_capability()[0] >= 9:\n    use_fp8_kernels = True\n", 2),
         # near miss of an export failure only logged: the handler changes what runs next
         (_PROFILER_DUMP.format(handler="prof = None"), 3),
+        # near misses of a CUDA implementation and of the NCCL branch: cupy imported under a try keeps a fallback
+        # that runs; the body of ``!=`` is what an NPU run takes
+        ("import torch\ntry:\n    import cupy as cp\nexcept ImportError:\n    cp = None\n"
+         "def flush():\n    torch.cuda.synchronize()\n", 7),
+        ("import torch\nimport torch.distributed as dist\ndef barrier(backend):\n    if backend != 'nccl':\n"
+         "        dist.barrier(device_ids=[torch.cuda.current_device()])\n", 5),
+        # near miss of a statistic formatted into text: no words, a value kept
+        ("import torch\ndef mem():\n    return '{:.3f}'.format(torch.cuda.memory_allocated() / 2**30)\n", 3),
     ]
     passes = [
         CHOSEN_DEFAULT.format(passed=", device=params.device"),
@@ -342,6 +351,24 @@ class CudaApi(Rule):
         "import torch\ndef verify_bf16_support():\n    cuda_support = torch.cuda.is_available() and "
         "torch.cuda.is_bf16_supported()\n    npu_support = is_npu_available and torch.npu.is_bf16_supported()\n"
         "    return cuda_support or npu_support\n",
+        # a CUDA implementation: a module written in numba's CUDA target (nemo 2.5.0
+        # collections/asr/parts/numba/rnnt_loss/rnnt.py:32, 409) or on cupy buffers (verl 0.9.1
+        # checkpoint_engine/nixl_checkpoint_engine.py:24-25, 400)
+        "import torch\nfrom numba import cuda\ndef rnnt_loss_gpu(acts):\n"
+        "    stream = cuda.external_stream(torch.cuda.current_stream(acts.device).cuda_stream)\n",
+        "import torch\nfrom unittest.mock import patch\nwith patch('importlib.metadata.distributions', return_value=[]):\n"
+        "    import cupy as cp\ndef fill(self):\n    torch.cuda.synchronize()\n",
+        # the NCCL backend's own branch, which an NPU run (hccl) never takes (ignite 0.5.5
+        # distributed/comp_models/native.py:117, 146)
+        "import torch\nimport torch.distributed as dist\ndef setup(backend):\n"
+        "    if backend == dist.Backend.NCCL and not torch.cuda.is_available():\n"
+        "        raise RuntimeError('Nccl backend is required but no cuda capable devices')\n"
+        "    if backend == dist.Backend.NCCL and ok:\n        device_ids = [torch.cuda.current_device()]\n"
+        "        dist.barrier(device_ids=device_ids)\n",
+        # statistics formatted into words for the log (funasr 1.4.16 train_utils/trainer.py:714-722)
+        "import torch\ndef log(self):\n    gpu_info = ('GPU, memory: usage: {:.3f} GB, peak: {:.3f} GB'.format(\n"
+        "        torch.cuda.memory_allocated() / 1024 ** 3, torch.cuda.max_memory_allocated() / 1024 ** 3))\n"
+        "    text = 'reserved: %.1f GB' % (torch.cuda.memory_reserved() / 2**30)\n    return gpu_info, text\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -356,7 +383,8 @@ class CudaApi(Rule):
             return
         if tensor_dispatch(guard) or in_tensor_dispatch_test(node, ctx) or only_reported(node, qualname, ctx) or \
                 names_a_type(node, ctx) or npu_skips(node, ctx) or redundant_reseed(node, qualname, ctx) or \
-                unmet_cuda_request(node, ctx) or in_unused_default(node, ctx) or counts_flops(ctx):
+                unmet_cuda_request(node, ctx) or in_unused_default(node, ctx) or counts_flops(ctx) or \
+                cuda_implementation(ctx) or in_nccl_branch(node, ctx):
             return
         name = qualname.split(".")[2]
         data = ctx.data

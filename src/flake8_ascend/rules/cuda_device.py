@@ -11,12 +11,12 @@ from ..registry import Rule
 from .cuda_api import CHOSEN_DEFAULT, DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
 from ..detect.device_dispatch import (SHOWN_BY, chooses_onnx_providers, counts_flops, cuda_branch_test,
                                       disables_a_report, gates_reports_through_name, guarded_branch, has_npu_branch,
-                                      keeps_unsupported_out, npu_skips, offline_cpu_fallback, only_makes_contiguous,
-                                      optional_cuda_branch, shown_through_name, skipping_exit, turns_off,
-                                      unmet_cuda_request)
+                                      in_nccl_branch, keeps_unsupported_out, npu_skips, offline_cpu_fallback,
+                                      only_makes_contiguous, optional_cuda_branch, sets_cuda_switch,
+                                      shown_through_name, skipping_exit, turns_off, unmet_cuda_request)
 from ..detect.cuda_fixes import method_fix, string_fix
 from ..detect.device_defaults import CUDA_STRING, defaulted, default_unused, mentions_device_arg
-from ..detect.cuda_packages import on_cuda_package_path
+from ..detect.cuda_packages import cuda_implementation, on_cuda_package_path
 from ..detect.transfer_to_npu import migrated
 from ..walk import assign_targets, walk_tree
 
@@ -305,6 +305,13 @@ class HardCodedCudaDevice(Rule):
         # a call in the file relies on the default (mmdet 3.1.0 utils/dist_utils.py:68)
         ("def obj2tensor(pyobj, device='cuda'):\n    return torch.tensor(pyobj, device=device)\n\n"
          "def reduce(obj):\n    return obj2tensor(obj)\n", 1),
+        # near misses of a library's CUDA switch: the flag also decides the precision; a comparison passed to a
+        # parameter that is no switch
+        ("def main(args, model, layers):\n    use_cuda = 'cuda' in args.device\n    if use_cuda:\n"
+         "        model.half()\n    return GradCAM(model, layers, use_cuda=use_cuda)\n", 2),
+        ("def main(args, model):\n    return run(model, fp16='cuda' in args.device)\n", 2),
+        # near miss of the NCCL branch: the gloo branch runs on an NPU machine
+        ("def barrier(backend, x):\n    if backend == 'gloo':\n        x = x.to('cuda')\n    return x\n", 3),
     ]
     passes = [
         CHOSEN_DEFAULT.format(passed=", device=params.device"),
@@ -418,17 +425,29 @@ class HardCodedCudaDevice(Rule):
         "import torch\nclass BnB4BitDiffusersQuantizer:\n    def update_device_map(self, device_map):\n"
         "        if device_map is None:\n            device_map = {'': f'cuda:{torch.cuda.current_device()}'}\n"
         "        return device_map\n",
+        # a configured device compared only to set a library's own CUDA switch (mmpretrain 1.2.0
+        # .mim/tools/visualization/vis_cam.py:247 and its init_cam(..., use_cuda, ...); stable-baselines3 2.9.2
+        # common/base_class.py:568)
+        "def init_cam(method, model, target_layers, use_cuda, reshape_transform):\n    return method\n"
+        "def main(args, model, layers):\n    use_cuda = ('cuda' in args.device)\n"
+        "    cam = init_cam(args.method, model, layers, use_cuda, None)\n",
+        "import torch as th\nclass Base:\n    def set_random_seed(self, seed):\n"
+        "        set_random_seed(seed, using_cuda=self.device.type == th.device('cuda').type)\n",
+        "def main(args, model, layers):\n    return GradCAM(model, layers, use_gpu=True if 'cuda' in args.device else False)\n",
+        # the NCCL backend's own branch and a CUDA implementation (cupy buffers)
+        "def barrier(backend, x):\n    if backend == 'nccl':\n        x = x.to('cuda')\n    return x\n",
+        "import cupy as cp\nimport torch\ndef to_cupy(t):\n    return cp.asarray(t.to('cuda'))\n",
     ]
 
     def check(self, node, ctx) -> None:
-        if counts_flops(ctx):
-            return  # a model-complexity tool: the count is the same wherever the model sits
+        if counts_flops(ctx) or cuda_implementation(ctx):
+            return  # a model-complexity tool: the count is the same wherever the model sits; a CUDA implementation
         if isinstance(node, ast.Call):
             func = node.func
             if (isinstance(func, ast.Attribute) and func.attr == "cuda" and ctx.qualname(func) is None
                     and not migrated(ctx) and not self._forwarding(ctx) and not optional_cuda_branch(node, ctx)
                     and not on_cuda_package_path(node, ctx) and not offline_cpu_fallback(node, ctx)
-                    and not npu_skips(node, ctx)):
+                    and not npu_skips(node, ctx) and not in_nccl_branch(node, ctx)):
                 guard = cuda_branch_test(node, ctx)
                 if not (guard is not None and has_npu_branch(ctx)):
                     ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or "
@@ -447,7 +466,7 @@ class HardCodedCudaDevice(Rule):
         if built is None and not CUDA_STRING.fullmatch(node.value):
             return  # most strings: no device, and the questions below walk up the tree
         if on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx) or npu_skips(node, ctx) or \
-                shown_through_name(node, ctx) or unmet_cuda_request(node, ctx):
+                shown_through_name(node, ctx) or unmet_cuda_request(node, ctx) or in_nccl_branch(node, ctx):
             return
         guard = cuda_branch_test(node, ctx)
         if built and (self._device_context(ctx, built[0], built[1]) or _handed_on(ctx, built[1])) and not migrated(ctx) \
@@ -462,7 +481,7 @@ class HardCodedCudaDevice(Rule):
                 and not optional_cuda_branch(node, ctx) and not (compared and (
                     disables_a_report(node, ctx) or keeps_unsupported_out(node, ctx)
                     or gates_reports_through_name(node, ctx) or chooses_onnx_providers(node, ctx)
-                    or only_makes_contiguous(node, ctx)))):
+                    or only_makes_contiguous(node, ctx))) and not sets_cuda_switch(node, ctx)):
             branch = guarded_branch(node, ctx) if compared else None
             effect = turns_off(branch) if branch is not None else skipping_exit(node, ctx) if compared else ""
             what = (f"device test against {node.value!r} is {effect} (test for 'npu' too, or take the device from "
