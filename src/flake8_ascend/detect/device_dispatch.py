@@ -956,41 +956,6 @@ def _earlier_exit(parent: ast.AST, statement: ast.stmt, leaves_when) -> Optional
     return next((earlier for earlier in block[:max(index, 0)] if _exits(earlier) and leaves_when(earlier.test)), None)
 
 
-def _nccl_test(test: ast.AST, equal: bool) -> bool:
-    """``backend == 'nccl'`` / ``backend == dist.Backend.NCCL`` (``equal``), or ``!=`` (not ``equal``); a part of
-    an ``and`` counts for ``==``."""
-    if equal and isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return any(_nccl_test(value, True) for value in test.values)
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and
-            isinstance(test.ops[0], (ast.Eq, ast.Is) if equal else (ast.NotEq, ast.IsNot))):
-        return False
-    return any((isinstance(side, ast.Constant) and isinstance(side.value, str) and side.value.lower() == "nccl") or
-               (isinstance(side, (ast.Name, ast.Attribute)) and last_name(side) == "NCCL")
-               for side in (test.left, test.comparators[0]))
-
-
-def in_nccl_branch(node: ast.AST, ctx) -> bool:
-    """``node`` runs only when the process group's backend is NCCL: in the body of ``if backend == 'nccl':`` (the
-    ``else`` of ``!=``), or after such a comparison in an ``and`` (ignite 0.5.5 distributed/comp_models/native.py:117
-    ``if backend == dist.Backend.NCCL and not torch.cuda.is_available():``, :146 the NCCL barrier's
-    ``device_ids=[torch.cuda.current_device()]``). An NPU run's backend is hccl, so it takes the other branch; the
-    choice of nccl has its own finding (ASC204)."""
-    for parent, child in ctx.lineage(node):
-        if isinstance(parent, ast.If):
-            if (_nccl_test(parent.test, True) and any(s is child for s in parent.body)) or (
-                    _nccl_test(parent.test, False) and any(s is child for s in parent.orelse)):
-                return True
-        elif isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And):
-            for value in parent.values:
-                if value is child:
-                    break
-                if _nccl_test(value, True):
-                    return True
-        elif isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            return False
-    return False
-
-
 # a parameter that switches a library's own CUDA path on or off: ``use_cuda`` (pytorch-grad-cam), ``using_cuda``
 # (stable-baselines3's set_random_seed), ``use_gpu``, ``cuda``
 _CUDA_SWITCH = re.compile(r"((use|using|on|with)_?)?(cuda|gpu)s?", re.IGNORECASE)

@@ -6,10 +6,9 @@ import ast
 from ..registry import Rule
 from ..detect.device_dispatch import (architecture_gate, counts_flops, cuda_branch_test, decided_with_npu_case,
                                       disables_a_report, guarded_branch, has_npu_branch, in_cuda_test,
-                                      in_nccl_branch, in_tensor_dispatch_test, keeps_unsupported_out, names_a_type,
-                                      npu_skips,
-                                      offline_cpu_fallback, only_reported, optional_cuda_branch, redundant_reseed,
-                                      tensor_dispatch, turns_off, unmet_cuda_request)
+                                      in_tensor_dispatch_test, keeps_unsupported_out, names_a_type,
+                                      npu_skips, offline_cpu_fallback, only_reported, optional_cuda_branch,
+                                      redundant_reseed, tensor_dispatch, turns_off, unmet_cuda_request)
 from ..detect.training import last_name
 from ..detect.cuda_fixes import name_fix
 from ..detect.device_defaults import in_unused_default
@@ -86,12 +85,13 @@ class CudaApi(Rule):
         "transfer_to_npu is only told about the names it does not map. Not reported where an NPU run skips the "
         "call without loss (a report, an estimate left `None`, a CUDA reseed after `torch.manual_seed`, a "
         "CUDA-graph step marker, a gate on the NVIDIA compute capability that picks no precision (kernels built for an "
-        "SM version, which no NPU has) asked after a CUDA test or of a tensor's device, a CUDA case that only raises, a memory figure that only goes into a print or a log, a "
+        "SM version, which no NPU has) asked after a CUDA test or of a tensor's device, a CUDA case that only raises, a memory figure that only goes into a print, a log or text formatted with words, a "
         "local name holding the answer or a device built from it whose every read only prints, logs or formats it "
         "into a message, the default of a device parameter that every call of it passes, a model-complexity tool "
         "that imports a FLOP counter), "
         "where the function also chooses the NPU (a test for it, or `'npu'` as a value) or a flag holding the answer "
-        "is only tested in such functions, "
+        "is only tested in such functions, in a CUDA implementation (a module importing cupy, pycuda or numba's "
+        "CUDA target unconditionally: it needs another implementation, ASC206's finding), "
         "where a tensor's own `.is_cuda` picks a CUDA kernel (a tensor on the NPU takes the other path), where the "
         "name is only a type (an annotation, a `Union[...]`), on the opt-in path of a package with no NPU build "
         "(xformers, bitsandbytes), under a CPU fallback in an offline converter, or in test code (`--lint-tests`). "
@@ -200,12 +200,9 @@ class CudaApi(Rule):
         ("import torch\nif torch.cuda.get_device_capability()[0] >= 9:\n    use_fp8_kernels = True\n", 2),
         # near miss of an export failure only logged: the handler changes what runs next
         (_PROFILER_DUMP.format(handler="prof = None"), 3),
-        # near misses of a CUDA implementation and of the NCCL branch: cupy imported under a try keeps a fallback
-        # that runs; the body of ``!=`` is what an NPU run takes
+        # near miss of a CUDA implementation: cupy imported under a try keeps a fallback that runs
         ("import torch\ntry:\n    import cupy as cp\nexcept ImportError:\n    cp = None\n"
          "def flush():\n    torch.cuda.synchronize()\n", 7),
-        ("import torch\nimport torch.distributed as dist\ndef barrier(backend):\n    if backend != 'nccl':\n"
-         "        dist.barrier(device_ids=[torch.cuda.current_device()])\n", 5),
         # near miss of a statistic formatted into text: no words, a value kept
         ("import torch\ndef mem():\n    return '{:.3f}'.format(torch.cuda.memory_allocated() / 2**30)\n", 3),
     ]
@@ -358,13 +355,6 @@ class CudaApi(Rule):
         "    stream = cuda.external_stream(torch.cuda.current_stream(acts.device).cuda_stream)\n",
         "import torch\nfrom unittest.mock import patch\nwith patch('importlib.metadata.distributions', return_value=[]):\n"
         "    import cupy as cp\ndef fill(self):\n    torch.cuda.synchronize()\n",
-        # the NCCL backend's own branch, which an NPU run (hccl) never takes (ignite 0.5.5
-        # distributed/comp_models/native.py:117, 146)
-        "import torch\nimport torch.distributed as dist\ndef setup(backend):\n"
-        "    if backend == dist.Backend.NCCL and not torch.cuda.is_available():\n"
-        "        raise RuntimeError('Nccl backend is required but no cuda capable devices')\n"
-        "    if backend == dist.Backend.NCCL and ok:\n        device_ids = [torch.cuda.current_device()]\n"
-        "        dist.barrier(device_ids=device_ids)\n",
         # statistics formatted into words for the log (funasr 1.4.16 train_utils/trainer.py:714-722)
         "import torch\ndef log(self):\n    gpu_info = ('GPU, memory: usage: {:.3f} GB, peak: {:.3f} GB'.format(\n"
         "        torch.cuda.memory_allocated() / 1024 ** 3, torch.cuda.max_memory_allocated() / 1024 ** 3))\n"
@@ -384,7 +374,7 @@ class CudaApi(Rule):
         if tensor_dispatch(guard) or in_tensor_dispatch_test(node, ctx) or only_reported(node, qualname, ctx) or \
                 names_a_type(node, ctx) or npu_skips(node, ctx) or redundant_reseed(node, qualname, ctx) or \
                 unmet_cuda_request(node, ctx) or in_unused_default(node, ctx) or counts_flops(ctx) or \
-                cuda_implementation(ctx) or in_nccl_branch(node, ctx):
+                cuda_implementation(ctx):
             return
         name = qualname.split(".")[2]
         data = ctx.data

@@ -11,7 +11,7 @@ from ..registry import Rule
 from .cuda_api import CHOSEN_DEFAULT, DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
 from ..detect.device_dispatch import (SHOWN_BY, chooses_onnx_providers, counts_flops, cuda_branch_test,
                                       disables_a_report, gates_reports_through_name, guarded_branch, has_npu_branch,
-                                      in_nccl_branch, keeps_unsupported_out, npu_skips, offline_cpu_fallback,
+                                      keeps_unsupported_out, npu_skips, offline_cpu_fallback,
                                       only_makes_contiguous, optional_cuda_branch, sets_cuda_switch,
                                       shown_through_name, skipping_exit, turns_off, unmet_cuda_request)
 from ..detect.cuda_fixes import method_fix, string_fix
@@ -193,8 +193,11 @@ class HardCodedCudaDevice(Rule):
         "after a function's own import of it), nor a device bound to a local name whose every read only prints, logs "
         "or formats it into a message, nor a `device='cuda'` parameter default (or `'cuda' if ... else 'cpu'`) when the file calls the function (or the "
         "class's methods sharing that default) and every call passes the device; nor in a model-complexity tool "
-        "(a module that imports a FLOP counter: the count is the same on the CPU); nor, in an offline converter (a "
-        "path naming `convert`), a CUDA choice whose other side is the CPU. Test code is left out "
+        "(a module that imports a FLOP counter: the count is the same on the CPU); nor in a CUDA implementation (a "
+        "module importing cupy, pycuda or numba's CUDA target unconditionally: it needs another implementation, "
+        "ASC206's finding); nor a configured "
+        "device compared with 'cuda' only to fill a library's `use_cuda=` / `using_cuda=` switch; nor, in an offline "
+        "converter (a path naming `convert`), a CUDA choice whose other side is the CPU. Test code is left out "
         "(`--lint-tests` reports it)."
     )
     example = "model = model.cuda()\nx = x.to('cuda:0')"
@@ -310,8 +313,6 @@ class HardCodedCudaDevice(Rule):
         ("def main(args, model, layers):\n    use_cuda = 'cuda' in args.device\n    if use_cuda:\n"
          "        model.half()\n    return GradCAM(model, layers, use_cuda=use_cuda)\n", 2),
         ("def main(args, model):\n    return run(model, fp16='cuda' in args.device)\n", 2),
-        # near miss of the NCCL branch: the gloo branch runs on an NPU machine
-        ("def barrier(backend, x):\n    if backend == 'gloo':\n        x = x.to('cuda')\n    return x\n", 3),
     ]
     passes = [
         CHOSEN_DEFAULT.format(passed=", device=params.device"),
@@ -434,8 +435,7 @@ class HardCodedCudaDevice(Rule):
         "import torch as th\nclass Base:\n    def set_random_seed(self, seed):\n"
         "        set_random_seed(seed, using_cuda=self.device.type == th.device('cuda').type)\n",
         "def main(args, model, layers):\n    return GradCAM(model, layers, use_gpu=True if 'cuda' in args.device else False)\n",
-        # the NCCL backend's own branch and a CUDA implementation (cupy buffers)
-        "def barrier(backend, x):\n    if backend == 'nccl':\n        x = x.to('cuda')\n    return x\n",
+        # a CUDA implementation (cupy buffers)
         "import cupy as cp\nimport torch\ndef to_cupy(t):\n    return cp.asarray(t.to('cuda'))\n",
     ]
 
@@ -447,7 +447,7 @@ class HardCodedCudaDevice(Rule):
             if (isinstance(func, ast.Attribute) and func.attr == "cuda" and ctx.qualname(func) is None
                     and not migrated(ctx) and not self._forwarding(ctx) and not optional_cuda_branch(node, ctx)
                     and not on_cuda_package_path(node, ctx) and not offline_cpu_fallback(node, ctx)
-                    and not npu_skips(node, ctx) and not in_nccl_branch(node, ctx)):
+                    and not npu_skips(node, ctx)):
                 guard = cuda_branch_test(node, ctx)
                 if not (guard is not None and has_npu_branch(ctx)):
                     ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or "
@@ -466,7 +466,7 @@ class HardCodedCudaDevice(Rule):
         if built is None and not CUDA_STRING.fullmatch(node.value):
             return  # most strings: no device, and the questions below walk up the tree
         if on_cuda_package_path(node, ctx) or offline_cpu_fallback(node, ctx) or npu_skips(node, ctx) or \
-                shown_through_name(node, ctx) or unmet_cuda_request(node, ctx) or in_nccl_branch(node, ctx):
+                shown_through_name(node, ctx) or unmet_cuda_request(node, ctx):
             return
         guard = cuda_branch_test(node, ctx)
         if built and (self._device_context(ctx, built[0], built[1]) or _handed_on(ctx, built[1])) and not migrated(ctx) \
