@@ -735,7 +735,13 @@ def _parameter_of(read, ctx) -> Optional[Tuple[ast.AST, str]]:
     """(function, parameter name) that ``read`` is passed to as an argument of ``f(...)`` or ``self.f(...)``, a
     function of the module or a method of the enclosing class (``Summaries.callee``)."""
     call = read.path[0] if read.path else None
-    if not isinstance(call, ast.Call) or any(isinstance(a, ast.Starred) for a in call.args):
+    return _callee_parameter(call, read.node, ctx) if isinstance(call, ast.Call) else None
+
+
+def _callee_parameter(call: ast.Call, argument: ast.AST, ctx) -> Optional[Tuple[ast.AST, str]]:
+    """(the ``def`` of the file that ``call`` runs, the parameter ``argument`` fills), by keyword or by position;
+    None where the call runs no ``def`` of the file or passes ``*args``."""
+    if any(isinstance(a, ast.Starred) for a in call.args):
         return None
     callee = ctx.model.summaries.callee(call)
     if callee is None:
@@ -743,10 +749,10 @@ def _parameter_of(read, ctx) -> Optional[Tuple[ast.AST, str]]:
     positional = callee.args.posonlyargs + callee.args.args
     if ctx.model.receiver(callee) is not None:
         positional = positional[1:]  # ``self`` / ``cls``
-    keyword = next((k.arg for k in call.keywords if k.value is read.node), None)
+    keyword = next((k.arg for k in call.keywords if k.value is argument), None)
     if keyword is not None:
         return callee, keyword
-    index = next((i for i, a in enumerate(call.args) if a is read.node), None)
+    index = next((i for i, a in enumerate(call.args) if a is argument), None)
     return (callee, positional[index].arg) if index is not None and index < len(positional) else None
 
 
@@ -964,19 +970,11 @@ _CUDA_SWITCH = re.compile(r"((use|using|on|with)_?)?(cuda|gpu)s?", re.IGNORECASE
 def _switch_parameter(call: ast.Call, argument: ast.AST, ctx) -> bool:
     """``argument`` of ``call`` fills a CUDA switch: by keyword, or positionally a parameter of a ``def`` of the file
     that the call runs."""
-    for keyword in call.keywords:
+    for keyword in call.keywords:  # a library's own parameter (``GradCAM(..., use_cuda=...)``)
         if keyword.value is argument:
             return bool(keyword.arg) and bool(_CUDA_SWITCH.fullmatch(keyword.arg))
-    if not any(a is argument for a in call.args):
-        return False
-    callee = ctx.model.summaries.callee(call)
-    if callee is None:
-        return False
-    positional = callee.args.posonlyargs + callee.args.args
-    if ctx.model.receiver(callee) is not None:
-        positional = positional[1:]
-    index = next(i for i, a in enumerate(call.args) if a is argument)
-    return index < len(positional) and bool(_CUDA_SWITCH.fullmatch(positional[index].arg))
+    filled = _callee_parameter(call, argument, ctx)
+    return filled is not None and bool(_CUDA_SWITCH.fullmatch(filled[1]))
 
 
 def _bool_choice(parent: ast.AST, test: ast.AST) -> bool:
