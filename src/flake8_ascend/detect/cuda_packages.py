@@ -12,6 +12,7 @@ import ast
 from typing import Iterator, List
 
 from ..walk import walk_tree
+from .training import source_text
 
 # package (or dotted prefix) -> what to use on NPU; facts from rules_data/sources/cuda/cuda_api_catalog.tsv
 CUDA_ONLY_PACKAGES = {
@@ -165,7 +166,7 @@ def cuda_implementation(ctx) -> bool:
     calls and device strings feed those kernels: porting them does not make the module run on an NPU, replacing it
     does, and ASC206 reports the import. A guarded import (``try: import cupy``) keeps a fallback: not this."""
     def imports_cuda_language(c) -> bool:
-        source = "".join(c.lines)
+        source = source_text(c)
         return any(word in source for word in ("cupy", "pycuda", "numba")) and any(
             module == language or module.startswith(language + ".")
             for module in _top_level_imports(c.tree) for language in _CUDA_LANGUAGES)
