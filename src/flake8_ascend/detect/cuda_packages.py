@@ -167,7 +167,7 @@ def cuda_implementation(ctx) -> bool:
     does, and ASC206 reports the import. A guarded import (``try: import cupy``) keeps a fallback: not this."""
     def imports_cuda_language(c) -> bool:
         source = source_text(c)
-        return any(word in source for word in ("cupy", "pycuda", "numba")) and any(
+        return any(language.partition(".")[0] in source for language in _CUDA_LANGUAGES) and any(
             module == language or module.startswith(language + ".")
             for module in _top_level_imports(c.tree) for language in _CUDA_LANGUAGES)
     return bool(ctx.memo("cuda_implementation", imports_cuda_language))

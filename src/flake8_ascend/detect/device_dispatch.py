@@ -274,12 +274,10 @@ def only_reported(node: ast.AST, qualname: str, ctx) -> bool:
     for parent, child in ctx.lineage(node):
         if isinstance(parent, ast.Call) and child is not parent.func:
             func = parent.func
-            if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in SHOWN_BY or (
-                    isinstance(func, ast.Attribute) and func.attr == "format" and _message_text(func.value)):
-                return True  # shown, or formatted into words: ``"GPU, memory: {:.3f} GB".format(...)``
-        if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Mod) and child is not parent.left and \
-                _message_text(parent.left):
-            return True  # ``"GPU memory: %.3f GB" % ...``
+            if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in SHOWN_BY:
+                return True
+        if _formatted_into_words(parent, child):
+            return True  # ``"GPU, memory: {:.3f} GB".format(...)``, ``"GPU memory: %.3f GB" % ...``
         if _message(parent) or (isinstance(parent, ast.Dict) and any(
                 value is child and _message_text(key) for key, value in zip(parent.keys, parent.values))):
             return True  # words for a person: a message, an entry labelled ``"GPU Enabled"``
@@ -333,6 +331,16 @@ def _message(node: Optional[ast.AST]) -> bool:
     return isinstance(node, ast.JoinedStr) and any(_message_text(part) for part in node.values)
 
 
+def _formatted_into_words(parent: ast.AST, child: ast.AST) -> bool:
+    """``parent`` formats ``child`` into text for a person: ``"Device: {}".format(child)``, ``"Device: %s" % child``."""
+    if isinstance(parent, ast.Call):
+        func = parent.func
+        return child is not func and isinstance(func, ast.Attribute) and func.attr == "format" and \
+            _message_text(func.value)
+    return isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Mod) and child is not parent.left and \
+        _message_text(parent.left)
+
+
 def _shown(read) -> bool:
     """A read whose ancestors (``read.path``, innermost first) only turn it into text for a person: an argument of a
     print, log or progress-bar call, directly or through ``str()``, a tuple, a dict, or a message it is formatted
@@ -344,7 +352,7 @@ def _shown(read) -> bool:
             if child is func:
                 return False
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if name in SHOWN_BY or (name == "format" and _message_text(getattr(func, "value", None))):
+            if name in SHOWN_BY or _formatted_into_words(parent, child):
                 return True
             if not (isinstance(func, ast.Name) and name in _CONVERSIONS):
                 return False
@@ -352,9 +360,7 @@ def _shown(read) -> bool:
             if _message(parent):
                 return True
         elif isinstance(parent, ast.BinOp):
-            if isinstance(parent.op, ast.Mod) and child is not parent.left and _message_text(parent.left):
-                return True
-            return False
+            return _formatted_into_words(parent, child)
         elif not isinstance(parent, (ast.FormattedValue, ast.Tuple, ast.List, ast.Dict, ast.keyword, ast.Starred)):
             return False
         child = parent
@@ -1012,18 +1018,17 @@ def sets_cuda_switch(node: ast.AST, ctx) -> bool:
     if not path or not isinstance(path[0], ast.Compare):
         return False
     value, above = path[0], path[1:]
+    while above and _bool_choice(above[0], value):
+        value, above = above[0], above[1:]
     if _into_switch(value, above, ctx):
         return True
-    for parent in above:  # ``flag = 'cuda' in device`` (or ``True if ... else False``), read only as a switch
-        if _bool_choice(parent, value):
-            value = parent
-            continue
-        targets = assign_targets(parent) if isinstance(parent, (ast.Assign, ast.AnnAssign)) else []
-        if len(targets) != 1 or parent.value is not value or not isinstance(targets[0], ast.Name):
-            return False
-        function = ctx.model.function(targets[0])
-        if function is None or targets[0].id in ctx.model.scopes[id(function)].shared:
-            return False
-        reads = ctx.model.reads(function, targets[0].id)
-        return bool(reads) and all(_into_switch(read.node, read.path, ctx) for read in reads)
-    return False
+    # ``flag = 'cuda' in device`` (or ``True if ... else False``), read only as a switch
+    parent = above[0] if above else None
+    targets = assign_targets(parent) if isinstance(parent, (ast.Assign, ast.AnnAssign)) else []
+    if len(targets) != 1 or parent.value is not value or not isinstance(targets[0], ast.Name):
+        return False
+    function = ctx.model.function(targets[0])
+    if function is None or targets[0].id in ctx.model.scopes[id(function)].shared:
+        return False
+    reads = ctx.model.reads(function, targets[0].id)
+    return bool(reads) and all(_into_switch(read.node, read.path, ctx) for read in reads)
