@@ -77,3 +77,74 @@ def test_every_import_form_counts(lint, form):
 ])
 def test_what_transfer_to_npu_does_not_map_is_still_reported(lint, source, code):
     assert code in {f.code for f in lint(source, codes=["ASC2"])}
+
+
+# ms-swift 4.x swift/megatron/__init__.py: the package imports MindSpeed's adaptor, which imports transfer_to_npu
+# (data/frameworks.json, transfer_to_npu_importers), before any of its modules runs
+ADAPTOR_INIT = ("try:\n    from transformers.utils import is_torch_npu_available\n    if is_torch_npu_available():\n"
+                "        import mindspeed.megatron_adaptor  # F401\nexcept Exception:\n    raise\n")
+CUDA_USER = "import torch\n\n\ndef sync(x):\n    torch.cuda.synchronize()\n    return x.cuda()\n"
+
+
+def _project(tmp_path: Path, init: str, sub_init: str = "") -> Path:
+    for folder, text in (("pkg", init), ("pkg/megatron", sub_init), ("other", "")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text(text)
+        (tmp_path / folder / "utils.py").write_text(CUDA_USER)
+    return tmp_path
+
+
+def _codes(root: Path, rel: str):
+    import ast
+    from flake8_ascend import engine
+    from flake8_ascend.config import Config
+    from flake8_ascend.data import default_version
+    source = (root / rel).read_text()
+    config = Config(default_version(), root=str(root))
+    return [(f.line, f.code) for f in engine.lint(ast.parse(source), source.splitlines(keepends=True), rel, config)
+            if f.code.startswith("ASC2")]
+
+
+@pytest.mark.parametrize("form", [
+    "import mindspeed.megatron_adaptor",
+    "from mindspeed import megatron_adaptor",
+    "from mindspeed.megatron_adaptor import repatch",
+])
+def test_a_library_module_that_imports_it_counts(lint, form):
+    # verl 0.7 model_merger/megatron_model_merger.py:28 (under try), ms-swift npu_patch/mindspeed.py:529 (repatch)
+    source = f"import torch\ntry:\n    {form}\nexcept ImportError:\n    pass\ntorch.cuda.synchronize()\nm = m.cuda()\n"
+    assert lint(source, codes=["ASC2"]) == []
+
+
+@pytest.mark.parametrize("source", [
+    "import torch\nimport mindspeed\ntorch.cuda.synchronize()\n",  # the package, not the adaptor
+    "import torch\nfrom mindspeed.utils import set_position_ids\ntorch.cuda.synchronize()\n",  # another module
+    "import torch\nimport megatron_adaptor\ntorch.cuda.synchronize()\n",  # someone else's module of that name
+])
+def test_near_miss_other_modules_of_the_library_do_not_count(lint, source):
+    assert [f.code for f in lint(source, codes=["ASC2"])] == ["ASC201"]
+
+
+@pytest.mark.parametrize("init,sub_init", [(ADAPTOR_INIT, ""), ("", ADAPTOR_INIT),
+                                           ("", "from torch_npu.contrib import transfer_to_npu\n")])
+def test_a_package_init_above_the_module_that_imports_it_migrates_the_module(tmp_path, init, sub_init):
+    root = _project(tmp_path, init, sub_init)
+    assert _codes(root, "pkg/megatron/utils.py") == []
+    assert _codes(root, "other/utils.py") == [(5, "ASC201"), (6, "ASC202")]
+
+
+def test_near_miss_an_init_below_or_beside_the_module_does_not(tmp_path):
+    # the subpackage's __init__ runs only when the subpackage is imported: pkg/utils.py may run without it
+    root = _project(tmp_path, "", ADAPTOR_INIT)
+    assert _codes(root, "pkg/utils.py") == [(5, "ASC201"), (6, "ASC202")]
+
+
+def test_both_front_ends_read_the_package_init(tmp_path):
+    from flake8_ascend import cli
+    root = _project(tmp_path, ADAPTOR_INIT)
+    shown = subprocess.run([sys.executable, "-m", "flake8", "--select", "ASC2", "pkg", "other"], cwd=root,
+                           capture_output=True, text=True, timeout=300)
+    assert sorted(line.split(":")[0] for line in shown.stdout.splitlines()) == ["other/utils.py"] * 2, shown.stdout
+    out = tmp_path / "out"
+    assert cli.main(["-i", str(root / "pkg"), "-o", str(out), "-m", "torch_apis"]) == 0
+    assert (out / "pkg_analysis" / "cuda_op_list.csv").read_text().splitlines() == ["File,Api,Start Line,End Line,Tips"]

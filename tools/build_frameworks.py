@@ -25,6 +25,10 @@ unzip, or ``python benchmarks/corpora.py deepspeed transformers``) of the pinned
   ``LightningModule.training_step`` (the optimization loops call the strategy hook ``"training_step"``, which
   calls the module's). ASC501/ASC513/ASC514 count their bodies as per-step code.
 
+Modules of other libraries that import ``torch_npu.contrib.transfer_to_npu`` themselves (MindSpeed's Megatron
+adaptor) are a curated table, ``rules_data/sources/frameworks/transfer_to_npu_importers.tsv``, each row with the
+line and commit it was read at.
+
 Without ``--extract`` (offline, deterministic) the facts become ``src/flake8_ascend/data/frameworks.json``,
 what ASC202/ASC204 read. ``lightning_fabric`` and ``pytorch_lightning`` publish the same modules as
 ``lightning.fabric`` and ``lightning.pytorch``, so their names are added for every ``lightning`` one.
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import csv
 import json
 import re
 import sys
@@ -49,6 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from build_transfer_to_npu import REPO, render, update  # noqa: E402
 
 FACTS = REPO / "rules_data" / "sources" / "frameworks" / "framework_facts.json"
+# curated: a row per module of another library that imports transfer_to_npu, with the line and commit it was read at
+IMPORTERS = REPO / "rules_data" / "sources" / "frameworks" / "transfer_to_npu_importers.tsv"
 OUT = REPO / "src" / "flake8_ascend" / "data" / "frameworks.json"
 GENERATOR = "tools/build_frameworks.py"
 PINNED = {"mmengine": "0.10.7", "accelerate": "1.12.0", "transformers": "4.57.6", "deepspeed": "0.19.8",
@@ -404,14 +411,23 @@ def build(facts: dict) -> dict:
                     for flag, fact in lt["cuda_accelerators"].items()}
     return {
         "generator": GENERATOR,
-        "source": f"rules_data/sources/frameworks/{FACTS.name}: " + ", ".join(f"{k} {v}" for k, v in PINNED.items()),
+        "source": f"rules_data/sources/frameworks/{FACTS.name}: " + ", ".join(f"{k} {v}" for k, v in PINNED.items())
+        + f"; rules_data/sources/frameworks/{IMPORTERS.name}",
         "backend_keywords": dict(sorted(keywords.items())),
         "backend_chosen_on_npu": dict(sorted(chosen.items())),
         "backend_config_keys": dict(sorted(config_keys.items())),
         "accelerator_calls": dict(sorted(takers.items())),
         "cuda_accelerators": dict(sorted(accelerators.items())),
         "step_methods": _step_methods(f),
+        "transfer_to_npu_importers": _importers(),
     }
+
+
+def _importers() -> Dict[str, str]:
+    """Module -> why importing it runs transfer_to_npu (ASC2xx read the module as migrated), with its evidence."""
+    with IMPORTERS.open(newline="", encoding="utf-8") as handle:
+        return {row["module"]: f"{row['why']} ({row['evidence']})"
+                for row in sorted(csv.DictReader(handle, delimiter="\t"), key=lambda row: row["module"])}
 
 
 def _step_methods(f: dict) -> dict:

@@ -157,6 +157,12 @@ class Context:
         path = self._module_path()
         return path is not None and project.public(path, name)
 
+    def package_inits(self) -> List[Tuple[str, ast.Module]]:
+        """The parsed ``__init__.py`` of every package above the file, outermost first: what Python runs before it
+        (``semantic/project.py``); none for stdin."""
+        path = self._module_path()
+        return [] if path is None else project.package_inits(path)
+
     def _module_path(self) -> Optional[str]:
         return module_path(self.path, self.config)
 

@@ -5,12 +5,19 @@ with ``torch_npu.npu``, rewrites ``'cuda'`` devices in the arguments of the
 functions that take one and the ``'nccl'`` backend of ``init_process_group``.
 It rewrites no comparison, no ``torch.cuda`` name that ``torch_npu.npu`` lacks
 (``torch.cuda.nvtx``) and no other library: those are still reported.
+
+A module is migrated too where it imports a library module that imports transfer_to_npu itself (MindSpeed's
+``mindspeed.megatron_adaptor``: ``data/frameworks.json``), or where the ``__init__.py`` of a package above it does
+either: Python runs those before the module.
 """
 from __future__ import annotations
 
 import ast
 
-from ..data import load_transfer_to_npu
+from functools import lru_cache
+from typing import Sequence, Tuple
+
+from ..data import load_frameworks, load_transfer_to_npu
 from ..walk import walk_tree
 
 
@@ -33,16 +40,35 @@ def _imports_it(tree: ast.AST, module: str) -> bool:
 
 
 def migrated(ctx) -> bool:
-    """Whether the file imports transfer_to_npu, or the project does (``Config.transfer_to_npu``); memoised per
-    file, the text test keeps other files cheap."""
+    """Whether the file or a package ``__init__`` above it imports transfer_to_npu, or the project does
+    (``Config.transfer_to_npu``); memoised per file, the text test keeps other files cheap."""
     if ctx.config.transfer_to_npu:
         return True
-    return ctx.memo("transfer_to_npu", lambda c: imports_transfer_to_npu(c.tree, c.lines))
+    return ctx.memo("transfer_to_npu", _migrated)
 
 
-def imports_transfer_to_npu(tree: ast.AST, lines) -> bool:
-    """Whether the module imports transfer_to_npu in any form."""
-    return any("transfer_to_npu" in line for line in lines) and _imports_it(tree, load_transfer_to_npu()["module"])
+def _migrated(ctx) -> bool:
+    if imports_transfer_to_npu(ctx.tree, ctx.lines):
+        return True
+    return any(_init_migrates(init, tree) for init, tree in ctx.package_inits())
+
+
+@lru_cache(maxsize=256)
+def _init_migrates(init: str, tree: ast.Module) -> bool:
+    """A package ``__init__`` (by path: many modules of the package ask) that imports transfer_to_npu."""
+    return any(_imports_it(tree, module) for module in _importing_modules())
+
+
+def imports_transfer_to_npu(tree: ast.AST, lines: Sequence[str]) -> bool:
+    """Whether the module imports transfer_to_npu, or a library module that imports it, in any form."""
+    modules, text = _importing_modules(), "".join(lines)
+    return any(module.rpartition(".")[2] in text for module in modules) and any(
+        _imports_it(tree, module) for module in modules)
+
+
+@lru_cache(maxsize=None)
+def _importing_modules() -> Tuple[str, ...]:
+    return (load_transfer_to_npu()["module"], *load_frameworks()["transfer_to_npu_importers"])
 
 
 def maps(qualname: str, data) -> bool:

@@ -97,6 +97,39 @@ def _index(path: str, tree: ast.Module) -> Tuple[List[ast.stmt], Dict[str, List[
     return found
 
 
+def package_inits(path: str) -> List[Tuple[str, ast.Module]]:
+    """The parsed ``__init__.py`` of every package above the module at ``path``, outermost first: what Python runs
+    before the module (its own ``__init__`` excluded when it is one). Each is read alone, never the whole package."""
+    package = package_of(path)
+    if package is None:
+        return []
+    here = os.path.abspath(path)
+    folder, found = os.path.dirname(here), []
+    while True:
+        init = os.path.join(folder, "__init__.py")
+        tree = _init_tree(init) if init != here else None
+        if tree is not None:
+            found.append((init, tree))
+        if folder == package:
+            return found[::-1]
+        folder = os.path.dirname(folder)
+
+
+@lru_cache(maxsize=256)
+def _init_tree(init: str) -> Optional[ast.Module]:
+    try:
+        if os.path.islink(init) or os.path.getsize(init) > MAX_BYTES:
+            return None
+        with open(init, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
 def _dotted(path: str, package: str) -> str:
     """The module name of ``path`` (``easyocr.DBNet.DBNet``), from the folder above its top-level package."""
     relative = os.path.relpath(os.path.abspath(path), os.path.dirname(package))[:-len(".py")]
