@@ -139,3 +139,28 @@ def test_answers_do_not_depend_on_the_order_of_questions():
     assert answers[0] == answers[1]
     assert (9, 11, "Attribute", "other", "torch.nn.functional.relu") in answers[0]  # g's local import
     assert (6, 30, "Attribute", "unknown", "") in answers[0]  # not imported in f
+
+
+def _default_of_last_keyword(source):
+    tree = ast.parse(textwrap.dedent(source))
+    model = SemanticModel(tree, source.splitlines(keepends=True))
+    call = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.keywords][-1]
+    default = model.parameter_default(call.keywords[-1].value)
+    return ast.literal_eval(default) if default is not None else "none"
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("def f(n, p=0.0):\n    return g(n, dropout=p)\n", 0.0),
+    ("class M:\n    def __init__(self, p: float = 0.5):\n        self.p = p\n"
+     "    def build(self):\n        return g(dropout=self.p)\n", 0.5),
+    # near misses: rebound in the body, stored twice, stored from an expression, no default, a module name
+    ("def f(n, p=0.0):\n    p = p or 0.1\n    return g(n, dropout=p)\n", "none"),
+    ("class M:\n    def __init__(self, p=0.0):\n        self.p = p\n        if x:\n            self.p = 0.3\n"
+     "        g(dropout=self.p)\n", "none"),
+    ("class M:\n    def __init__(self, p=0.0):\n        self.p = p * 2\n        g(dropout=self.p)\n", "none"),
+    ("def f(n, p):\n    return g(n, dropout=p)\n", "none"),
+    ("p = 0.0\ndef f(n):\n    return g(n, dropout=p)\n", "none"),
+    ("def f(p=0.0):\n    def inner():\n        return g(dropout=p)\n    return inner\n", 0.0),
+])
+def test_parameter_default(source, expected):
+    assert _default_of_last_keyword(source) == expected

@@ -17,7 +17,7 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 from ..semantic.flow import MAX_DEPTH, Flow
 from ..semantic.summaries import enclosing_class
 from .training import source_text
-from ..walk import parameter_defaults, walk_tree
+from ..walk import walk_tree
 
 Span = Tuple[ast.AST, ast.AST]
 MODULE_OPS = {"torch.nn.SiLU": "silu", "torch.nn.GELU": "gelu", "torch.nn.LayerNorm": "layer_norm",
@@ -156,22 +156,8 @@ class Patterns:
             return False
         dim = dims[0]
         if isinstance(dim, ast.Attribute) and isinstance(dim.value, ast.Name) and dim.value.id == "self":
-            dim = self._init_default(dim.attr)
+            dim = self.ctx.model.parameter_default(dim)
         return not (isinstance(dim, ast.Constant) and dim.value in (0, 1))
-
-    def _init_default(self, attr: str) -> Optional[ast.AST]:
-        """The default of the ``__init__`` parameter the class stores as ``self.<attr>`` (``self.dim = dim``)."""
-        cls = next((n for n in reversed(self.ctx.model.ancestors(self.owner)) if isinstance(n, ast.ClassDef)), None)
-        init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None) \
-            if cls is not None else None
-        if init is None:
-            return None
-        stored = [n.value for n in walk_tree(init) if isinstance(n, ast.Assign) for t in n.targets
-                  if isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
-                  and t.value.id == "self"]
-        if len(stored) != 1 or not isinstance(stored[0], ast.Name):
-            return None
-        return parameter_defaults(init.args).get(stored[0].id)
 
     def _squared(self, expr: ast.AST) -> Optional[ast.AST]:
         found = self.op(expr)

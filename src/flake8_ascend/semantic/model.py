@@ -19,12 +19,12 @@ import ast
 from typing import Dict, Iterator, List, Optional, Sequence, Set
 
 from .flow import Flow
-from .names import Binding, Resolver, Scope, ScopeBuilder
+from .names import PARAMETER, Binding, Resolver, Scope, ScopeBuilder
 from .reads import Read, reads_of
 from .summaries import Summaries
 from .values import Value, Values
 from ..calls import dotted as dotted_name
-from ..walk import assign_targets, iter_children
+from ..walk import assign_targets, iter_children, parameter_defaults, walk_tree
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -87,6 +87,29 @@ class SemanticModel:
     def binding(self, name: ast.Name) -> Optional[Binding]:
         """The binding of ``name`` in force where it is read, or None (a builtin or an undefined name)."""
         return self.resolver(self.scope(name)).binding(name.id, name.lineno)
+
+    def parameter_default(self, node: ast.AST) -> Optional[ast.expr]:
+        """The default of the parameter whose value ``node`` reads, where nothing else can bind it: a parameter of
+        the enclosing ``def`` that its body never rebinds, or ``self.x`` that the class's ``__init__`` stores once,
+        from such a parameter (``self.dropout = dropout``). None otherwise, or where the parameter has no default."""
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            scope = self.scope(node)
+            while scope is not None and not scope.is_class:
+                scope = scope.parent
+            init = next((n for n in scope.node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"),
+                        None) if scope is not None else None
+            stored = [n.value for n in walk_tree(init) if isinstance(n, ast.Assign) for t in n.targets
+                      if isinstance(t, ast.Attribute) and t.attr == node.attr and isinstance(t.value, ast.Name)
+                      and t.value.id == "self"] if init is not None else []
+            return self.parameter_default(stored[0]) if len(stored) == 1 and isinstance(stored[0], ast.Name) \
+                else None
+        if not isinstance(node, ast.Name):
+            return None
+        home = self.scope(node).home(node.id)
+        bound = home.bindings.get(node.id, []) if home is not None else []
+        if len(bound) != 1 or bound[0].kind != PARAMETER or not isinstance(home.node, _FUNCTIONS):
+            return None
+        return parameter_defaults(home.node.args).get(node.id)
 
     def bindings(self, name: str) -> Iterator[Binding]:
         """Every binding of ``name`` in the file, whatever its scope."""
