@@ -205,3 +205,57 @@ def test_runs_every_step_still_fires(source, code, line):
 ])
 def test_runs_once_is_silent(source, code):
     assert lines(source, code) == []
+
+
+# A metric class (a base named ``...Metric``): ``compute``/``compute_metrics`` and what only they reach run once per
+# evaluation; ``update``/``process`` and their helpers run per batch.
+_METRIC = "import torch\nfrom torchmetrics import Metric\nclass AUPRO(Metric):\n"
+_AP = ("import torch\ndef _average_precision(pred, target):\n    tps = torch.cumsum(target == 1, 0)\n"
+       "    tps[torch.logical_not(target == 1)] = 0\n    return tps\n"
+       "class AveragePrecision(BaseMetric):\n")
+
+
+@pytest.mark.parametrize("source,line", [
+    # the per-batch hooks (ignite 0.5 object_detection_average_precision_recall.py:336, mmagic 1.2
+    # base_sample_wise_metric.py:98)
+    (_METRIC + "    def update(self, preds: torch.Tensor, target):\n        preds[preds < 0.5] = 0\n", 5),
+    ("import torch\nclass SampleWise(BaseMetric):\n    def process(self, data_batch, data_samples):\n"
+     "        mask = torch.as_tensor(data_batch['mask'])\n        mask[mask != 0] = 1\n", 5),
+    # a helper that ``update`` calls
+    (_METRIC + "    def _clip(self, preds: torch.Tensor):\n        preds[preds < 0.5] = 0\n"
+     "    def update(self, preds, target):\n        self._clip(preds)\n", 5),
+    # a def nested in ``__init__`` (ignite's ``box_iou``): called from anywhere
+    (_METRIC + "    def __init__(self):\n        def box_iou(inter, union):\n            iou = inter / union\n"
+     "            iou[iou.isnan()] = 0\n            return iou\n        self.box_iou = box_iou\n", 7),
+    # ``compute`` of a class that is no metric
+    ("import torch\nclass Head(torch.nn.Module):\n    def compute(self, preds: torch.Tensor):\n"
+     "        preds[preds < 0.5] = 0\n", 4),
+    # a module function that ``compute_metrics`` and ``process`` both call
+    (_AP + "    def process(self, data_batch, data_samples):\n        _average_precision(data_batch, data_samples)\n"
+     "    def compute_metrics(self, results):\n        return _average_precision(*results)\n", 4),
+])
+def test_metric_batch_code_still_fires(source, line):
+    assert lines(source, "ASC304") == [line]
+
+
+@pytest.mark.parametrize("source", [
+    # anomalib 2.2 aupro.py:253: ``compute_pro`` <- ``_compute`` <- ``compute``
+    _METRIC + "    def compute_pro(self, fpr: torch.Tensor):\n        fpr[fpr > 0.3] = 0.3\n        return fpr\n"
+    "    def _compute(self):\n        return self.compute_pro(self.fpr)\n"
+    "    def compute(self):\n        return self._compute()\n",
+    # mmpretrain 1.2 multi_label.py:419: a module function <- ``calculate`` <- ``compute_metrics``
+    _AP + "    def compute_metrics(self, results):\n        return self.calculate(*results)\n"
+    "    @staticmethod\n    def calculate(pred, target):\n        return _average_precision(pred, target)\n",
+    # anomalib 2.2 aupro.py:184: a method nobody in the file calls, the metric's public API
+    _METRIC + "    @staticmethod\n    def _make_global_region_labels(cca: torch.Tensor):\n"
+    "        cca[cca == 0] = -1\n        return cca\n",
+])
+def test_metric_result_runs_once(source):
+    assert lines(source, "ASC304") == []
+
+
+def test_metric_result_has_no_dynamic_shape_hints():
+    # the confusion matrix of mmaction2 1.2 acc_metric.py:310, counted in ``compute``; in ``update`` it is reported
+    body = "(self, indices: torch.Tensor, n):\n        return torch.bincount(indices, minlength=n**2)\n"
+    assert lines(_METRIC + "    def compute" + body, "ASC401") == []
+    assert lines(_METRIC + "    def update" + body, "ASC401") == [5]

@@ -15,9 +15,14 @@ reuse it. The definitions:
   a loop of ``__call__`` runs per step). A method nobody in the file calls is the class's public API
   (``encode_prompt``), called once per request like ``__call__``; a module-level function nobody calls is not
   known to be part of a pipeline. Loops inside the helpers (over the prompts of a batch) do not count as steps.
+- A *metric class* has a base named ``...Metric`` (torchmetrics and ignite ``Metric``, mmengine ``BaseMetric``):
+  the evaluation loop calls its ``update``/``process`` per batch and its ``compute``/``compute_metrics`` once, on
+  what the batches gathered (mmengine moves them to the CPU first). So ``compute``/``compute_metrics``, a method
+  nobody in the file calls (the metric's public API) and the helpers only these reach run once per evaluation;
+  ``update``, ``process``, ``iteration_completed``, ``forward`` and ``__call__`` run per batch.
 
-``runs_once(node, ctx)``: does ``node`` run once per object or per call (its enclosing nodes are the engine's
-walk stack)?
+``runs_once(node, ctx)``: does ``node`` run once per object, per call or per evaluation (its enclosing nodes are
+the engine's walk stack)?
 """
 from __future__ import annotations
 
@@ -31,6 +36,8 @@ _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _NO_GRAD = frozenset(("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
                       "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"))
 _HOPS = 4  # call-site steps followed from a helper back to the entry point
+_METRIC_ONCE = frozenset(("compute", "compute_metrics"))
+_METRIC_STEP = frozenset(("update", "process", "iteration_completed", "forward", "__call__"))
 
 
 class OncePerCall:
@@ -78,13 +85,18 @@ class OncePerCall:
         if in_class and function.name == "__init__":
             return True
         if in_class:
-            if not self._entry_class(scope.node):
+            metric = _metric_class(scope.node)
+            if metric and function.name in _METRIC_ONCE:
+                return True  # a metric's result, once per evaluation
+            if metric and function.name in _METRIC_STEP:
+                return False
+            if not metric and not self._entry_class(scope.node):
                 return False
         elif scope is not self.model.module:
             return False  # a nested def: called from anywhere, loops included
         sites = self.model.summaries.call_sites(function)
         if not sites:
-            return in_class  # a pipeline's public method; an unused module function says nothing
+            return in_class  # a pipeline's or a metric's public method; an unused module function says nothing
         if hops >= _HOPS:
             return False
         for site in sites:
@@ -122,7 +134,13 @@ def _in_loop(ancestors: Sequence[ast.AST], function: ast.AST) -> bool:
     return False
 
 
+def _metric_class(cls: ast.ClassDef) -> bool:
+    """Has ``cls`` a base named ``...Metric`` (``Metric``, ``BaseMetric``, ``torchmetrics.Metric``)?"""
+    return any((base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")).endswith("Metric")
+               for base in cls.bases)
+
+
 def runs_once(node: ast.AST, ctx) -> bool:
-    """Does ``node`` (the node the engine is checking) run once per object or per call of an inference entry point
-    (module docstring)?  The file's answers are kept in one ``OncePerCall`` per walk."""
+    """Does ``node`` (the node the engine is checking) run once per object, per call of an inference entry point or
+    per evaluation of a metric (module docstring)?  The file's answers are kept in one ``OncePerCall`` per walk."""
     return ctx.memo("once_per_call", lambda c: OncePerCall(c.model)).runs_once(node, ctx.stack)

@@ -181,8 +181,9 @@ class AffinityPattern(Rule):
     writes back through the mask (an index and an IndexPut): ``torch.where(mask, x * value, x)``.
     *Fused blocks* (detected through the local names of one function, see ``detect/fused.py``): hand-written
     RMSNorm, rotate_half RoPE, SwiGLU/GeGLU, attention matmul-softmax-matmul and add + layer_norm; these
-    are reported, never rewritten. Neither is reported where the code runs once per object or per call of an
-    inference entry point (``detect/once_per_call.py``): a faster kernel there saves nothing worth a change.
+    are reported, never rewritten. Neither is reported where the code runs once per object, per call of an
+    inference entry point or per evaluation of a metric (``detect/once_per_call.py``): a faster kernel there saves
+    nothing worth a change.
     """
 
     code = "ASC304"
@@ -193,7 +194,9 @@ class AffinityPattern(Rule):
     why = (
         "A boolean-mask assignment becomes an IndexPut that runs on the AI CPU; hand-written RMSNorm, RoPE, "
         "SwiGLU, attention and add+LayerNorm run as chains of small kernels that torch_npu has single fused "
-        "kernels for. "
+        "kernels for. Not reported where the code runs once per object, per call of an inference entry point (a "
+        "no_grad pipeline `__call__` outside its loop) or per evaluation (a metric's `compute`/`compute_metrics` "
+        "and the helpers only it reaches; `update`/`process` run per batch). "
         "Nor in code that only exports the model (a function named for `onnx`, `export` or `deploy`, or one only "
         "they reach): the exported graph must keep standard operators, as for every advice code."
     )
