@@ -259,3 +259,38 @@ def test_metric_result_has_no_dynamic_shape_hints():
     body = "(self, indices: torch.Tensor, n):\n        return torch.bincount(indices, minlength=n**2)\n"
     assert lines(_METRIC + "    def compute" + body, "ASC401") == []
     assert lines(_METRIC + "    def update" + body, "ASC401") == [5]
+
+
+# A no_grad / inference_mode method named ``infer`` or ``inference`` is an entry point like the no_grad ``__call__``.
+_TTS = "import torch\nclass AcousticModel(torch.nn.Module):\n"
+_DURATION = "(self, x, mask):\n        d = torch.round(x)\n        d[d < 1] = 1.0\n        return d\n"
+
+
+@pytest.mark.parametrize("source,line", [
+    # another name (whisper 20250625 decoding.py:62, ``detect_language``), or no decorator (funasr 1.2
+    # fun_asr_nano/model.py:1020, ``inference_llm``; an ``inference`` that keeps the graph)
+    (_TTS + "    @torch.no_grad()\n    def detect_language" + _DURATION, 6),
+    (_TTS + "    def inference_llm" + _DURATION, 5),
+    (_TTS + "    def inference" + _DURATION, 5),
+    # inside the token loop of the entry method (coqui 0.27 bark inference_funcs.py:141)
+    (_TTS + "    @torch.inference_mode()\n    def inference(self, x, steps):\n        for _ in range(steps):\n"
+     "            x[x < 0] = 0\n        return x\n", 6),
+    # a module function the entry method calls in its loop
+    ("import torch\ndef binarize(mask: torch.Tensor):\n    mask[mask < 0.5] = 0\n    return mask\n"
+     "class Inpaint:\n    @torch.no_grad()\n    def infer(self, masks):\n        for m in masks:\n"
+     "            binarize(m)\n", 3),
+])
+def test_inference_method_loops_still_fire(source, line):
+    assert lines(source, "ASC304") == [line]
+
+
+@pytest.mark.parametrize("source", [
+    # coqui 0.27 delightful_tts/acoustic_model.py:492, once per synthesised utterance
+    _TTS + "    @torch.inference_mode()\n    def inference" + _DURATION,
+    # mmagic 1.2 stable_diffusion_inpaint.py:446, a module function the no_grad ``infer`` calls before its loop
+    "import torch\ndef binarize(mask: torch.Tensor):\n    mask[mask < 0.5] = 0\n    return mask\n"
+    "class Inpaint:\n    @torch.no_grad()\n    def infer(self, mask, timesteps):\n        mask = binarize(mask)\n"
+    "        for t in timesteps:\n            pass\n",
+])
+def test_inference_method_runs_once(source):
+    assert lines(source, "ASC304") == []

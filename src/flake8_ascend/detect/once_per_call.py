@@ -10,11 +10,14 @@ reuse it. The definitions:
   ``(counts == 0).nonzero().tolist()``): it runs once, and the call ends there.
 - An *inference entry class* defines ``__call__`` under ``@torch.no_grad()`` or ``@torch.inference_mode()``
   (a diffusion or generation pipeline: one call builds the inputs once, then loops over the denoising steps).
-- Code *runs once per call* when it is in such a ``__call__`` outside its loops, or in a method of the class or
-  a module-level function of the file whose every call site in the file runs once per call (a call site inside
-  a loop of ``__call__`` runs per step). A method nobody in the file calls is the class's public API
-  (``encode_prompt``), called once per request like ``__call__``; a module-level function nobody calls is not
-  known to be part of a pipeline. Loops inside the helpers (over the prompts of a batch) do not count as steps.
+- An *inference method* is a method named ``infer`` or ``inference`` under ``@torch.no_grad()`` or
+  ``@torch.inference_mode()`` (mmagic's editors, coqui's TTS models): an entry point like that ``__call__``.
+- Code *runs once per call* when it is in such a ``__call__`` or inference method outside its loops, or in a
+  method of the entry class or a module-level function of the file whose every call site in the file runs once
+  per call (a call site inside a loop of the entry point runs per step). A method nobody in the file calls is the
+  entry class's public API (``encode_prompt``), called once per request like ``__call__``; a module-level function
+  nobody calls is not known to be part of a pipeline. Loops inside the helpers (over the prompts of a batch) do
+  not count as steps.
 - A *metric class* has a base named ``...Metric`` (torchmetrics and ignite ``Metric``, mmengine ``BaseMetric``):
   the evaluation loop calls its ``update``/``process`` per batch and its ``compute``/``compute_metrics`` once, on
   what the batches gathered (mmengine moves them to the CPU first). So ``compute``/``compute_metrics``, a method
@@ -35,6 +38,7 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _NO_GRAD = frozenset(("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
                       "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"))
+_INFERENCE = frozenset(("infer", "inference"))  # the inference entry methods of mmagic's editors, coqui's models
 _HOPS = 4  # call-site steps followed from a helper back to the entry point
 _METRIC_ONCE = frozenset(("compute", "compute_metrics"))
 _METRIC_STEP = frozenset(("update", "process", "iteration_completed", "forward", "__call__"))
@@ -54,23 +58,29 @@ class OncePerCall:
         function = self.model.function(node)
         if function is None:
             return False
-        if function.name == "__call__" and self._entry_call(function):
+        if self._entry_call(function):
             return not _in_loop(ancestors, function)
         return self._once(function, 0)
 
     def _entry_call(self, function: ast.AST) -> bool:
-        """Is ``function`` the ``__call__`` of an inference entry class?"""
+        """Is ``function`` the ``__call__`` of an inference entry class, or a no_grad ``infer``/``inference``
+        method?"""
         outer = self.model.scope(function)  # a def's own scope is the one it is defined in
+        if function.name in _INFERENCE and outer.is_class:
+            return self._no_grad(function)
         return function.name == "__call__" and outer.is_class and self._entry_class(outer.node)
 
     def _entry_class(self, cls: ast.ClassDef) -> bool:
         found = self._entries.get(id(cls))
         if found is None:
             found = self._entries[id(cls)] = any(
-                isinstance(stmt, _FUNCTIONS) and stmt.name == "__call__" and any(
-                    self.model.qualname(d.func if isinstance(d, ast.Call) else d) in _NO_GRAD
-                    for d in stmt.decorator_list) for stmt in cls.body)
+                isinstance(stmt, _FUNCTIONS) and stmt.name == "__call__" and self._no_grad(stmt) for stmt in cls.body)
         return found
+
+    def _no_grad(self, function: ast.AST) -> bool:
+        """Is ``function`` decorated with ``torch.no_grad()`` or ``torch.inference_mode()``?"""
+        return any(self.model.qualname(d.func if isinstance(d, ast.Call) else d) in _NO_GRAD
+                   for d in function.decorator_list)
 
     def _once(self, function: ast.AST, hops: int) -> bool:
         found = self._functions.get(id(function))

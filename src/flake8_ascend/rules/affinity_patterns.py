@@ -195,8 +195,8 @@ class AffinityPattern(Rule):
         "A boolean-mask assignment becomes an IndexPut that runs on the AI CPU; hand-written RMSNorm, RoPE, "
         "SwiGLU, attention and add+LayerNorm run as chains of small kernels that torch_npu has single fused "
         "kernels for. Not reported where the code runs once per object, per call of an inference entry point (a "
-        "no_grad pipeline `__call__` outside its loop) or per evaluation (a metric's `compute`/`compute_metrics` "
-        "and the helpers only it reaches; `update`/`process` run per batch). "
+        "no_grad pipeline `__call__` or `infer`/`inference` method, outside its loops) or per evaluation (a "
+        "metric's `compute`/`compute_metrics` and the helpers only it reaches; `update`/`process` run per batch). "
         "Nor in code that only exports the model (a function named for `onnx`, `export` or `deploy`, or one only "
         "they reach): the exported graph must keep standard operators, as for every advice code."
     )
