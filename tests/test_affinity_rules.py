@@ -482,6 +482,21 @@ def test_attention_written_with_einsum():
     assert fused(relative) == [(4, 8, "torch_npu.npu_fusion_attention")]
 
 
+def test_attention_einsum_contracting_one_index_per_product():
+    # torchgeo 0.8.1 models/croma.py:261, spaces in the equation
+    source = ("import torch\nfrom torch import einsum\nclass Attention:\n    def forward(self, q, k, v):\n"
+              "        scores = einsum('b h i d, b h j d -> b h i j', q, k) * self.scale\n"
+              "        attn = scores.softmax(dim=-1)\n        return einsum('b h i j, b h j d -> b h i d', attn, v)\n")
+    assert fused(source) == [(5, 7, "torch_npu.npu_fusion_attention")]
+    # espnet 202511 enh/layers/uses.py:364: attention across channels with time, frequency and features summed in
+    # one product; the fused kernel contracts one head dimension
+    channels = ("import torch\nclass ChannelAttention:\n    def forward(self, Q, K, V, T):\n"
+                "        attn_mat = torch.einsum('bhtcfn,bhtefn->bhce', Q / T, K)\n"
+                "        attn_mat = torch.nn.functional.softmax(attn_mat, dim=-1)\n"
+                "        return torch.einsum('bhce,bhtefn->bhtcfn', attn_mat, V)\n")
+    assert fused(channels) == []
+
+
 @pytest.mark.parametrize("body", [
     # einsums that are no attention: a softmax of one operand, three operands, no softmax between them
     "return torch.einsum('bij,bjk->bik', torch.softmax(x, dim=-1), v)",

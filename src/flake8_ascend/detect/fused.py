@@ -243,7 +243,8 @@ class Patterns:
             # q @ k first: an einsum also added to the scores (relative positions) is not the product of q and k
             scores = self._search(probs[1][0], ("matmul", "bmm"), _SCORE_STEPS) or self._search(
                 probs[1][0], ("einsum",), _SCORE_STEPS)
-            if scores is None or not _product_operands(scores) or self._returned(weights, found[2]):
+            if scores is None or not _product_operands(scores) or self._returned(weights, found[2]) \
+                    or _contracts_many(scores) or _contracts_many(found):
                 continue
             return scores[2], node
         return None
@@ -302,6 +303,18 @@ def _product_operands(found) -> List[ast.AST]:
     if name == "einsum" and len(args) == 3 and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
         return args[1:]
     return []
+
+
+def _contracts_many(found) -> bool:
+    """An ``einsum`` product that sums over more than one index (``"bhtcfn,bhtefn->bhce"``: channels attended with
+    time, frequency and features flattened, espnet 202511 enh/layers/uses.py:364): not the product over one head
+    dimension, ``(L, d) x (S, d)``, that the fused kernel computes."""
+    equation = found[1][0].value if found[0] == "einsum" and _product_operands(found) else ""
+    equation = equation.replace(" ", "")
+    if "->" not in equation or "." in equation:
+        return False
+    inputs, output = equation.split("->")
+    return len(set(inputs.replace(",", "")) - set(output)) > 1
 
 
 def _last_dim(call: ast.Call) -> bool:

@@ -194,7 +194,9 @@ class AffinityPattern(Rule):
     why = (
         "A boolean-mask assignment becomes an IndexPut that runs on the AI CPU; hand-written RMSNorm, RoPE, "
         "SwiGLU, attention and add+LayerNorm run as chains of small kernels that torch_npu has single fused "
-        "kernels for. Not reported where the code runs once per object, per call of an inference entry point (a "
+        "kernels for. An attention's two products each sum over one head dimension, as the fused kernel does (an "
+        "`einsum` that contracts several indices at once, channels attended across time and frequency, is no "
+        "match). Not reported where the code runs once per object, per call of an inference entry point (a "
         "no_grad pipeline `__call__` or `infer`/`inference` method, outside its loops) or per evaluation (a "
         "metric's `compute`/`compute_metrics` and the helpers only it reaches; `update`/`process` run per batch). "
         "Nor in code that only exports the model (a function named for `onnx`, `export` or `deploy`, or one only "
