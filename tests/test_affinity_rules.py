@@ -534,6 +534,53 @@ def test_add_layer_norm():
     assert fused(source) == [(13, 13, "torch_npu.npu_add_layer_norm"), (16, 16, "torch_npu.npu_add_layer_norm")]
 
 
+_NORM_CHOICE = """
+import torch.nn as nn
+
+class EncoderLayer(nn.Module):
+    def __init__(self, hidden_size, {param}):
+        super().__init__()
+        if {test}:
+            self.norm_attn = {other}
+        else:
+            self.norm_attn = nn.LayerNorm(hidden_size)
+
+    def forward(self, src, src2):
+        return self.norm_attn(src + src2)
+"""
+
+
+@pytest.mark.parametrize("param,test,other", [
+    # neuralforecast 3.0.2 patchtst.py:522-527 (TSTEncoderLayer): BatchNorm by default
+    ('norm="BatchNorm"', '"batch" in norm.lower()', "nn.Sequential(Transpose(1, 2), nn.BatchNorm1d(hidden_size))"),
+    # gluonts 0.16.2 nursery/daf/network/kernel.py:142-157: no norm by default
+    ('norm="none"', 'norm == "none"', "nn.Identity()"),
+    ('norm="instance"', 'norm == "instance" or norm == "batch"', "nn.InstanceNorm1d(hidden_size)"),
+    ('norm="batch", affine=True', 'norm != "layer" and affine', "nn.BatchNorm1d(hidden_size)"),
+])
+def test_add_layer_norm_not_chosen_by_the_defaults(param, test, other):
+    assert fused(_NORM_CHOICE.format(param=param, test=test, other=other)) == []
+
+
+@pytest.mark.parametrize("param,test,other", [
+    # demucs 4.1.0 transformer.py:429-434: GroupNorm only when ``group_norm`` is set, False by default
+    ("group_norm=False", "group_norm", "MyGroupNorm(int(group_norm), hidden_size)"),
+    # darts 0.41.0 tide_model.py:47 (and gluonts tide/module.py): no default, the caller decides
+    ("use_layer_norm", "not use_layer_norm", "None"),
+    ("norm", '"batch" in norm.lower()', "nn.BatchNorm1d(hidden_size)"),
+    # diffusers 0.42.1 prior_transformer.py: no norm at all by default is not another norm
+    ("norm_in_type=None", "norm_in_type is None", "None"),
+    # the chosen branch builds a LayerNorm too
+    ('norm="batch"', 'norm == "batch"', "nn.Sequential(Transpose(1, 2), nn.LayerNorm(hidden_size))"),
+])
+def test_add_layer_norm_chosen_or_undecided(param, test, other):
+    assert fused(_NORM_CHOICE.format(param=param, test=test, other=other)) == [(13, 13, "torch_npu.npu_add_layer_norm")]
+    # a default the constructor rebinds before the test
+    rebound = _NORM_CHOICE.replace("super().__init__()", "super().__init__()\n        norm = norm or 'layer'")
+    assert fused(rebound.format(param='norm="batch"', test='"batch" in norm.lower()', other="nn.BatchNorm1d(8)")) \
+        == [(14, 14, "torch_npu.npu_add_layer_norm")]
+
+
 def test_patterns_outside_functions_are_not_fused_candidates():
     assert fused("import torch\nx1, x2 = x.chunk(2, dim=-1)\ny = torch.cat((-x2, x1), dim=-1)\n") == []
 

@@ -216,7 +216,7 @@ _AP = ("import torch\ndef _average_precision(pred, target):\n    tps = torch.cum
 
 
 @pytest.mark.parametrize("source,line", [
-    # the per-batch hooks (ignite 0.5 object_detection_average_precision_recall.py:336, mmagic 1.2
+    # the per-batch hooks (ignite 0.5.5 object_detection_average_precision_recall.py:336, mmagic 1.2.0
     # base_sample_wise_metric.py:98)
     (_METRIC + "    def update(self, preds: torch.Tensor, target):\n        preds[preds < 0.5] = 0\n", 5),
     ("import torch\nclass SampleWise(BaseMetric):\n    def process(self, data_batch, data_samples):\n"
@@ -239,14 +239,14 @@ def test_metric_batch_code_still_fires(source, line):
 
 
 @pytest.mark.parametrize("source", [
-    # anomalib 2.2 aupro.py:253: ``compute_pro`` <- ``_compute`` <- ``compute``
+    # anomalib 2.7.0 aupro.py:253: ``compute_pro`` <- ``_compute`` <- ``compute``
     _METRIC + "    def compute_pro(self, fpr: torch.Tensor):\n        fpr[fpr > 0.3] = 0.3\n        return fpr\n"
     "    def _compute(self):\n        return self.compute_pro(self.fpr)\n"
     "    def compute(self):\n        return self._compute()\n",
-    # mmpretrain 1.2 multi_label.py:419: a module function <- ``calculate`` <- ``compute_metrics``
+    # mmpretrain 1.2.0 multi_label.py:419: a module function <- ``calculate`` <- ``compute_metrics``
     _AP + "    def compute_metrics(self, results):\n        return self.calculate(*results)\n"
     "    @staticmethod\n    def calculate(pred, target):\n        return _average_precision(pred, target)\n",
-    # anomalib 2.2 aupro.py:184: a method nobody in the file calls, the metric's public API
+    # anomalib 2.7.0 aupro.py:184: a method nobody in the file calls, the metric's public API
     _METRIC + "    @staticmethod\n    def _make_global_region_labels(cca: torch.Tensor):\n"
     "        cca[cca == 0] = -1\n        return cca\n",
 ])
@@ -255,7 +255,7 @@ def test_metric_result_runs_once(source):
 
 
 def test_metric_result_has_no_dynamic_shape_hints():
-    # the confusion matrix of mmaction2 1.2 acc_metric.py:310, counted in ``compute``; in ``update`` it is reported
+    # the confusion matrix of mmaction2 1.2.0 acc_metric.py:310, counted in ``compute``; in ``update`` it is reported
     body = "(self, indices: torch.Tensor, n):\n        return torch.bincount(indices, minlength=n**2)\n"
     assert lines(_METRIC + "    def compute" + body, "ASC401") == []
     assert lines(_METRIC + "    def update" + body, "ASC401") == [5]
@@ -267,12 +267,12 @@ _DURATION = "(self, x, mask):\n        d = torch.round(x)\n        d[d < 1] = 1.
 
 
 @pytest.mark.parametrize("source,line", [
-    # another name (whisper 20250625 decoding.py:62, ``detect_language``), or no decorator (funasr 1.2
+    # another name (whisper 20250625 decoding.py:62, ``detect_language``), or no decorator (funasr 1.4.16
     # fun_asr_nano/model.py:1020, ``inference_llm``; an ``inference`` that keeps the graph)
     (_TTS + "    @torch.no_grad()\n    def detect_language" + _DURATION, 6),
     (_TTS + "    def inference_llm" + _DURATION, 5),
     (_TTS + "    def inference" + _DURATION, 5),
-    # inside the token loop of the entry method (coqui 0.27 bark inference_funcs.py:141)
+    # inside the token loop of the entry method (coqui 0.27.2 bark inference_funcs.py:141)
     (_TTS + "    @torch.inference_mode()\n    def inference(self, x, steps):\n        for _ in range(steps):\n"
      "            x[x < 0] = 0\n        return x\n", 6),
     # a module function the entry method calls in its loop
@@ -285,9 +285,9 @@ def test_inference_method_loops_still_fire(source, line):
 
 
 @pytest.mark.parametrize("source", [
-    # coqui 0.27 delightful_tts/acoustic_model.py:492, once per synthesised utterance
+    # coqui 0.27.2 delightful_tts/acoustic_model.py:492, once per synthesised utterance
     _TTS + "    @torch.inference_mode()\n    def inference" + _DURATION,
-    # mmagic 1.2 stable_diffusion_inpaint.py:446, a module function the no_grad ``infer`` calls before its loop
+    # mmagic 1.2.0 stable_diffusion_inpaint.py:446, a module function the no_grad ``infer`` calls before its loop
     "import torch\ndef binarize(mask: torch.Tensor):\n    mask[mask < 0.5] = 0\n    return mask\n"
     "class Inpaint:\n    @torch.no_grad()\n    def infer(self, mask, timesteps):\n        mask = binarize(mask)\n"
     "        for t in timesteps:\n            pass\n",

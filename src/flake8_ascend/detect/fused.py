@@ -11,6 +11,7 @@ pattern, or None.
 from __future__ import annotations
 
 import ast
+import operator
 import re
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
@@ -34,8 +35,81 @@ STARTS = frozenset(("rsqrt", "sqrt", "cat", "concat", "concatenate", "layer_norm
 
 def module_ops(cls: ast.ClassDef, ctx) -> Dict[str, str]:
     """``self.<attr>`` -> op for the modules ``__init__`` builds (``self.act = nn.SiLU()`` -> silu), those of
-    base classes defined in the same file included (litgpt's ``GemmaMLP(LLaMAMLP)`` keeps LLaMAMLP's Linears)."""
-    return {attr: MODULE_OPS[q] for attr, q in ctx.model.summaries.constructed(cls).items() if q in MODULE_OPS}
+    base classes defined in the same file included (litgpt's ``GemmaMLP(LLaMAMLP)`` keeps LLaMAMLP's Linears).
+    A LayerNorm that ``__init__``'s defaults do not choose is left out (``_default_norm_differs``)."""
+    ops = {attr: MODULE_OPS[q] for attr, q in ctx.model.summaries.constructed(cls).items() if q in MODULE_OPS}
+    return {attr: op for attr, op in ops.items() if op != "layer_norm" or not _default_norm_differs(cls, attr)}
+
+
+_UNDECIDED = object()  # a test the literal defaults do not decide
+_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+            ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+
+
+def _default_norm_differs(cls: ast.ClassDef, attr: str) -> bool:
+    """Does ``__init__`` bind ``self.<attr>`` in several branches, of which its literal parameter defaults reach
+    exactly one, and that one builds something other than a LayerNorm? (neuralforecast 3.0.2 patchtst.py:522,
+    ``norm="BatchNorm"`` and ``if "batch" in norm.lower()``; gluonts 0.16.2 daf kernel.py:142, ``norm="none"`` ->
+    ``nn.Identity()``.) The LayerNorm then runs only under an option the caller sets."""
+    init = next((s for s in cls.body if isinstance(s, _FUNCTIONS) and s.name == "__init__"), None)
+    if init is None:
+        return False
+    rebound = {n.id for n in walk_tree(init) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    defaults = {name: d.value for name, d in parameter_defaults(init.args).items()
+                if isinstance(d, ast.Constant) and name not in rebound}
+    bindings = list(_bindings(init.body, attr, defaults, True))
+    chosen = [value for value, reachable in bindings if reachable]
+    return len(bindings) > 1 and len(chosen) == 1 and isinstance(chosen[0], ast.Call) and not any(
+        "LayerNorm" in (n.id if isinstance(n, ast.Name) else n.attr)
+        for n in ast.walk(chosen[0]) if isinstance(n, (ast.Name, ast.Attribute)))
+
+
+def _bindings(body: List[ast.stmt], attr: str, defaults: Dict[str, object], reachable: bool):
+    """(value, reachable with the defaults) of each ``self.<attr> = value`` in ``body``."""
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            value = _decided(stmt.test, defaults)
+            yield from _bindings(stmt.body, attr, defaults, reachable and (value is _UNDECIDED or bool(value)))
+            yield from _bindings(stmt.orelse, attr, defaults, reachable and (value is _UNDECIDED or not value))
+        elif isinstance(stmt, ast.Assign):
+            if any(isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
+                   and t.value.id == "self" for t in stmt.targets):
+                yield stmt.value, reachable
+        elif not isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+            for block in (getattr(stmt, "body", []), getattr(stmt, "orelse", []), getattr(stmt, "finalbody", []),
+                          *(h.body for h in getattr(stmt, "handlers", []))):
+                yield from _bindings(block, attr, defaults, reachable)
+
+
+def _decided(test: ast.AST, defaults: Dict[str, object]) -> object:
+    """The value of an ``if`` test given the parameters' literal defaults: names, constants, ``not``, ``and``/``or``,
+    one ``==``/``!=``/``is``/``is not``/``in``/``not in``, a string's ``.lower()``/``.upper()``; else _UNDECIDED."""
+    if isinstance(test, ast.Constant):
+        return test.value
+    if isinstance(test, ast.Name):
+        return defaults.get(test.id, _UNDECIDED)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        value = _decided(test.operand, defaults)
+        return value if value is _UNDECIDED else not value
+    if isinstance(test, ast.BoolOp):
+        values = [_decided(v, defaults) for v in test.values]
+        deciding = isinstance(test.op, ast.Or)  # a true part decides ``or``, a false one ``and``
+        if any(v is not _UNDECIDED and bool(v) == deciding for v in values):
+            return deciding
+        return _UNDECIDED if _UNDECIDED in values else not deciding
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARE:
+        left, right = _decided(test.left, defaults), _decided(test.comparators[0], defaults)
+        if left is _UNDECIDED or right is _UNDECIDED:
+            return _UNDECIDED
+        try:
+            return _COMPARE[type(test.ops[0])](left, right)
+        except TypeError:
+            return _UNDECIDED
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr in ("lower", "upper") \
+            and not test.args:
+        value = _decided(test.func.value, defaults)
+        return getattr(value, test.func.attr)() if isinstance(value, str) else _UNDECIDED
+    return _UNDECIDED
 
 
 class Patterns:
