@@ -18,7 +18,7 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 from ..semantic.flow import MAX_DEPTH, Flow
 from ..semantic.summaries import enclosing_class
 from .training import source_text
-from ..walk import walk_tree
+from ..walk import parameter_defaults, walk_tree
 
 Span = Tuple[ast.AST, ast.AST]
 MODULE_OPS = {"torch.nn.SiLU": "silu", "torch.nn.GELU": "gelu", "torch.nn.LayerNorm": "layer_norm",
