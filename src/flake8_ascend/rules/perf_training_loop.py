@@ -74,17 +74,20 @@ def _syncs_before(receiver: ast.AST) -> bool:
 
 # a value passes through these on its way to a test, an index or a size (``a, b = x.item(), y`` included)
 _CARRY = (ast.UnaryOp, ast.BoolOp, ast.Compare, ast.BinOp, ast.Slice, ast.Tuple)
-_SIZES = frozenset(("range", "int", "bool", "min", "max"))
+_SIZES = frozenset(("range", "int", "bool", "float", "round", "abs", "min", "max"))
+_BINDINGS = 3  # how many assignments or returns a value may pass through on its way to a use that steers
 
 
 def _steers(node: ast.AST, ancestors, ctx, depth: int = 0) -> bool:
     """Does the host value of ``node`` decide what this step does: a branch test, an index or slice, a ``range``,
     the size of a tensor (``F.pad(audio, (0, max_len - n))``), directly or through a local name read there
-    (espnet 202511 lightning_espnet_model.py:46, a NaN flag that skips the batch; axolotl 0.19.0
-    ebft/strided.py:608, block counts; nemo 2.5.0 msdd_models.py:522, ``stt, end = int(stt.item()),
-    int(end.item())`` then a slice)? The step needs it then and there, so reading it every N steps is no option.
-    A ``while`` test is not such a use: a stopping criterion can be checked every N steps. ``ancestors`` run
-    innermost first."""
+    (axolotl 0.19.0 ebft/strided.py:608-612, ``max_prompt_len`` -> ``anchor_offset`` -> ``num_blocks`` ->
+    ``if num_blocks <= 0``; nemo 2.5.0 msdd_models.py:522, ``stt, end = int(stt.item()), int(end.item())`` then a
+    slice; ms_swift 4.6.0 optimizers/muonclip.py:260, ``float(max_tensor.item())`` then a test), or through the
+    function's ``return`` where a call of it in this file steers (espnet 202511 lightning_espnet_model.py:46, a NaN
+    flag that ``_sync2skip`` returns to ``if any_invalid:``)? The step needs it then and there, so reading it every N
+    steps is no option. A ``while`` test is not such a use: a stopping criterion can be checked every N steps.
+    ``ancestors`` run innermost first."""
     child, element = node, None  # element: the item of a tuple the value went through
     for parent in ancestors:
         if isinstance(parent, (ast.If, ast.IfExp, ast.Assert)) and child is parent.test or (
@@ -98,7 +101,13 @@ def _steers(node: ast.AST, ancestors, ctx, depth: int = 0) -> bool:
                 return False
             if parent.func.id == "range":
                 return True
-        elif isinstance(parent, ast.Assign) and depth < 2 and len(parent.targets) == 1 and child is parent.value:
+        elif isinstance(parent, ast.Return):
+            function = ctx.model.function(parent)
+            return element is None and function is not None and depth < _BINDINGS and any(
+                _steers(call, reversed(ctx.model.ancestors(call)), ctx, depth + 1)
+                for call in ctx.model.summaries.call_sites(function))
+        elif isinstance(parent, ast.Assign) and depth < _BINDINGS and len(parent.targets) == 1 and \
+                child is parent.value:
             target = _bound_name(parent.targets[0], child, element)
             if target is None:
                 return False
@@ -139,8 +148,9 @@ class HostSyncInTrainingLoop(Rule):
         "a noticeable share of step time. Fires inside a training loop (a loop that calls `.backward()` or "
         "`optimizer.step()`), in a function such a loop calls on every step, and in an optimizer's own `step`; "
         "not on a tensor built on the host, not where the value steers the step (a branch test, an index, "
-        "a slice, a `range`, a tensor's size, directly or through a local name: reading it every N steps is no "
-        "option), not "
+        "a slice, a `range`, a tensor's size, directly, through `int()`/`float()`/`round()`/`abs()`, through a "
+        "local name, or through the function's `return` where a call of it in the same file steers: reading it "
+        "every N steps is no option), not "
         "outside loops, not in a periodic `if step % N == 0:` logging branch and not in the "
         "branch a NaN or an infinity takes (`if not torch.isfinite(grad_norm):`, a skipped step)."
     )
@@ -184,6 +194,17 @@ class HostSyncInTrainingLoop(Rule):
         ("import torch\nfor x in data:\n    loss = f(x)\n    loss.backward()\n    value = loss.item()\n"
          "    history.append(value)\n", 5),
         ("import torch\nfor x in data:\n    loss = f(x)\n    loss.backward()\n    log(best > loss.item())\n", 5),
+        # ... and near misses of a value that steers through float() or a return: a loss only summed for the log
+        # (unsloth 2026.10.9 studio diffusion_dit_trainer.py:2895), a rounded value only logged, a returned value
+        # the caller only logs, a value returned in a tuple (always true, whatever it holds)
+        ("for x in data:\n    loss = f(x)\n    loss.backward()\n    step_loss += float(loss.detach()) / accumulation\n",
+         4),
+        ("for x in data:\n    loss = f(x)\n    loss.backward()\n    value = round(loss.item(), 4)\n"
+         "    history.append(value)\n", 4),
+        ("def step(batch):\n    loss = f(batch)\n    loss.backward()\n    return loss.item()\n"
+         "for batch in data:\n    history.append(step(batch))\n", 4),
+        ("def step(batch):\n    loss = f(batch)\n    loss.backward()\n    return loss.item(), len(batch)\n"
+         "for batch in data:\n    if step(batch):\n        done += 1\n", 4),
         # near misses of a size: a value passed to a function that takes no size, an unpacked value only logged
         ("import torch\nimport torch.nn.functional as F\nfor audio, lens in data:\n    max_len = lens.max().item()\n"
          "    loss = f(F.relu(audio), max_len)\n    loss.backward()\n", 4),
@@ -248,6 +269,16 @@ class HostSyncInTrainingLoop(Rule):
         "    loss = f(F.pad(audio, (0, max_len - audio.shape[1])))\n    loss.backward()\n",
         "import torch\nfor x, seg in data:\n    stt, end = int(seg[0].item()), int(seg[1].item())\n"
         "    end = min(end, stt + 100)\n    loss = f(x[:, stt:end])\n    loss.backward()\n",
+        # through float() to a test (ms_swift 4.6.0 optimizers/muonclip.py:260), through three assignments to the
+        # count of blocks (axolotl 0.19.0 ebft/strided.py:612), through a helper's return to its caller's test
+        # (espnet 202511 lightning_espnet_model.py:46)
+        "import torch\nfor x in data:\n    loss = f(x)\n    loss.backward()\n    peak = float(x.abs().max().item())\n"
+        "    if peak > tau:\n        clip(params)\n",
+        "import torch\nfor x, lens in data:\n    longest = lens.max().item()\n    offset = max(longest + 1, 8)\n"
+        "    blocks = (x.shape[1] - offset) // 4 + 1\n    if blocks <= 0:\n        continue\n    f(x).backward()\n",
+        "import torch\ndef any_nan(loss):\n    flag = torch.isnan(loss).any().item()\n    return flag\n"
+        "for x in data:\n    loss = f(x)\n    bad = any_nan(loss)\n    if bad:\n        continue\n"
+        "    loss.backward()\n",
     ]
 
     def check(self, node, ctx) -> None:
