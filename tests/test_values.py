@@ -22,6 +22,9 @@ def value_of_last(source: str) -> model.Value:
     return semantic.value_of(last.value)
 
 
+_ITEM_IN_BRANCHES = "def f(i):\n    if i.dim() == 1:\n        i = i[0].item()\n    else:\n        i = i.item()\n    i\n"
+
+
 @pytest.mark.parametrize("source,kind", [
     # torch's stubs
     ("import torch\ntorch.sparse.sum(x, dim=1)\n", model.TENSOR),
@@ -58,6 +61,9 @@ def value_of_last(source: str) -> model.Value:
      "        self.w\n", model.TENSOR),
     ("import torch\ndef helper(x):\n    return torch.relu(x)\ndef f(y):\n    helper(y)\n", model.TENSOR),
     ("import torch\nEPS = 1e-6\ndef f():\n    EPS\n", model.NUMBER),
+    # .item() gives a Python number whatever the receiver, here the other branch's number that flow reads (espnet
+    # 202511 gan_trainer.py:203-205); before, the parameter's tensor evidence (``i.dim()``) won
+    (_ITEM_IN_BRANCHES, model.NUMBER),
 ])
 def test_kinds(source, kind):
     assert value_of_last(source).kind == kind
@@ -136,6 +142,8 @@ def test_host_copies_made_in_other_methods_stay_on_the_host():
 def test_readout_numbers():
     assert value_of_last("import torch\nx = torch.randn(3)\nint(x.sum())\n").readout
     assert not value_of_last("def f(x):\n    len(x)\n").readout
+    assert value_of_last(_ITEM_IN_BRANCHES).readout  # read out of the tensor in either branch
+    assert not value_of_last("def f(n: int):\n    n.item()\n").readout  # a number, but not read out of a tensor
 
 
 @pytest.mark.parametrize("source,readout", [

@@ -132,6 +132,9 @@ def _bound_name(target: ast.AST, value: ast.AST, element: Optional[ast.AST]) -> 
     return None
 
 
+_OPTIM_INDEX = ("import torch\nfor batch in data:\n    loss, idx = f(batch)\n    loss.backward()\n"
+                "    if idx.dim() == 1:\n        idx = idx[0].item()\n    else:\n        idx = idx.item()\n"
+                "{use}    log(f'optim{{idx}}')\n")
 _ACCUMULATION = ("for i, x in enumerate(data):\n    loss = f(x)\n    loss.backward()\n    if (i + 1) % accumulation == 0:\n"
                  "        opt.step()\n{log}")
 
@@ -205,6 +208,8 @@ class HostSyncInTrainingLoop(Rule):
          "for batch in data:\n    history.append(step(batch))\n", 4),
         ("def step(batch):\n    loss = f(batch)\n    loss.backward()\n    return loss.item(), len(batch)\n"
          "for batch in data:\n    if step(batch):\n        done += 1\n", 4),
+        # the .item() of an index that is a tensor is a sync, whatever the name holds afterwards
+        (_OPTIM_INDEX.format(use=""), 6),
         # near misses of a size: a value passed to a function that takes no size, an unpacked value only logged
         ("import torch\nimport torch.nn.functional as F\nfor audio, lens in data:\n    max_len = lens.max().item()\n"
          "    loss = f(F.relu(audio), max_len)\n    loss.backward()\n", 4),
@@ -279,6 +284,8 @@ class HostSyncInTrainingLoop(Rule):
         "import torch\ndef any_nan(loss):\n    flag = torch.isnan(loss).any().item()\n    return flag\n"
         "for x in data:\n    loss = f(x)\n    bad = any_nan(loss)\n    if bad:\n        continue\n"
         "    loss.backward()\n",
+        # a number, not a tensor: the index after .item() in either branch (espnet 202511 gan_trainer.py:305)
+        _OPTIM_INDEX.format(use="    opt = optimizers[idx]\n"),
     ]
 
     def check(self, node, ctx) -> None:

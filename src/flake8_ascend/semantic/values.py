@@ -907,6 +907,10 @@ class Values:
                 return Value(ARRAY, HOST)
             if name in _READOUT and not call.args and receiver.kind == UNKNOWN:
                 return Value(NUMBER if name == "item" else CONTAINER, readout=not receiver.const)
+            if name == "item" and not call.args:
+                # a Python number whatever has it: a numpy scalar, or a name flow took for the number that the
+                # other branch bound (``i = i[0].item()`` / ``else: i = i.item()``, espnet gan_trainer.py:305)
+                return Value(NUMBER, readout=receiver.readout)
             return UNKNOWN_VALUE
         if name in _READOUT:  # a constant tensor's values are the literals and sizes it was built from, not data
             return Value(NUMBER if name == "item" else CONTAINER, readout=not receiver.const)
