@@ -63,6 +63,9 @@ def test_module_level_lines_stay_apart_and_repeats_with_a_rewrite_fold_but_are_s
     assert [f.line for f in found[2].with_folded()] == [6, 7]
     fixable = fix.fixable_findings(MOVES, "m.py", Config(default_version()), ["ASC202"])
     assert [f.line for f in fixable] == [2, 3, 6, 7]  # --fix rewrites every one
+    _, applied, _, changes = fix.fix_source(MOVES, fixable)
+    # four rewrites, three findings of the report fixed: the repeat is part of the finding it folds into
+    assert applied == 4 and [change.line for change in changes if change.code and not change.within] == [2, 3, 6]
 
 
 # torchtune 0.6.1 models/llama3/_parallelism.py:15-25: one module-level dict literal, one change to make

@@ -58,6 +58,8 @@ class Change:
     code: str
     before: str
     after: str
+    # a rewrite of a site folded into a finding that is rewritten too (``Finding.folded``): part of that finding
+    within: bool = field(default=False, compare=False)
 
     def __str__(self) -> str:
         if not self.after:
@@ -82,6 +84,11 @@ class FileFix:
     @property
     def changed(self) -> bool:
         return self.old != self.new
+
+    @property
+    def fixed(self) -> int:
+        """The findings the rewrites fix, as the reports count them: a site folded into another is part of it."""
+        return sum(1 for change in self.changes if change.code and not change.within)
 
     def diff(self) -> str:
         return "".join(difflib.unified_diff(split_lines(self.old), split_lines(self.new),
@@ -314,6 +321,7 @@ def _fix_source(source: str, findings: List[Finding]) -> Tuple[str, int, List[st
     left += [f"line {line}: the code there could not be rewritten" for line, _ in missed]
     imports: Dict[str, Set[str]] = {}
     changes: List[Change] = []
+    within = {site for where in rewriter.done for site in wanted[where].folded}
     for where in sorted(rewriter.done):
         finding = wanted[where]
         rewrite = finding.rewrite
@@ -326,7 +334,7 @@ def _fix_source(source: str, findings: List[Finding]) -> Tuple[str, int, List[st
         root = rewrite.target.split(".")[0]
         if rewrite.kind is Kind.NAME and not _imported_at_top(tree, root):
             imports.setdefault(root, set())
-        changes.append(Change(finding.line, finding.code, before, after))
+        changes.append(Change(finding.line, finding.code, before, after, finding in within))
     new_lines = [f"from {module} import {', '.join(sorted(names))}" if names else f"import {module}"
                  for module, names in sorted(imports.items(), key=lambda item: (bool(item[1]), item[0]))]
     module_node = insert_statements(module_node, new_lines)  # plain imports first

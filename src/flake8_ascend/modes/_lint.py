@@ -173,12 +173,12 @@ class LintMode(Mode):
         job.output_path(self.diff_name).write_text(diff, encoding="utf-8")
         if job.args.diff:
             sys.stdout.write(diff)
-        applied = sum(result.applied for result in results if result.changed)
+        fixed = sum(result.fixed for result in results if result.changed)  # as the reports count findings
         files = sum(result.changed for result in results)
         if write:
-            job.tell(f"fixed {plural(applied, 'finding')} in {plural(files, 'file')}; the reports show what is left")
+            job.tell(f"fixed {plural(fixed, 'finding')} in {plural(files, 'file')}; the reports show what is left")
         else:
-            job.tell(f"--diff: {plural(applied, 'finding')} in {plural(files, 'file')} would be rewritten by --fix")
+            job.tell(f"--diff: {plural(fixed, 'finding')} in {plural(files, 'file')} would be rewritten by --fix")
         return files
 
     def write(self, job: Job, findings: List[Finding]) -> Dict[str, int]:
