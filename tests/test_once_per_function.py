@@ -254,3 +254,116 @@ def test_near_miss_a_flag_holding_something_else_is_no_cuda_test():
             return capability
         """), codes=["ASC2"])
     assert [(f.line, f.code) for f in found] == [(7, "ASC201")]
+
+
+# ignite 0.5.5 distributed/comp_models/native.py:117 and :145-147: an NCCL check that only raises without CUDA,
+# and the NCCL barrier's device ids
+NCCL_SETUP = """\
+import torch
+import torch.distributed as dist
+
+def setup(backend, ok):
+    if backend == dist.Backend.NCCL and not torch.cuda.is_available():
+        raise RuntimeError('Nccl backend is required but no cuda capable devices')
+    dist.init_process_group(backend)
+    if backend == dist.Backend.NCCL and ok:
+        device_ids = [torch.cuda.current_device()]
+        dist.barrier(device_ids=device_ids)
+    else:
+        dist.barrier()
+"""
+
+
+def test_the_calls_of_an_nccl_branch_fold_into_the_finding_on_its_comparison():
+    # the same line's ``and`` too: the call sits after the comparison
+    found = run_rules(NCCL_SETUP, codes=["ASC2"])
+    assert [(f.line, f.code) for f in found] == [(5, "ASC204")]
+    assert found[0].message.endswith("(again in this function on line 8) (the NCCL branch also has: "
+                                     "ASC201 torch.cuda.is_available on line 5; "
+                                     "ASC201 torch.cuda.current_device on line 9)")
+    fixable = fix.fixable_findings(NCCL_SETUP, "m.py", Config(default_version()), ["ASC201", "ASC204"])
+    assert [(f.line, f.code) for f in fixable] == [(5, "ASC201"), (9, "ASC201")]  # --fix still ports both
+
+
+# the backend string as yolo_mini's barrier_if_needed and a launcher's backend tests compare it
+NCCL_BRANCHES = """\
+import torch
+import torch.distributed as dist
+
+def barrier():
+    if dist.is_initialized() and dist.get_backend() == 'nccl':
+        torch.cuda.synchronize()
+
+def place(args, rank):
+    if args.dist_backend != 'nccl':
+        pass
+    elif args.world_size > 1:
+        torch.cuda.set_device(rank)
+
+def move(args, model):
+    if args.backend == 'gloo':
+        model = model.cpu()
+    elif args.backend == 'nccl':
+        model = model.cuda()
+    return model
+"""
+
+
+def test_an_nccl_branch_folds_and_fix_ports_it_with_the_comparison():
+    # the body of ``==`` (an ``elif`` too) and the ``else`` of ``!=``: after 'hccl' they are the NPU's branches
+    found = run_rules(NCCL_BRANCHES, codes=["ASC2"])
+    assert [(f.line, f.code) for f in found] == [(5, "ASC204"), (9, "ASC204"), (17, "ASC204")]
+    assert [f.message.split(" (the NCCL branch also has: ")[1] for f in found] == [
+        "ASC201 torch.cuda.synchronize on line 6)", "ASC201 torch.cuda.set_device on line 12)",
+        "ASC202 .cuda() on line 18)"]
+    findings = fix.fixable_findings(NCCL_BRANCHES, "m.py", Config(default_version()), ["ASC201", "ASC202", "ASC204"])
+    new, applied, left, changes = fix.fix_source(NCCL_BRANCHES, findings)
+    # six rewrites, three findings of the report: the calls are part of the comparisons' findings
+    assert (applied, left) == (6, []) and sum(not change.within for change in changes if change.code) == 3
+    assert "'hccl'" in new and "'nccl'" not in new and "torch.cuda" not in new and ".npu()" in new
+    assert run_rules(new, codes=["ASC2"]) == []
+
+
+def test_a_branch_of_nccl_folds_only_into_a_code_the_front_end_shows():
+    # flake8 --select ASC201: the comparison's ASC204 is not shown, so the call keeps its own finding
+    found = run_rules(NCCL_SETUP, codes=["ASC201"])
+    assert [(f.line, f.code) for f in found] == [(5, "ASC201"), (9, "ASC201")]
+
+
+def test_near_misses_of_an_nccl_branch_keep_their_findings():
+    # another backend's branch, the else of ``==`` (an NPU run's backend is not 'nccl'), the code after the if, a
+    # 'nccl' compared with a name that is no backend (no ASC204 finding), a membership test and an ``or``
+    found = run_rules(textwrap.dedent("""\
+        import torch
+
+        def setup(backend, name, rank, x):
+            if backend == 'gloo':
+                torch.cuda.set_device(rank)
+            if backend == 'nccl':
+                pass
+            else:
+                x = x.to('cuda')
+            torch.cuda.synchronize()
+            if name == 'nccl':
+                torch.cuda.empty_cache()
+            if backend in ('nccl', 'gloo'):
+                torch.cuda.current_device()
+            return backend == 'nccl' or torch.cuda.is_available()
+        """), codes=["ASC2"])
+    assert [(f.line, f.code) for f in found] == [(5, "ASC201"), (6, "ASC204"), (9, "ASC202"), (10, "ASC201"),
+                                                (12, "ASC201"), (14, "ASC201"), (15, "ASC201")]
+    assert found[1].message.endswith("(again in this function on lines 13, 15)")  # no branch folds into it
+
+
+def test_near_miss_a_cuda_test_takes_in_only_the_lines_after_it():
+    # unsloth 2026.10.9 models/rl.py:809: the call ``and``-ed after a CUDA test on its line keeps its finding (a test
+    # that turns a branch off is never a repeat, so folding there would bring back the repeats it held)
+    found = run_rules(textwrap.dedent("""\
+        import torch
+
+        def place(device):
+            if device.type == 'cuda' and torch.cuda.is_available():
+                torch.cuda.set_device(device)
+        """), codes=["ASC2"])
+    assert [(f.line, f.code) for f in found] == [(4, "ASC202"), (4, "ASC201")]
+    assert found[0].message.endswith("(the CUDA branch also has: ASC201 torch.cuda.set_device on line 5)")

@@ -6,8 +6,9 @@ node to the rules registered for its type.  A
 rule reports through ``Context.report``; the result is a sorted list of
 ``Finding``, one per (line, column, code), and one per (function, code, API): the same advice repeated down one
 function is one problem to a reader. A finding inside a branch that only CUDA takes folds into the finding on the
-branch's test, which says that the branch turns off on an NPU. Folded findings travel with the one they fold
-into (``Finding.folded``), so ``--fix`` still rewrites every site.
+branch's test, which says that the branch turns off on an NPU; one inside the branch of a backend's comparison with
+NCCL folds into that comparison's finding, whose rewrite to 'hccl' lets the NPU in. Folded findings travel with the
+one they fold into (``Finding.folded``), so ``--fix`` still rewrites every site.
 """
 from __future__ import annotations
 
@@ -435,6 +436,20 @@ def one_per_site(findings: Iterable[Finding]) -> List[Finding]:
     return list(kept.values())
 
 
+# the NCCL backend's code: a branch whose test it reports is the NCCL backend's (``nccl_branch_test``)
+_NCCL_CODE = "ASC204"
+
+
+def _before(test: Finding, inner: Finding) -> bool:
+    """Does the finding on a branch's test come before ``inner``? An NCCL comparison also where ``inner`` is
+    ``and``-ed after it on its line (``if backend == 'nccl' and not torch.cuda.is_available():``); a CUDA test only
+    on an earlier line, as a test that turns a branch off is never a repeat (``fold``) and would bring back the
+    repeats it held."""
+    if test.code == _NCCL_CODE:
+        return (test.line, test.col) < (inner.line, inner.col)
+    return test.line < inner.line
+
+
 def _lines(numbers: Iterable[int]) -> str:
     numbers = sorted(set(numbers))
     return f"line{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))}"
@@ -444,8 +459,9 @@ def fold(findings: List[Finding], owners: Dict[Finding, Tuple[int, str]], guards
          lines: Sequence[str], shown: Optional[Callable[[str], bool]] = None) -> List[Finding]:
     """The sorted findings with two kinds folded into another one (its message names them, ``folded`` keeps them):
 
-    - a finding in a branch only CUDA takes, into an ASC2 finding on the branch's test: on an NPU the test turns
-      the branch off, which that finding says; the calls inside matter once the test lets the NPU in;
+    - a finding in a branch only CUDA takes (or the NCCL backend's), into an ASC2 finding on the branch's test
+      that comes before it: on an NPU the test turns the branch off, which that finding says; the calls inside
+      matter once the test lets the NPU in;
     - a later repeat of a (function, code, problem) into the first (module-level script lines are separate
       statements to change, so there only repeats inside one top-level statement fold, such as the entries of one
       dict literal; the problem is the API, or the rule's ``family``: every boolean-mask index put of a function
@@ -465,11 +481,13 @@ def fold(findings: List[Finding], owners: Dict[Finding, Tuple[int, str]], guards
         for finding in findings:
             span = guards.get(finding)
             if span is not None and finding not in hidden:
-                lead = next((t for t in on_tests if span[0] <= t.line <= span[1] and t.line < finding.line), None)
+                lead = next((t for t in on_tests if span[0] <= t.line <= span[1] and _before(t, finding)), None)
                 if lead is not None:
                     into[finding] = lead
     first: Dict[Tuple[Tuple[int, str], str, str], Finding] = {}
-    branch_leads = set(into.values())  # a test that turns a branch off says so in its own finding: never a repeat
+    # a test that turns a branch off says so in its own finding: never a repeat; an NCCL comparison names only
+    # the backend, so it may be one, and its branch's calls go with it to the first
+    branch_leads = {lead for lead in into.values() if lead.code != _NCCL_CODE}
     for finding in findings:
         owner = owners.get(finding)
         if finding not in into and finding not in branch_leads and owner is not None and finding not in hidden:
@@ -500,7 +518,7 @@ def fold(findings: List[Finding], owners: Dict[Finding, Tuple[int, str]], guards
             groups: Dict[Tuple[str, str], List[int]] = {}
             for inner in branch[finding]:
                 groups.setdefault((inner.code, inner.api), []).append(inner.line)
-            message += " (the CUDA branch also has: " + "; ".join(
+            message += f" (the {'NCCL' if finding.code == _NCCL_CODE else 'CUDA'} branch also has: " + "; ".join(
                 " ".join(filter(None, (code, api, "on", _lines(numbers))))
                 for (code, api), numbers in groups.items()) + ")"
         folded = tuple(repeats.get(finding, ())) + tuple(branch.get(finding, ()))

@@ -551,6 +551,43 @@ def cuda_branch_test(node: ast.AST, ctx) -> Optional[ast.AST]:
     return None
 
 
+def _nccl_comparison(test: ast.AST, equal: bool) -> Optional[ast.Compare]:
+    """``test`` when it compares a value with NCCL (``backend == 'nccl'``, ``backend == dist.Backend.NCCL``; with
+    ``!=`` / ``is not`` when not ``equal``), or for ``==`` such a comparison among the parts of an ``and``."""
+    if equal and isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return next(filter(None, (_nccl_comparison(value, True) for value in test.values)), None)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(
+            test.ops[0], (ast.Eq, ast.Is) if equal else (ast.NotEq, ast.IsNot)) and any(
+            (isinstance(side, ast.Constant) and isinstance(side.value, str) and side.value.lower() == "nccl") or
+            (isinstance(side, (ast.Name, ast.Attribute)) and last_name(side) == "NCCL")
+            for side in (test.left, test.comparators[0])):
+        return test
+    return None
+
+
+def nccl_branch_test(node: ast.AST, ctx) -> Optional[ast.Compare]:
+    """The comparison with the NCCL backend that ``node`` runs behind: the test of an ``if``/``elif`` whose body
+    holds it (the ``else`` of ``!=``), or one ``and``-ed before it (ignite 0.5.5 distributed/comp_models/native.py:117
+    ``if backend == dist.Backend.NCCL and not torch.cuda.is_available():``, :146 the NCCL barrier's
+    ``device_ids=[torch.cuda.current_device()]``). ASC204 reports the comparison and ``--fix`` turns 'nccl' into
+    'hccl', after which an NPU run takes the branch: its CUDA calls fold into that finding (``engine.fold``), which
+    names them, and are ported with it."""
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, _FUNCTIONS + (ast.ClassDef, ast.Lambda)):
+            return None
+        if isinstance(parent, ast.If):
+            test = _nccl_comparison(parent.test, True) if any(s is child for s in parent.body) else \
+                _nccl_comparison(parent.test, False) if any(s is child for s in parent.orelse) else None
+            if test is not None:
+                return test
+        elif isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And):
+            before = parent.values[:next(i for i, v in enumerate(parent.values) if v is child)]
+            test = next(filter(None, (_nccl_comparison(value, True) for value in before)), None)
+            if test is not None:
+                return test
+    return None
+
+
 def redundant_reseed(node: ast.AST, qualname: str, ctx) -> bool:
     """``torch.cuda.manual_seed_all(seed)`` in a function (or module) that also calls ``torch.manual_seed``: that
     call seeds the NPU's generator too, and the CUDA one is a lazy no-op without CUDA."""

@@ -7,8 +7,9 @@ from ..registry import Rule
 from ..detect.device_dispatch import (architecture_gate, counts_flops, cuda_branch_test, decided_with_npu_case,
                                       disables_a_report, guarded_branch, has_npu_branch, in_cuda_test,
                                       in_tensor_dispatch_test, keeps_unsupported_out, names_a_type,
-                                      npu_skips, offline_cpu_fallback, only_reported, optional_cuda_branch,
-                                      redundant_reseed, tensor_dispatch, turns_off, unmet_cuda_request)
+                                      nccl_branch_test, npu_skips, offline_cpu_fallback, only_reported,
+                                      optional_cuda_branch, redundant_reseed, tensor_dispatch, turns_off,
+                                      unmet_cuda_request)
 from ..detect.training import last_name
 from ..detect.cuda_fixes import name_fix
 from ..detect.device_defaults import in_unused_default
@@ -97,7 +98,9 @@ class CudaApi(Rule):
         "(xformers, bitsandbytes), under a CPU fallback in an offline converter, or in test code (`--lint-tests`). "
         "Inside a branch that only CUDA takes (`if torch.cuda.is_available():`, `if device.type == 'cuda':`) the "
         "finding on the test stands for the calls inside: it says the branch turns off on an NPU and names them, "
-        "and `--fix` still rewrites each. The uses of one part of torch.cuda (streams and events, the random-number "
+        "and `--fix` still rewrites each. So does ASC204's finding on a backend's comparison with NCCL (`if backend "
+        "== 'nccl':`, its `elif`, the `else` of `!=`, and what is `and`-ed after it) for the calls of that branch, "
+        "which an NPU run takes once the comparison says 'hccl'. The uses of one part of torch.cuda (streams and events, the random-number "
         "state) in one function are one port: later ones fold into the first as repeats."
     )
     example = "torch.cuda.set_device(local_rank)"
@@ -389,7 +392,7 @@ class CudaApi(Rule):
             how = f"{how}; without it {turns_off(branch)}"
         rewrite = None if qualname == "torch.cuda.is_available" and _kept_as_cuda_flag(ctx) else name_fix(qualname, ctx)
         ctx.report(node, self.code, f"{qualname} is a CUDA API ({how})", api=qualname, tips=how, rewrite=rewrite,
-                   guard=guard, family=CUDA_FAMILIES.get(name, ""))
+                   guard=guard or nccl_branch_test(node, ctx), family=CUDA_FAMILIES.get(name, ""))
 
 
 # torch.cuda names by the part of torch.cuda they belong to (torch 2.13.0: torch/cuda/streams.py with the stream

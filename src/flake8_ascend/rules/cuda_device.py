@@ -11,7 +11,7 @@ from ..registry import Rule
 from .cuda_api import CHOSEN_DEFAULT, DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
 from ..detect.device_dispatch import (SHOWN_BY, chooses_onnx_providers, counts_flops, cuda_branch_test,
                                       disables_a_report, gates_reports_through_name, guarded_branch, has_npu_branch,
-                                      keeps_unsupported_out, npu_skips, offline_cpu_fallback,
+                                      keeps_unsupported_out, nccl_branch_test, npu_skips, offline_cpu_fallback,
                                       only_makes_contiguous, optional_cuda_branch, sets_cuda_switch,
                                       shown_through_name, skipping_exit, turns_off, unmet_cuda_request)
 from ..detect.cuda_fixes import method_fix, string_fix
@@ -198,7 +198,9 @@ class HardCodedCudaDevice(Rule):
         "ASC206's finding); nor a configured "
         "device compared with 'cuda' only to fill a library's `use_cuda=` / `using_cuda=` switch; nor, in an offline "
         "converter (a path naming `convert`), a CUDA choice whose other side is the CPU. Test code is left out "
-        "(`--lint-tests` reports it)."
+        "(`--lint-tests` reports it). Inside a branch only CUDA takes, or the branch of a backend's comparison with "
+        "NCCL (`if backend == 'nccl':`, ASC204's finding), the finding on the test stands for the devices inside "
+        "and `--fix` still rewrites each."
     )
     example = "model = model.cuda()\nx = x.to('cuda:0')"
     use_instead = ("Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`). "
@@ -452,7 +454,8 @@ class HardCodedCudaDevice(Rule):
                 if not (guard is not None and has_npu_branch(ctx)):
                     ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or "
                                ".to(device))", api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu",
-                               rewrite=None if _defines_cuda(ctx) else method_fix(func.attr, ctx), guard=guard)
+                               rewrite=None if _defines_cuda(ctx) else method_fix(func.attr, ctx),
+                               guard=guard or nccl_branch_test(node, ctx))
             return
         if not isinstance(node.value, str):
             return
@@ -472,7 +475,8 @@ class HardCodedCudaDevice(Rule):
         if built and (self._device_context(ctx, built[0], built[1]) or _handed_on(ctx, built[1])) and not migrated(ctx) \
                 and not (guard is not None and has_npu_branch(ctx)):
             ctx.report(node, self.code, f"hard-coded CUDA device {ast.unparse(built[0])} (use 'npu:N' or a configured "
-                       "device)", api=repr(node.value), tips="cuda device string -> npu", guard=guard)
+                       "device)", api=repr(node.value), tips="cuda device string -> npu",
+                       guard=guard or nccl_branch_test(node, ctx))
             return
         compared = self._compared(ctx)
         if (CUDA_STRING.fullmatch(node.value) and self._device_context(ctx, node)
@@ -490,7 +494,7 @@ class HardCodedCudaDevice(Rule):
             ctx.report(node, self.code, what,
                        api=repr(node.value), tips="cuda device string -> npu",
                        rewrite=None if compared else string_fix(node.value, ctx),  # a comparison gates code
-                       guard=guard)
+                       guard=guard or nccl_branch_test(node, ctx))
 
     @staticmethod
     def _forwarding(ctx) -> bool:

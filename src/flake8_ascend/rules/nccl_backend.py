@@ -111,7 +111,9 @@ class NcclBackend(Rule):
            "`ddp_backend` (accelerate rejects anything but 'hccl' on an NPU). Nor is the fallback of a lookup in "
            "`dist.Backend.default_device_backend_map`, which torch_npu fills with 'npu' -> 'hccl', or an NCCL question "
            "kept in a CUDA flag beside the function's own NPU case. A hybrid backend "
-           "(`'cpu:gloo,cuda:nccl'`) needs `'cpu:gloo,npu:hccl'`.")
+           "(`'cpu:gloo,cuda:nccl'`) needs `'cpu:gloo,npu:hccl'`. The CUDA calls and devices of the branch a "
+           "reported comparison guards (`if backend == 'nccl': torch.cuda.synchronize()`) fold into its finding: "
+           "once it says 'hccl' the NPU run takes that branch, and `--fix` ports them with it.")
     example = "dist.init_process_group('nccl')"
     use_instead = ("Use `backend='hccl'`, or let transfer_to_npu rewrite it; comparisons with 'nccl' must be edited by hand "
                    "after it. `ascend-analyse --fix --select ASC2` rewrites the backend strings, comparisons included; "
