@@ -54,6 +54,11 @@ def test_the_migrated_example_passes_and_the_original_reports_every_cuda_use():
     "from torch_npu.contrib.transfer_to_npu import *",
     "import importlib\nimportlib.import_module('torch_npu.contrib.transfer_to_npu')",
     "try:\n    import torch_npu\n    from torch_npu.contrib import transfer_to_npu\nexcept ImportError:\n    pass",
+    # a library module that imports it (data/frameworks.json): verl 0.7 model_merger/megatron_model_merger.py:28
+    # (under try), ms-swift npu_patch/mindspeed.py:529 (``repatch``)
+    "try:\n    import mindspeed.megatron_adaptor\nexcept ImportError:\n    pass",
+    "from mindspeed import megatron_adaptor",
+    "from mindspeed.megatron_adaptor import repatch",
 ])
 def test_every_import_form_counts(lint, form):
     source = f"import torch\n{form}\ntorch.cuda.synchronize()\nm = m.cuda()\n"
@@ -103,17 +108,6 @@ def _codes(root: Path, rel: str):
     config = Config(default_version(), root=str(root))
     return [(f.line, f.code) for f in engine.lint(ast.parse(source), source.splitlines(keepends=True), rel, config)
             if f.code.startswith("ASC2")]
-
-
-@pytest.mark.parametrize("form", [
-    "import mindspeed.megatron_adaptor",
-    "from mindspeed import megatron_adaptor",
-    "from mindspeed.megatron_adaptor import repatch",
-])
-def test_a_library_module_that_imports_it_counts(lint, form):
-    # verl 0.7 model_merger/megatron_model_merger.py:28 (under try), ms-swift npu_patch/mindspeed.py:529 (repatch)
-    source = f"import torch\ntry:\n    {form}\nexcept ImportError:\n    pass\ntorch.cuda.synchronize()\nm = m.cuda()\n"
-    assert lint(source, codes=["ASC2"]) == []
 
 
 @pytest.mark.parametrize("source", [
