@@ -5,6 +5,7 @@
     python benchmarks/sweep.py --skip-flake8      # only ascend-analyse modes
     python benchmarks/sweep.py --flake8-only      # only the plugin's overhead against plain flake8
     python benchmarks/sweep.py --repeat 5         # five alternating plain/ASC pairs per corpus (default 3)
+    python benchmarks/sweep.py --flake8-only --instructions mmcv   # also count instructions (valgrind)
 
 For each corpus it times a parse-only pass (``ast.parse`` of every file, one
 process), plain ``flake8`` (pycodestyle + pyflakes, from a separate virtual
@@ -16,6 +17,12 @@ crashed (a traceback or an unexpected exit code).  Plain flake8 and ``flake8 --s
 run ``--repeat`` times each, alternating, and the median of each is kept: on a shared machine one pair alone
 can be 20% off either way on a corpus that takes a second.  It prints a table and writes
 everything to ``benchmarks/results/sweep.json``.
+
+``--instructions`` also runs plain flake8 and ``flake8 --select ASC`` once each under valgrind's callgrind and
+counts the instructions of the whole process tree (the parent and the workers it forks): a figure that the load
+of a shared machine does not move, where wall and CPU seconds do. Valgrind runs a program about 50 times slower,
+so it suits the small corpora (mmcv, yolov5: minutes); it counts work, not the cache misses or page faults that
+a larger heap adds to the seconds.
 """
 from __future__ import annotations
 
@@ -27,13 +34,14 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import venv
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -81,6 +89,19 @@ def measure(command: List[str], cwd: Path) -> Dict:
             "output_lines": stdout.count("\n")}
 
 
+def instructions(command: List[str], cwd: Path) -> Optional[int]:
+    """Instructions ``command`` and every process it forks ran (callgrind's totals); None without valgrind."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    with tempfile.TemporaryDirectory() as out:
+        subprocess.run([valgrind, "--tool=callgrind", f"--callgrind-out-file={out}/cg.%p", *command], cwd=cwd,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        counts = [re.search(r"^(?:summary|totals): (\d+)", path.read_text(encoding="utf-8", errors="replace"), re.M)
+                  for path in Path(out).glob("cg.*")]
+    return sum(int(found.group(1)) for found in counts if found) or None
+
+
 def parse_only(files: List[Path]) -> float:
     """CPU seconds to read and ``ast.parse`` every file in this process: the floor for any AST linter."""
     started = time.process_time()
@@ -118,7 +139,8 @@ def median_run(runs: List[Dict]) -> Dict:
     return middle
 
 
-def sweep_corpus(corpus, run_flake8: bool, run_modes: bool = True, repeat: int = 3) -> Dict:
+def sweep_corpus(corpus, run_flake8: bool, run_modes: bool = True, repeat: int = 3,
+                 count_instructions: bool = False) -> Dict:
     tree = corpora.fetch(corpus)
     files = corpora.python_files(tree)
     _, lines = corpora.size(tree)
@@ -131,6 +153,11 @@ def sweep_corpus(corpus, run_flake8: bool, run_modes: bool = True, repeat: int =
             ours.append(measure([str(BIN / "flake8"), "--select", "ASC", "."], tree))
         result["runs"]["flake8 (plain)"] = median_run(plain)
         result["runs"]["flake8 --select ASC"] = median_run(ours)
+        if count_instructions:
+            counted = {"plain": instructions([str(plain_flake8()), "--exit-zero", "."], tree),
+                       "ASC": instructions([str(BIN / "flake8"), "--select", "ASC", "."], tree)}
+            if None not in counted.values():
+                result["instructions"] = {**counted, "ratio": round(counted["ASC"] / counted["plain"], 3)}
     with tempfile.TemporaryDirectory() as out:
         for mode in sorted(all_modes()) if run_modes else ():
             if mode in NOT_SOURCE_MODES:
@@ -159,6 +186,10 @@ def table(results: List[Dict]) -> str:
             lines.append(f"| {result['corpus']} | {result['files']} | {result['lines']} | {name} | "
                          f"{run['seconds']}{ratio} | {run['files_per_s']} | {run['peak_mib']} | "
                          f"{'YES' if run['crashed'] else 'no'} | {rows} |")
+        counted = result.get("instructions")
+        if counted:
+            lines.append(f"| {result['corpus']} | {result['files']} | {result['lines']} | instructions (callgrind), "
+                         f"plain / ASC | {counted['plain']:,} / {counted['ASC']:,} ({counted['ratio']:.3f}x) | | | | |")
         lines.append(f"| {result['corpus']} | {result['files']} | {result['lines']} | parse only (1 core, CPU s) | "
                      f"{result['parse_cpu_s']} | | | | |")
     return "\n".join(lines)
@@ -171,12 +202,17 @@ def main() -> int:
     parser.add_argument("--flake8-only", action="store_true", help="time only the flake8 runs (plain and ASC)")
     parser.add_argument("--repeat", type=int, default=3, metavar="N",
                         help="alternating plain/ASC flake8 runs per corpus; the medians are compared (default 3)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count the instructions of one plain and one ASC flake8 run under valgrind's "
+                             "callgrind (every process of the tree): a ratio that machine load does not move")
     parser.add_argument("--json", default=str(HERE / "results" / "sweep.json"), help="where to write the results")
     args = parser.parse_args()
     if args.skip_flake8 and args.flake8_only:
         parser.error("--skip-flake8 and --flake8-only exclude each other")
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.instructions and args.skip_flake8:
+        parser.error("--instructions counts the flake8 runs, which --skip-flake8 leaves out")
     chosen = [corpora.by_name(n) for n in args.names] if args.names else corpora.CORPORA
     if None in chosen:
         parser.error(f"unknown corpus; known: {', '.join(c.name for c in corpora.CORPORA)}")
@@ -190,7 +226,8 @@ def main() -> int:
     compileall.compile_dir(str(HERE.parent / "src" / "flake8_ascend"), quiet=1)
     for corpus in chosen:
         print(f"sweeping {corpus.requirement} ...", file=sys.stderr, flush=True)
-        results.append(sweep_corpus(corpus, not args.skip_flake8, not args.flake8_only, args.repeat))
+        results.append(sweep_corpus(corpus, not args.skip_flake8, not args.flake8_only, args.repeat,
+                                    args.instructions))
         Path(args.json).write_text(json.dumps({"machine": machine, "results": results}, indent=1) + "\n")
     print(table(results))
     crashes = sum(run["crashed"] for result in results for run in result["runs"].values())
