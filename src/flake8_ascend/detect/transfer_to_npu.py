@@ -13,7 +13,6 @@ either: Python runs those before the module.
 from __future__ import annotations
 
 import ast
-
 from functools import lru_cache
 from typing import Sequence, Tuple
 

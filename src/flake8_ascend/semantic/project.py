@@ -46,16 +46,18 @@ def _modules(package: str) -> Dict[str, str]:
         paths += [os.path.join(folder, name) for name in sorted(files) if name.endswith(".py")]
         if len(paths) > MAX_MODULES:
             return {}
-    modules = {}
-    for path in paths:
-        try:
-            if os.path.islink(path) or os.path.getsize(path) > MAX_BYTES:
-                continue
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                modules[path] = handle.read()
-        except OSError:
-            continue
-    return modules
+    return {path: text for path, text in ((path, _read(path)) for path in paths) if text is not None}
+
+
+def _read(path: str) -> Optional[str]:
+    """The text of the module at ``path``; None for a link, a module over ``MAX_BYTES`` or one that cannot be read."""
+    try:
+        if os.path.islink(path) or os.path.getsize(path) > MAX_BYTES:
+            return None
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
 
 
 _trees: Dict[str, Optional[ast.Module]] = {}
@@ -117,17 +119,9 @@ def package_inits(path: str) -> List[Tuple[str, ast.Module]]:
 
 @lru_cache(maxsize=256)
 def _init_tree(init: str) -> Optional[ast.Module]:
-    try:
-        if os.path.islink(init) or os.path.getsize(init) > MAX_BYTES:
-            return None
-        with open(init, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
-    except OSError:
-        return None
-    try:
-        return ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+    """Read and parsed once per process: every module of the package asks for its ``__init__``s."""
+    text = _read(init)
+    return None if text is None else _tree(init, text)
 
 
 def _dotted(path: str, package: str) -> str:
