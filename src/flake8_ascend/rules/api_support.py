@@ -542,7 +542,7 @@ def _argument_broken(fact: dict, keywords: dict, ctx) -> Optional[str]:
         return f"{arg} must be set to {fact['value']!r}" if fact["rule"] == "set_to" and None not in keywords else None
     known, value = _literal(node, ctx)
     rule = fact["rule"]
-    if rule == "absent" and not (known and _off(value)) and not (not known and _off_by_default(node, ctx)):
+    if rule == "absent" and not (_off(value) if known else _off_by_default(node, ctx)):
         return f"the {arg} argument is not supported"
     if not known:
         return None
