@@ -186,8 +186,8 @@ _IDEOGRAM = (
 )
 
 
-_RNN_DROPOUT = ("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self, n, dropout_prob: float{default}):\n"
-                "{body}        self.rnn = nn.LSTM(n, n, 2, batch_first=True, dropout=dropout_prob)\n")
+_RNN_DROPOUT = ("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self, n, dropout_prob: float = 0.0):\n"
+                "        self.rnn = nn.LSTM(n, n, 2, batch_first=True, dropout=dropout_prob)\n")
 
 class UnsupportedApi(_ApiStatusRule):
     code = "ASC101"
@@ -338,8 +338,7 @@ class RestrictedApi(_ApiStatusRule):
         "rules_data/README.md) and a call is reported only where it plausibly breaks one: a dtype known at "
         "the call (its `dtype=` argument, an explicit cast of its tensor such as `x.double()`) outside the "
         "list, or a restricted argument in use (`F.interpolate(x, scale_factor=2)`, `topk(..., sorted=False)`, "
-        "`x.to(memory_format=torch.channels_last)`); an argument left at its off value (`dropout=0.0`, or a parameter "
-        "whose default is that value: `dropout_prob: float = 0.0`, a caller may turn it on) or that "
+        "`x.to(memory_format=torch.channels_last)`); an argument left at its off value (`dropout=0.0`) or that "
         "torch does not hand to the kernel (`scale_factor` with `recompute_scale_factor=True`, the `dropout` of a "
         "one-layer LSTM/GRU/RNN, which acts only between stacked layers) is not in use. "
         "bf16 counts as listed where torch_npu's autocast runs "
@@ -352,14 +351,10 @@ class RestrictedApi(_ApiStatusRule):
 
     fires = [
         ("import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2, mode='nearest')\n", 2),
-        # near misses of a feature left off by default: a parameter whose default turns it on (gluonts 0.16
-        # torch/model/deepar/module.py:154, ``dropout_rate: float = 0.1``), one the body rebinds, one stored on
-        # self from a parameter without a default; a None default that the configuration must set (mmseg 1.2.2
+        # near misses of a feature left off: a parameter that defaults to off (a caller or a configuration may turn
+        # it on), the scale handed on; a None default that the configuration must set (mmseg 1.2.2
         # multimodal_encoder_decoder.py:82-132 asserts it is given)
-        (_RNN_DROPOUT.format(default=" = 0.1", body=""), 4),
-        (_RNN_DROPOUT.format(default=" = 0.0", body="        dropout_prob = dropout_prob or 0.1\n"), 5),
-        ("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self, n, dropout):\n"
-         "        self.dropout = dropout\n        self.rnn = nn.GRU(n, n, 2, dropout=self.dropout)\n", 5),
+        (_RNN_DROPOUT, 4),
         # stacked layers whose number the file does not show: the dropout may act (espnet 202511
         # nets/pytorch_backend/rnn/encoders.py:112, ``elayers`` from the configuration)
         ("import torch\ndef rnn(idim, cdim, elayers, dropout):\n"
@@ -387,12 +382,6 @@ class RestrictedApi(_ApiStatusRule):
         # a restricted argument left at its off value, or not handed to the kernel (doctr 0.12.0
         # vision_transformer/pytorch.py:53: torch computes the size, the kernel gets no scale)
         "import torch.nn as nn\nrnn = nn.LSTM(8, 16, 2, dropout=0.0)\n",
-        # a parameter whose default leaves the feature off (doctr 0.12.0 recognition/sar/pytorch.py:37), also
-        # through self (neuralforecast 3.0.2 models/gru.py:170-195): a caller may turn it on, the default does not
-        _RNN_DROPOUT.format(default=" = 0.0", body=""),
-        "import torch.nn as nn\nclass GRU(nn.Module):\n    def __init__(self, n, layers=2, encoder_dropout: float = 0.0):\n"
-        "        self.encoder_dropout = encoder_dropout\n"
-        "        self.rnn = nn.GRU(n, n, layers, dropout=self.encoder_dropout)\n",
         # one layer: torch applies an RNN's dropout only between stacked layers (funasr 1.4.16
         # contextual_paraformer/model.py:77, eend/encoder_decoder_attractor.py:19)
         "import torch\ndef build(inner_dim, **kwargs):\n    rate = kwargs.get('bias_encoder_dropout_rate', 0.0)\n"
@@ -520,19 +509,9 @@ def _one_layer(call: ast.Call, ctx) -> bool:
 
 def _off(value) -> bool:
     """A literal an "argument not supported" restriction is not exercised by: the feature's off value
-    (``dropout=0.0``, ``scale_factor=None``)."""
+    (``dropout=0.0``, ``scale_factor=None``). A parameter that defaults to it is not enough: whether a caller or
+    a configuration turns the feature on is known only outside the file."""
     return value is None or (type(value) in (int, float, bool) and value == 0)
-
-
-def _off_by_default(node: ast.AST, ctx) -> bool:
-    """The argument is a parameter (or ``self.x`` stored from one) whose default turns the feature off with a
-    working value: ``dropout_prob: float = 0.0`` (doctr 0.12.0 sar/pytorch.py:37), ``proj_size: int = 0`` (nemo
-    common/parts/rnn.py:193). A caller may turn it on; by default nothing breaks the restriction. A ``None``
-    default is no such value: it may be a setting the configuration must give (``scale_factor=None`` with no
-    ``size``)."""
-    default = ctx.model.parameter_default(node)
-    known, value = _literal(default, ctx) if default is not None else (False, None)
-    return known and value is not None and _off(value)
 
 
 def _argument_broken(fact: dict, keywords: dict, ctx) -> Optional[str]:
@@ -542,7 +521,7 @@ def _argument_broken(fact: dict, keywords: dict, ctx) -> Optional[str]:
         return f"{arg} must be set to {fact['value']!r}" if fact["rule"] == "set_to" and None not in keywords else None
     known, value = _literal(node, ctx)
     rule = fact["rule"]
-    if rule == "absent" and not (_off(value) if known else _off_by_default(node, ctx)):
+    if rule == "absent" and not (known and _off(value)):
         return f"the {arg} argument is not supported"
     if not known:
         return None
