@@ -83,7 +83,9 @@ class CudaApi(Rule):
     why = (
         "`torch.cuda` drives NVIDIA devices. `torch_npu.contrib.transfer_to_npu` redirects the names that "
         "`torch_npu.npu` also provides; every other name must be rewritten by hand. A file that imports "
-        "transfer_to_npu is only told about the names it does not map. Not reported where an NPU run skips the "
+        "transfer_to_npu is only told about the names it does not map; so is one that imports a library module "
+        "importing it (MindSpeed's `mindspeed.megatron_adaptor`), or whose package `__init__` does either. Not "
+        "reported where an NPU run skips the "
         "call without loss (a report, an estimate left `None`, a CUDA reseed after `torch.manual_seed`, a "
         "CUDA-graph step marker, a gate on the NVIDIA compute capability that picks no precision (kernels built for an "
         "SM version, which no NPU has) asked after a CUDA test or of a tensor's device, a CUDA case that only raises, a memory figure that only goes into a print, a log or text formatted with words, a "
