@@ -158,7 +158,7 @@ class Context:
         path = self._module_path()
         return path is not None and project.public(path, name)
 
-    def package_inits(self) -> List[Tuple[str, ast.Module]]:
+    def package_inits(self) -> List[ast.Module]:
         """The parsed ``__init__.py`` of every package above the file, outermost first: what Python runs before it
         (``semantic/project.py``); none for stdin."""
         path = self._module_path()

@@ -49,12 +49,13 @@ def migrated(ctx) -> bool:
 def _migrated(ctx) -> bool:
     if imports_transfer_to_npu(ctx.tree, ctx.lines):
         return True
-    return any(_init_migrates(init, tree) for init, tree in ctx.package_inits())
+    return any(_init_migrates(tree) for tree in ctx.package_inits())
 
 
 @lru_cache(maxsize=256)
-def _init_migrates(init: str, tree: ast.Module) -> bool:
-    """A package ``__init__`` (by path: many modules of the package ask) that imports transfer_to_npu."""
+def _init_migrates(tree: ast.Module) -> bool:
+    """A package ``__init__`` that imports transfer_to_npu (kept per parsed ``__init__``: every module of the
+    package asks)."""
     return any(_imports_it(tree, module) for module in _importing_modules())
 
 

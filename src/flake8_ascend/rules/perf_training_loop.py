@@ -74,7 +74,7 @@ def _syncs_before(receiver: ast.AST) -> bool:
 
 # a value passes through these on its way to a test, an index or a size (``a, b = x.item(), y`` included)
 _CARRY = (ast.UnaryOp, ast.BoolOp, ast.Compare, ast.BinOp, ast.Slice, ast.Tuple)
-_SIZES = frozenset(("range", "int", "bool", "float", "round", "abs", "min", "max"))
+_CARRYING_CALLS = frozenset(("range", "int", "bool", "float", "round", "abs", "min", "max"))
 _BINDINGS = 3  # how many assignments or returns a value may pass through on its way to a use that steers
 
 
@@ -97,7 +97,7 @@ def _steers(node: ast.AST, ancestors, ctx, depth: int = 0) -> bool:
         if isinstance(parent, ast.Call):
             if any(child is size for size in size_arguments(parent, ctx)):
                 return True
-            if not (isinstance(parent.func, ast.Name) and parent.func.id in _SIZES):
+            if not (isinstance(parent.func, ast.Name) and parent.func.id in _CARRYING_CALLS):
                 return False
             if parent.func.id == "range":
                 return True

@@ -21,7 +21,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Set
 from .flow import Flow
 from .names import PARAMETER, Binding, Resolver, Scope, ScopeBuilder
 from .reads import Read, reads_of
-from .summaries import Summaries
+from .summaries import Summaries, enclosing_class, is_self_attribute
 from .values import Value, Values
 from ..calls import dotted as dotted_name
 from ..walk import assign_targets, iter_children, parameter_defaults, walk_tree
@@ -92,15 +92,12 @@ class SemanticModel:
         """The default of the parameter whose value ``node`` reads, where nothing else can bind it: a parameter of
         the enclosing ``def`` that its body never rebinds, or ``self.x`` that the class's ``__init__`` stores once,
         from such a parameter (``self.dropout = dropout``). None otherwise, or where the parameter has no default."""
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-            scope = self.scope(node)
-            while scope is not None and not scope.is_class:
-                scope = scope.parent
-            init = next((n for n in scope.node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"),
-                        None) if scope is not None else None
+        if is_self_attribute(node):
+            cls = enclosing_class(self.scope(node))
+            init = next((n for n in cls.node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"),
+                        None) if cls is not None else None
             stored = [n.value for n in walk_tree(init) if isinstance(n, ast.Assign) for t in n.targets
-                      if isinstance(t, ast.Attribute) and t.attr == node.attr and isinstance(t.value, ast.Name)
-                      and t.value.id == "self"] if init is not None else []
+                      if is_self_attribute(t) and t.attr == node.attr] if init is not None else []
             return self.parameter_default(stored[0]) if len(stored) == 1 and isinstance(stored[0], ast.Name) \
                 else None
         if not isinstance(node, ast.Name):

@@ -99,7 +99,7 @@ def _index(path: str, tree: ast.Module) -> Tuple[List[ast.stmt], Dict[str, List[
     return found
 
 
-def package_inits(path: str) -> List[Tuple[str, ast.Module]]:
+def package_inits(path: str) -> List[ast.Module]:
     """The parsed ``__init__.py`` of every package above the module at ``path``, outermost first: what Python runs
     before the module (its own ``__init__`` excluded when it is one). Each is read alone, never the whole package."""
     package = package_of(path)
@@ -111,7 +111,7 @@ def package_inits(path: str) -> List[Tuple[str, ast.Module]]:
         init = os.path.join(folder, "__init__.py")
         tree = _init_tree(init) if init != here else None
         if tree is not None:
-            found.append((init, tree))
+            found.append(tree)
         if folder == package:
             return found[::-1]
         folder = os.path.dirname(folder)

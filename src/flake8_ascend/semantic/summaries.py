@@ -219,7 +219,7 @@ class Summaries:
             for stmt in self.model.flow(node).assignments:
                 targets = assign_targets(stmt)
                 for target in targets:
-                    if _is_self_attribute(target) and stmt.value is not None:
+                    if is_self_attribute(target) and stmt.value is not None:
                         found.setdefault(target.attr, []).append(values.value_in(stmt.value, scope, depth))
             for call in walk(node) if self._buffers() else ():  # self.register_buffer('name', tensor)
                 if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
@@ -255,7 +255,7 @@ class Summaries:
                         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                             qualname = self.model.qualname(node.value.func)
                             for target in node.targets:
-                                if qualname and _is_self_attribute(target):
+                                if qualname and is_self_attribute(target):
                                     found[target.attr] = qualname
         return found
 
@@ -263,5 +263,6 @@ class Summaries:
 _MAX_BASES = 8  # base classes followed within one module (a cycle of names stops there)
 
 
-def _is_self_attribute(target: ast.AST) -> bool:
+def is_self_attribute(target: ast.AST) -> bool:
+    """``self.<attr>``."""
     return isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"
