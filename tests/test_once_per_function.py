@@ -85,6 +85,30 @@ def test_repeats_inside_one_module_level_statement_fold_but_statements_stay_apar
     assert found[0].message.endswith("(again in this statement on line 4)")
 
 
+# xtuner 0.2 _lite/patches/llama.py:185-214 (a class attribute) and nemo speechlm2 salm.py:449-491: the styles of one
+# plan are one problem whatever their class; parallelize_module, which applies the plan, is another
+STYLES = """\
+from torch.distributed.tensor.parallel import PrepareModuleInput, RowwiseParallel, parallelize_module
+class Patch:
+    layer_tp_plan = {
+        "self_attn": PrepareModuleInput(input_layouts=(Shard(1),)),
+        "self_attn.o_proj": RowwiseParallel(output_layouts=Shard(1)),
+    }
+
+def apply(layer, mesh):
+    plan = {"attn": PrepareModuleInput(), "attn.wo": RowwiseParallel()}
+    parallelize_module(layer, mesh, plan)
+"""
+
+
+def test_the_styles_of_one_tensor_parallel_plan_fold_into_its_first():
+    found = run_rules(STYLES, codes=["ASC101"])
+    assert [f.line for f in found] == [4, 9, 10]
+    assert found[0].message.endswith("(again in this statement on line 5)")
+    assert found[1].message.endswith("(again in this function on line 9)")
+    assert "parallelize_module" in found[2].message
+
+
 # mmseg 1.2.2 decode_heads/stdc_head.py:50-51: two index puts of one function, each line its own "API"
 THRESHOLDS = """\
 import torch

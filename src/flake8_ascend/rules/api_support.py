@@ -189,6 +189,10 @@ _IDEOGRAM = (
 _RNN_DROPOUT = ("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self, n, dropout_prob: float = 0.0):\n"
                 "        self.rnn = nn.LSTM(n, n, 2, batch_first=True, dropout=dropout_prob)\n")
 
+_SPARSE_BRANCHES = ("import torch\nfrom torch import Tensor\ndef pairwise_sim(a: Tensor, b: Tensor) -> Tensor:\n"
+                    "    if a.is_sparse or b.is_sparse:\n        return {sparse}\n    else:\n        return {dense}\n")
+
+
 class UnsupportedApi(_ApiStatusRule):
     code = "ASC101"
     summary = "torch API not supported on NPU for the selected torch_npu version"
@@ -200,7 +204,11 @@ class UnsupportedApi(_ApiStatusRule):
         "is not reported where that wheel has an NPU kernel for every ATen op the API dispatches (or for the op "
         "it is named after): the kernels win over a stale list (`--official-lists` reports the entry). "
         "`torch.utils.cpp_extension` builds host code and is ASC205's, which reads the sources it builds: "
-        "`load` of C++ sources runs on an NPU machine, of `.cu` sources it is a CUDA extension."
+        "`load` of C++ sources runs on an NPU machine, of `.cu` sources it is a CUDA extension. "
+        "`x.to_dense()` returns a strided `x` itself, dispatching nothing: not reported on a tensor made by "
+        "`torch.from_numpy` or in the branch an `is_sparse` test leaves dense. The styles of one tensor-parallel "
+        "plan (`RowwiseParallel`, `PrepareModuleInput`, ...) are one finding per function or statement; "
+        "`parallelize_module` is its own."
     )
     example = "eigenvalues = torch.linalg.eig(a)"
     use_instead = "Use a supported equivalent, move that computation to the CPU explicitly, or pick a newer torch_npu."
@@ -209,7 +217,8 @@ class UnsupportedApi(_ApiStatusRule):
         if not isinstance(node.ctx, ast.Load) or not _may_name(node, ctx, self.wanted):
             return
         found = status_of(node, ctx, self.wanted)
-        if found and not found[0].startswith(CPP_EXTENSION) and not _operand_on_host(node, ctx):
+        if found and not found[0].startswith(CPP_EXTENSION) and not _operand_on_host(node, ctx) and not (
+                found[0] == _TO_DENSE and _strided_receiver(node, ctx)):
             # not when the op runs on the CPU already (diffusers pipeline_ideogram4.py:90: ndtri of a CPU linspace)
             api, _, note, how = found
             self.emit(where(node), ctx, api, note, how)
@@ -234,6 +243,9 @@ class UnsupportedApi(_ApiStatusRule):
         # near miss of diffusers pipeline_ideogram4.py:90 below: the schedule is built on the device
         (_IDEOGRAM.format(device=", device=device"), 5),
         (_IDEOGRAM.format(device=").to(device"), 5),
+        # near misses of a strided receiver: the branch the sparse test takes; a sparse tensor made from numpy
+        (_SPARSE_BRANCHES.format(sparse="(a * b).sum(dim=-1).to_dense()", dense="(a * b).sum(dim=-1)"), 5),
+        ("import torch\ndef f(a, device):\n    return torch.from_numpy(a).to(device).to_sparse().float().to_dense()\n", 3),
     ]
     passes = [
         "import pandas as pd\nm = pd.DataFrame({'a': [1]}).mode()\n",
@@ -268,13 +280,69 @@ class UnsupportedApi(_ApiStatusRule):
         "conv1 = weight_norm(nn.Conv1d(num_channels, encoder_dim, kernel_size=7, padding=3))\n",
         # diffusers pipeline_ideogram4.py:90: ndtri of a linspace built without a device runs on the CPU
         _IDEOGRAM.format(device=""),
+        # to_dense of a strided tensor returns it, dispatching nothing: the branch an is_sparse test leaves dense,
+        # a tensor from numpy (sentence-transformers 5.x util/similarity.py:98, :157)
+        _SPARSE_BRANCHES.format(sparse="(a * b).sum(dim=-1)", dense="(a * b).sum(dim=-1).to_dense()"),
+        "import torch\ndef f(dist, a):\n    return torch.from_numpy(-dist).float().to(a.device).to_dense()\n",
+        "import torch\ndef f(x: torch.Tensor):\n    if not x.is_sparse:\n        return x.to_dense()\n",
     ]
 
     def emit(self, node, ctx, api, note, how) -> None:
         reason = note or f"listed unsupported by the torch_npu {ctx.data.version} support table"
         ctx.report(node, self.code, f"{api} is not supported on NPU (torch_npu {ctx.data.version}: "
                    f"{in_english(reason)})",
-                   api=api, tips=reason)
+                   api=api, tips=reason, family=_TP_PLAN if _parallel_style(api) else "")
+
+
+# The styles of a tensor-parallel plan (``{"wq": ColwiseParallel(), "wo": RowwiseParallel(), "attn":
+# PrepareModuleInput(...)}``) are one problem, the plan: a function's or a statement's first style names the rest.
+# ``parallelize_module``, which applies the plan, stays a problem of its own.
+_TP_PLAN = "tensor-parallel plan"
+
+
+def _parallel_style(api: str) -> bool:
+    """A ``ParallelStyle`` class of ``torch.distributed.tensor.parallel`` (its name is capitalised)."""
+    return api.startswith("torch.distributed.tensor.parallel.") and api.rsplit(".", 1)[-1][:1].isupper()
+
+
+# torch 2.13 ``Tensor.to_dense`` returns ``self`` for a strided tensor (traced on CPU: no ATen op); only a sparse
+# receiver dispatches ``aten::_to_dense``, the op with no NPU kernel
+_TO_DENSE = "torch.Tensor.to_dense"
+_KEEPS_LAYOUT = frozenset(("float", "double", "half", "bfloat16", "to", "cpu", "contiguous", "clone", "detach"))
+
+
+def _strided_receiver(node: ast.AST, ctx) -> bool:
+    """``x.to_dense()`` on a tensor known to be strided: one ``torch.from_numpy`` made (through casts and moves;
+    sentence-transformers 5.x util/similarity.py:157), or in the branch an ``is_sparse`` test leaves dense
+    (``if a.is_sparse or b.is_sparse: ... else: <here>``, ``if not x.is_sparse: <here>``; similarity.py:98), where
+    the call only keeps the layouts of both branches alike."""
+    receiver = node.value
+    while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) \
+            and receiver.func.attr in _KEEPS_LAYOUT:
+        receiver = receiver.func.value
+    if isinstance(receiver, ast.Call) and ctx.qualname(receiver.func) == "torch.from_numpy":
+        return True
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return False
+        if isinstance(parent, ast.If) and (
+                (any(child is s for s in parent.orelse) and _tests_sparse(parent.test, ast.Or, False))
+                or (any(child is s for s in parent.body) and _tests_sparse(parent.test, ast.And, True))):
+            return True
+    return False
+
+
+def _tests_sparse(test: ast.AST, joined: type, negated: bool) -> bool:
+    """``x.is_sparse`` (``not x.is_sparse`` when ``negated``), alone or every part of an ``or`` (``and``)."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, joined) else [test]
+    for part in parts:
+        if negated:
+            if not (isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.Not)):
+                return False
+            part = part.operand
+        if not (isinstance(part, ast.Attribute) and part.attr == "is_sparse"):
+            return False
+    return True
 
 
 class UnknownApi(_ApiStatusRule):
