@@ -456,24 +456,41 @@ def _literal_matrix(literal: ast.AST) -> tuple:
         None, None)
 
 
+def _broadcast(left: tuple, right: tuple) -> tuple:
+    """The last two sizes of ``left <op> right`` under broadcasting: a size above 1 on either side is the
+    result's (any other pairing is an error), two 1s stay 1, anything else is unknown."""
+    def one(a, b):
+        return next((s for s in (a, b) if s is not None and s != 1), 1 if a == b == 1 else None)
+    return one(left[0], right[0]), one(left[1], right[1])
+
+
 def _last_sizes(expr: ast.AST, ctx, depth: int = 0) -> tuple:
     """(size of dim -2, size of dim -1) of a tensor where the expression spells them as numbers, None where not:
-    ``x.reshape(-1, 2, 2)``, ``x.view(n, 3)``, a tensor of a literal nested list (``torch.tensor([[c, -s], [s,
-    c]])``, ``x.new_tensor(...)``), its ``.T`` / ``.t()`` / ``.transpose(-1, -2)``, through local names and
-    shape-keeping methods."""
+    ``x.reshape(-1, 2, 2)``, ``x.view(n, 3)``, ``torch.eye(4)``, a tensor of a literal nested list
+    (``torch.tensor([[c, -s], [s, c]])``, ``x.new_tensor(...)``), its ``.T`` / ``.t()`` / ``.transpose(-1, -2)``,
+    ``torch.stack([a, b], dim=-2)`` (the stacked count), elementwise arithmetic (broadcasting), through local names,
+    shape-keeping methods, a leading ``unsqueeze(0)`` and ``repeat(n, 1, 1)``."""
     if depth > _DEPTH:
         return None, None
     expr = _assigned(expr, ctx)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+        return _broadcast(_last_sizes(expr.left, ctx, depth + 1), _last_sizes(expr.right, ctx, depth + 1))
     if isinstance(expr, ast.Attribute) and expr.attr in ("T", "mT"):
         rows, columns = _last_sizes(expr.value, ctx, depth + 1)
         return columns, rows
     if not isinstance(expr, ast.Call) or not isinstance(expr.func, (ast.Attribute, ast.Name)):
         return None, None
     func, args = expr.func, expr.args
-    if ctx.qualname(func) in _LITERAL_TENSORS or (
-            isinstance(func, ast.Attribute) and func.attr == "new_tensor" and ctx.qualname(func) is None):
+    qualname = ctx.qualname(func)
+    if qualname in _LITERAL_TENSORS or (
+            isinstance(func, ast.Attribute) and func.attr == "new_tensor" and qualname is None):
         return _literal_matrix(args[0]) if args else (None, None)
-    if not isinstance(func, ast.Attribute) or ctx.qualname(func) is not None:
+    if qualname == "torch.eye" and args:
+        return _integer(args[0]), _integer(args[1] if len(args) > 1 else args[0])
+    if qualname == "torch.stack" and args and isinstance(args[0], (ast.List, ast.Tuple)) and args[0].elts and \
+            not any(isinstance(e, ast.Starred) for e in args[0].elts):
+        return _stacked(args[0].elts, argument(expr, "dim", 1), ctx, depth)
+    if not isinstance(func, ast.Attribute) or qualname is not None:
         return None, None
     if func.attr in ("reshape", "view"):  # ``reshape(*x.shape[:-1], 2, 2)``: the last two are what count
         sizes = args[0].elts if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)) else args
@@ -483,7 +500,20 @@ def _last_sizes(expr: ast.AST, ctx, depth: int = 0) -> tuple:
         return columns, rows
     if func.attr in _SAME_SHAPE:
         return _last_sizes(func.value, ctx, depth + 1)
+    if (func.attr == "unsqueeze" and len(args) == 1 and _integer(args[0]) == 0) or (
+            func.attr == "repeat" and len(args) >= 2 and _integer(args[-1]) == _integer(args[-2]) == 1):
+        sizes = _last_sizes(func.value, ctx, depth + 1)  # dim -2 known: 2-D or more, whose last two dims stay
+        return sizes if sizes[0] is not None else (None, None)
     return None, None
+
+
+def _stacked(tensors: list, dim: ast.AST, ctx, depth: int) -> tuple:
+    """The last two sizes of ``torch.stack(tensors, dim)`` for ``dim`` -1 or -2: the count of tensors becomes that
+    dim; the other is the tensors' own last size (stack wants one shape)."""
+    last = next((s for s in (_last_sizes(t, ctx, depth + 1)[1] for t in tensors) if s is not None), None)
+    if _integer(dim) == -1:
+        return last, len(tensors)
+    return (len(tensors), last) if _integer(dim) == -2 else (None, None)
 
 
 def small_contraction(left: ast.AST, right: ast.AST, ctx) -> bool:
@@ -530,7 +560,8 @@ class MatmulNondeterministic(_CallAdvice):
         "(`a.unsqueeze(-1)` or `expand(B, -1, 1)` on the left, `b.unsqueeze(-2)` or `reshape(..., 1, -1)` on the "
         "right, `k[:, None]` of a 1-D `k`) contracts over one element: it sums nothing, so there is no order to differ, and it is not reported; "
         "nor is one whose expression spells a contraction over at most four elements (a rotation `.reshape(-1, 2, 2)`, a "
-        "tensor of a literal 3x3 matrix): a handful of products leaves no run-to-run difference worth chasing; "
+        "tensor of a literal 3x3 matrix, `torch.eye(4)` repeated over a batch, `torch.stack([a, b], dim=-2)`, a "
+        "`.view(-1, 3)` scaled elementwise): a handful of products leaves no run-to-run difference worth chasing; "
         "nor is a matmul of two host tensors, nor the hand-written fallback of a module whose other branch calls "
         "`scaled_dot_product_attention`, nor transformers' `eager_attention_forward` in a module that dispatches "
         "through `ALL_ATTENTION_FUNCTIONS` for a model that declares `_supports_sdpa = True` (SDPA is the NPU's fused "
@@ -562,6 +593,9 @@ class MatmulNondeterministic(_CallAdvice):
         ("import torch\ndef m_step(data, resp: torch.Tensor):\n    return resp.T @ data\n", 3),
         # near miss of the eager dispatch below: a model that does not declare SDPA support runs the eager function
         (_EAGER.format(supports=""), 4),
+        # near misses of a spelled size: a stack along the batch dim, a view whose last size is not spelled
+        ("import torch\ndef mix(a, b, w: torch.Tensor):\n    return torch.matmul(torch.stack([a, b], dim=0), w)\n", 3),
+        ("import torch\ndef scale(x: torch.Tensor, z, w):\n    return (x.view(3, -1) * z) @ w\n", 3),
         # near miss of the SDPA fallback below: a module with no fused branch
         ("import torch\nclass Attention(torch.nn.Module):\n    def forward(self, q, k, v: torch.Tensor):\n"
          "        attn = (q * self.scale) @ k.transpose(-2, -1)\n        return attn.softmax(dim=-1) @ v\n", 5),
@@ -579,6 +613,21 @@ class MatmulNondeterministic(_CallAdvice):
         "y = a.matmul(b)\n",
         "import torch\ns = torch.matmul(q, k.transpose(-2, -1))\n",  # ASC303's matmul_transpose
         "import torch\nq = torch.ones(2, 2)\ns = q.matmul(k.mT)\n",
+        # contractions over 4, 2, 2 and 3 elements: batched 4x4 camera matrices (mmagic 1.2.0 editors/eg3d/camera.py:
+        # 459-471), offsets times a literal 4x2 (mmrotate 1.0.0rc1 structures/bbox/transforms.py:51-54), a stacked 2x2
+        # rotation (transforms.py:77-80), votes viewed as (-1, 3) and scaled (mmdet3d 1.4.0 vote_fusion.py:119-122)
+        "import torch\ndef cam2world(origin, n):\n    rotation = torch.eye(4, device=origin.device).unsqueeze(0).repeat(n, 1, 1)\n"
+        "    translation = torch.eye(4, device=origin.device).unsqueeze(0).repeat(n, 1, 1)\n"
+        "    translation[:, :3, 3] = origin\n    return translation @ rotation\n",
+        "import torch\ndef corners(size_half, mu, Vt):\n"
+        "    dx_dy = size_half * torch.tensor([[-1, 1], [1, 1], [1, -1], [-1, -1]], dtype=torch.float32)\n"
+        "    return mu + dx_dy.matmul(Vt.transpose(1, 2))\n",
+        "import torch\ndef gaussian(edge, w, diag):\n    cos_sin = edge / w\n"
+        "    neg = torch.tensor([[1, -1]], dtype=torch.float32).to(cos_sin.device)\n"
+        "    R = torch.stack([cos_sin * neg, cos_sin[..., [1, 0]]], dim=-2)\n    return R.matmul(diag)\n",
+        "import torch\ndef votes(du, dv, z_cam, depth2img):\n"
+        "    imvote = torch.cat([du, dv, torch.zeros_like(dv)], dim=-1).view(-1, 3)\n"
+        "    imvote = imvote * z_cam.reshape(-1, 1)\n    return imvote @ torch.inverse(depth2img.t())\n",
         # host tensors: built from numpy and never moved (diffusers 0.42.1 pipelines/sana_wm/cam_utils.py:277-style)
         "import numpy as np\nimport torch\ndef relative(poses):\n    c2w = torch.from_numpy(np.stack(poses))\n"
         "    return torch.matmul(c2w.inverse(), c2w)\n",
