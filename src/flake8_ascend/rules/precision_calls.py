@@ -534,6 +534,57 @@ def outer_product(left: ast.AST, right: ast.AST, ctx) -> bool:
     return _trailing_ones(left, ctx)[1] or _trailing_ones(right, ctx)[0]
 
 
+_CASTS = frozenset("to float double half bfloat16 type_as cpu cuda npu detach contiguous".split())
+
+
+def _sole_value(name: ast.Name, ctx):
+    """The one expression the function assigns to the local ``name``; None where it binds it twice or never
+    (an ``if``/``else`` pair of values is not one value)."""
+    bindings = ctx.model.flow(ctx.model.function(name) or ctx.tree).bindings.get(name.id, [])
+    return bindings[0].value if len(bindings) == 1 and bindings[0].index is None else None
+
+
+def _uncast(expr: ast.AST, ctx) -> ast.AST:
+    """``expr`` without the dtype casts and moves that keep every value (``.float()``, ``.to(x)``)."""
+    while (call := _method(expr, ctx)) is not None and call[1] in _CASTS and ctx.qualname(expr.func) is None:
+        expr = call[0]
+    return expr
+
+
+def _one_column(index: ast.AST, ctx) -> bool:
+    """The index of ``t.scatter_(1, index, 1)`` on a 2-D ``t`` has one column. It has ``t``'s two dims, so
+    ``i.unsqueeze(1)`` is ``(n, 1)``, as are ``i.unsqueeze(-1)``, ``i[:, None]`` and ``i.view(-1, 1)``."""
+    value = _sole_value(index, ctx) if isinstance(index, ast.Name) else index
+    call = _method(value, ctx) if value is not None else None
+    return value is not None and (_trailing_ones(value, ctx)[1] or (
+        call is not None and call[1] == "unsqueeze" and len(call[2]) == 1 and _integer(call[2][0]) == 1))
+
+
+def one_hot_rows(expr: ast.AST, ctx) -> bool:
+    """``expr`` holds a single 1 in each row and zeros elsewhere: ``F.one_hot(labels)`` (cast or moved), or a
+    local ``torch.zeros(n, k)`` that the function, before this read, only fills by ``scatter_(1, index, 1)`` with
+    a one-column index (the codebook lookup of a vector quantiser)."""
+    expr = _uncast(expr, ctx)
+    name = expr if isinstance(expr, ast.Name) else None
+    value = _uncast(_sole_value(name, ctx), ctx) if name is not None else expr
+    if not isinstance(value, ast.Call):
+        return False
+    if ctx.qualname(value.func) == "torch.nn.functional.one_hot":
+        return True
+    if name is None or ctx.qualname(value.func) != "torch.zeros" or len(value.args) != 2 or any(
+            isinstance(a, ast.Starred) for a in value.args):
+        return False
+    owner = ctx.model.function(name) or ctx.tree
+    here = (name.lineno, name.col_offset)
+    fills = {id(n.func.value) for n in walk_tree(owner) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Attribute) and n.func.attr == "scatter_" and len(n.args) == 3
+             and not n.keywords and _integer(n.args[0]) in (1, -1) and ctx.values.of(n.args[2]).kind == NUMBER
+             and _one_column(n.args[1], ctx)}
+    earlier = [n for n in walk_tree(owner) if isinstance(n, ast.Name) and n.id == name.id
+               and isinstance(n.ctx, ast.Load) and (n.lineno, n.col_offset) < here]
+    return bool(earlier) and all(id(n) in fills for n in earlier)
+
+
 _EAGER = (
     "import torch\nfrom transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS\n"
     "def eager_attention_forward(module, query, key, value: torch.Tensor, scaling):\n"
@@ -562,6 +613,9 @@ class MatmulNondeterministic(_CallAdvice):
         "nor is one whose expression spells a contraction over at most four elements (a rotation `.reshape(-1, 2, 2)`, a "
         "tensor of a literal 3x3 matrix, `torch.eye(4)` repeated over a batch, `torch.stack([a, b], dim=-2)`, a "
         "`.view(-1, 3)` scaled elementwise): a handful of products leaves no run-to-run difference worth chasing; "
+        "nor is a one-hot left operand (`F.one_hot(labels).float() @ w`, or a vector quantiser's `torch.zeros(n, k)` "
+        "filled only by `scatter_(1, index.unsqueeze(1), 1)`): each output element adds one product to zeros, which "
+        "is exact in any order (`one_hot.t() @ x` sums over the batch and is reported); "
         "nor is a matmul of two host tensors, nor the hand-written fallback of a module whose other branch calls "
         "`scaled_dot_product_attention`, nor transformers' `eager_attention_forward` in a module that dispatches "
         "through `ALL_ATTENTION_FUNCTIONS` for a model that declares `_supports_sdpa = True` (SDPA is the NPU's fused "
@@ -593,6 +647,18 @@ class MatmulNondeterministic(_CallAdvice):
         ("import torch\ndef m_step(data, resp: torch.Tensor):\n    return resp.T @ data\n", 3),
         # near miss of the eager dispatch below: a model that does not declare SDPA support runs the eager function
         (_EAGER.format(supports=""), 4),
+        # near misses of a one-hot operand: transposed, it sums the embeddings of each class over the batch (flair
+        # 0.15.1 nn/decoder.py:239-243); a zeros tensor scattered with several indices per row (topk); a name bound
+        # in two branches, the other a soft distribution (pyannote.audio 3.3.2 utils/powerset.py:121-128)
+        ("import torch\ndef prototypes(labels, encoded_embeddings):\n"
+         "    one_hot = torch.nn.functional.one_hot(labels, num_classes=10).float()\n"
+         "    return torch.matmul(one_hot.t(), encoded_embeddings)\n", 4),
+        ("import torch\ndef quantize(d, weight, n_e):\n    indices = torch.topk(d, 3, dim=1).indices\n"
+         "    encodings = torch.zeros(indices.shape[0], n_e, device=d.device)\n    encodings.scatter_(1, indices, 1)\n"
+         "    return torch.matmul(encodings, weight)\n", 6),
+        ("import torch\ndef to_multilabel(powerset, mapping, soft):\n    if soft:\n        probs = torch.exp(powerset)\n"
+         "    else:\n        probs = torch.nn.functional.one_hot(torch.argmax(powerset, dim=-1), 7).float()\n"
+         "    return torch.matmul(probs, mapping)\n", 7),
         # near misses of a spelled size: a stack along the batch dim, a view whose last size is not spelled
         ("import torch\ndef mix(a, b, w: torch.Tensor):\n    return torch.matmul(torch.stack([a, b], dim=0), w)\n", 3),
         ("import torch\ndef scale(x: torch.Tensor, z, w):\n    return (x.view(3, -1) * z) @ w\n", 3),
@@ -628,6 +694,13 @@ class MatmulNondeterministic(_CallAdvice):
         "import torch\ndef votes(du, dv, z_cam, depth2img):\n"
         "    imvote = torch.cat([du, dv, torch.zeros_like(dv)], dim=-1).view(-1, 3)\n"
         "    imvote = imvote * z_cam.reshape(-1, 1)\n    return imvote @ torch.inverse(depth2img.t())\n",
+        # one-hot left operands: a vector quantiser's codebook lookup (NeMo 2.5.0 video_tokenizers/modules/
+        # quantizers.py:306-309, anomalib's DSR), and F.one_hot cast to float
+        "import torch\ndef quantize(z, d, weight, n_e):\n    encoding_indices = torch.argmin(d, dim=1).unsqueeze(1)\n"
+        "    encodings = torch.zeros(encoding_indices.shape[0], n_e, device=z.device)\n"
+        "    encodings.scatter_(1, encoding_indices, 1)\n    return torch.matmul(encodings, weight)\n",
+        "import torch\nimport torch.nn.functional as F\ndef lookup(labels, table):\n"
+        "    return torch.matmul(F.one_hot(labels, 10).float(), table)\n",
         # host tensors: built from numpy and never moved (diffusers 0.42.1 pipelines/sana_wm/cam_utils.py:277-style)
         "import numpy as np\nimport torch\ndef relative(poses):\n    c2w = torch.from_numpy(np.stack(poses))\n"
         "    return torch.matmul(c2w.inverse(), c2w)\n",
@@ -684,7 +757,7 @@ class MatmulNondeterministic(_CallAdvice):
     def _quiet_operands(left: ast.AST, right: ast.AST, ctx) -> bool:
         return transposed_last_two(right, ctx) or any(ctx.values.on_host(o) or ctx.values.is_array(o)
                                                       for o in (left, right)) or outer_product(left, right, ctx) \
-            or small_contraction(left, right, ctx)
+            or small_contraction(left, right, ctx) or one_hot_rows(left, ctx)
 
     def message(self, api: str) -> str:
         return f"{api} results may differ slightly from run to run on NPU [nondeterministic result]"
