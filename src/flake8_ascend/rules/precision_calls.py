@@ -400,10 +400,15 @@ def _trailing_ones(expr: ast.AST, ctx, depth: int = 0) -> tuple:
     """What the expression proves about the last two dims of a tensor: (dim -2 is 1, dim -1 is 1), each True only
     when the expression shows it: ``x.unsqueeze(-1)``, ``x[..., None]``, ``x.reshape(B, K, -1, 1)``,
     ``x.expand(B, -1, 1)``, and for a
-    1-D ``x``, ``x[:, None]``, ``x[None, :]``, ``x.unsqueeze(0)``."""
+    1-D ``x``, ``x[:, None]``, ``x[None, :]``, ``x.unsqueeze(0)``; also times a number (``2 * math.pi *
+    t.unsqueeze(-1)``), which keeps the shape."""
     if depth > _DEPTH:
         return False, False
     expr = _assigned(expr, ctx)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+        if _scalar(expr.left, ctx, depth + 1):
+            return _trailing_ones(expr.right, ctx, depth + 1)
+        return _trailing_ones(expr.left, ctx, depth + 1) if _scalar(expr.right, ctx, depth + 1) else (False, False)
     call = _method(expr, ctx)
     if call is not None:
         receiver, name, args = call
@@ -443,6 +448,9 @@ def _trailing_ones(expr: ast.AST, ctx, depth: int = 0) -> tuple:
 
 _SMALL = 4  # a contraction over at most this many elements: a handful of products, no reduction order to speak of
 _LITERAL_TENSORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor"})
+# OpenCV's transform builders and the (rows, columns) of the matrix each returns
+_CV2_MATRICES = {"cv2.getRotationMatrix2D": (2, 3), "cv2.getAffineTransform": (2, 3),
+                 "cv2.getPerspectiveTransform": (3, 3)}
 
 
 def _literal_matrix(literal: ast.AST) -> tuple:
@@ -484,6 +492,8 @@ def _last_sizes(expr: ast.AST, ctx, depth: int = 0) -> tuple:
     qualname = ctx.qualname(func)
     if qualname in _LITERAL_TENSORS or (
             isinstance(func, ast.Attribute) and func.attr == "new_tensor" and qualname is None):
+        if args and isinstance(args[0], ast.Call) and ctx.qualname(args[0].func) in _CV2_MATRICES:
+            return _CV2_MATRICES[ctx.qualname(args[0].func)]
         return _literal_matrix(args[0]) if args else (None, None)
     if qualname == "torch.eye" and args:
         return _integer(args[0]), _integer(args[1] if len(args) > 1 else args[0])
@@ -608,10 +618,10 @@ class MatmulNondeterministic(_CallAdvice):
         "is everywhere, this code is off by default in flake8; select it (`--extend-select ASC603`) when "
         "chasing run-to-run differences. `matmul(q, k.transpose(-2, -1))` is left to ASC303 "
         "(`matmul_transpose`), which already reports that call. An outer product whose shapes the expression shows "
-        "(`a.unsqueeze(-1)` or `expand(B, -1, 1)` on the left, `b.unsqueeze(-2)` or `reshape(..., 1, -1)` on the "
-        "right, `k[:, None]` of a 1-D `k`) contracts over one element: it sums nothing, so there is no order to differ, and it is not reported; "
+        "(`a.unsqueeze(-1)` or `expand(B, -1, 1)` on the left, also times a number, `b.unsqueeze(-2)` or "
+        "`reshape(..., 1, -1)` on the right, `k[:, None]` of a 1-D `k`) contracts over one element: it sums nothing, so there is no order to differ, and it is not reported; "
         "nor is one whose expression spells a contraction over at most four elements (a rotation `.reshape(-1, 2, 2)`, a "
-        "tensor of a literal 3x3 matrix, `torch.eye(4)` repeated over a batch, `torch.stack([a, b], dim=-2)`, a "
+        "tensor of a literal 3x3 matrix or of OpenCV's 2x3 `getRotationMatrix2D`, `torch.eye(4)` repeated over a batch, `torch.stack([a, b], dim=-2)`, a "
         "`.view(-1, 3)` scaled elementwise): a handful of products leaves no run-to-run difference worth chasing; "
         "nor is a one-hot left operand (`F.one_hot(labels).float() @ w`, or a vector quantiser's `torch.zeros(n, k)` "
         "filled only by `scatter_(1, index.unsqueeze(1), 1)`): each output element adds one product to zeros, which "
@@ -659,7 +669,12 @@ class MatmulNondeterministic(_CallAdvice):
         ("import torch\ndef to_multilabel(powerset, mapping, soft):\n    if soft:\n        probs = torch.exp(powerset)\n"
          "    else:\n        probs = torch.nn.functional.one_hot(torch.argmax(powerset, dim=-1), 7).float()\n"
          "    return torch.matmul(probs, mapping)\n", 7),
-        # near misses of a spelled size: a stack along the batch dim, a view whose last size is not spelled
+        # near misses of a spelled size: a stack along the batch dim, a view whose last size is not spelled, a
+        # matrix from an unknown array
+        ("import torch\ndef rotate(boxes: torch.Tensor, m, centers_T):\n"
+         "    return torch.matmul(boxes.new_tensor(m), centers_T)\n", 3),
+        # near miss of an outer product times a number: the factor may be a tensor that broadcasts it
+        ("import torch\ndef project(weight, t: torch.Tensor, scale):\n    return scale * t.unsqueeze(-1) @ weight.T\n", 3),
         ("import torch\ndef mix(a, b, w: torch.Tensor):\n    return torch.matmul(torch.stack([a, b], dim=0), w)\n", 3),
         ("import torch\ndef scale(x: torch.Tensor, z, w):\n    return (x.view(3, -1) * z) @ w\n", 3),
         # near miss of the SDPA fallback below: a module with no fused branch
@@ -694,6 +709,13 @@ class MatmulNondeterministic(_CallAdvice):
         "import torch\ndef votes(du, dv, z_cam, depth2img):\n"
         "    imvote = torch.cat([du, dv, torch.zeros_like(dv)], dim=-1).view(-1, 3)\n"
         "    imvote = imvote * z_cam.reshape(-1, 1)\n    return imvote @ torch.inverse(depth2img.t())\n",
+        # a rotation from OpenCV, 2x3 (mmrotate 1.0.0rc1 structures/bbox/rotated_boxes.py:205-211), and an outer
+        # product scaled by numbers (diffusers 0.42.1 models/transformers/transformer_minimax_music3.py:38)
+        "import cv2\nimport torch\ndef rotate(boxes: torch.Tensor, center, angle, centers_T):\n"
+        "    rotation_matrix = boxes.new_tensor(cv2.getRotationMatrix2D(center, -angle, 1))\n"
+        "    return torch.matmul(rotation_matrix, centers_T)\n",
+        "import math\nimport torch\ndef project(weight, timestep: torch.Tensor):\n"
+        "    return 2.0 * math.pi * timestep.unsqueeze(-1) @ weight.T\n",
         # one-hot left operands: a vector quantiser's codebook lookup (NeMo 2.5.0 video_tokenizers/modules/
         # quantizers.py:306-309, anomalib's DSR), and F.one_hot cast to float
         "import torch\ndef quantize(z, d, weight, n_e):\n    encoding_indices = torch.argmin(d, dim=1).unsqueeze(1)\n"
