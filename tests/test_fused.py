@@ -1,7 +1,8 @@
 """detect/fused.py: the hand-written fused-op patterns ASC304 reports, found through one function's locals."""
 import ast
 
-from flake8_ascend.detect.fused import attention_scores, function_patterns, module_ops, sdpa_in_other_branch
+from flake8_ascend.detect.fused import (attention_fallback, attention_scores, function_patterns, module_ops,
+                                        sdpa_in_other_branch)
 from probe import ask
 
 
@@ -88,6 +89,33 @@ def test_the_branch_beside_sdpa_is_the_fallback():
     assert answers == [True]
     assert ask(ATTENTION.replace("scaled_dot_product_attention", "other"), ast.Assign, sdpa_in_other_branch) \
         == [False]
+
+
+# darts 0.41.0 models/components/chronos2_submodels.py:276-398: the eager path is a method of its own, called from
+# the branch beside the one that reaches SDPA through another method
+FACTORED = """
+    import torch
+    class MHA(torch.nn.Module):
+        def _eager_attention(self, q, k, v):
+            return torch.matmul(torch.matmul(q, k.transpose(3, 2)).softmax(dim=-1), v)
+        def _sdpa_attention(self, q, k, v):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        def forward(self, q, k, v):
+            if self.attn_implementation == "sdpa":
+                out = self._sdpa_attention(q, k, v)
+            else:  # eager
+                out = self._eager_attention(q, k, v)
+            return out
+"""
+
+
+def test_a_method_called_only_beside_sdpa_is_the_fallback():
+    assert ask(FACTORED, ast.Return, attention_fallback) == [True, False, False]
+    # near misses: no SDPA in the other branch; the eager method also called unconditionally
+    assert ask(FACTORED.replace("scaled_dot_product_attention", "other"), ast.Return, attention_fallback) \
+        == [False, False, False]
+    also = FACTORED.replace("            return out", "            return out + self._eager_attention(q, k, v)")
+    assert ask(also, ast.Return, attention_fallback) == [False, False, False]
 
 
 # diffusers BasicTransformerBlock.forward: one add, then a layer norm in each of three branches; the engine

@@ -604,6 +604,15 @@ _EAGER = (
     "    _supports_flash_attn = True\n"
 )
 
+_FACTORED = (
+    "import torch\nclass MHA(torch.nn.Module):\n    def _eager_attention(self, q, k, v: torch.Tensor):\n"
+    "        return torch.matmul(torch.matmul(q, k.transpose(3, 2)).softmax(dim=-1), v)\n"
+    "    def _sdpa_attention(self, q, k, v):\n        return torch.nn.functional.scaled_dot_product_attention(q, k, v)\n"
+    "    def forward(self, q, k, v):\n        if self.attn_implementation == 'sdpa':\n"
+    "            out = self._sdpa_attention(q, k, v)\n        else:  # eager\n"
+    "            out = self._eager_attention(q, k, v)\n        return out\n"
+)
+
 
 class MatmulNondeterministic(_CallAdvice):
     code = "ASC603"
@@ -627,7 +636,9 @@ class MatmulNondeterministic(_CallAdvice):
         "filled only by `scatter_(1, index.unsqueeze(1), 1)`): each output element adds one product to zeros, which "
         "is exact in any order (`one_hot.t() @ x` sums over the batch and is reported); "
         "nor is a matmul of two host tensors, nor the hand-written fallback of a module whose other branch calls "
-        "`scaled_dot_product_attention`, nor transformers' `eager_attention_forward` in a module that dispatches "
+        "`scaled_dot_product_attention` (or a method the file calls only from the branch beside one that reaches "
+        "SDPA: `if self.attn_implementation == \"sdpa\": self._sdpa_attention(...) else: "
+        "self._eager_attention(...)`), nor transformers' `eager_attention_forward` in a module that dispatches "
         "through `ALL_ATTENTION_FUNCTIONS` for a model that declares `_supports_sdpa = True` (SDPA is the NPU's fused "
         "attention: the fallback does not run by default). `a @ b` is "
         "the same product where one operand is known to be a tensor (a numpy `@` is not)."
@@ -677,6 +688,8 @@ class MatmulNondeterministic(_CallAdvice):
         ("import torch\ndef project(weight, t: torch.Tensor, scale):\n    return scale * t.unsqueeze(-1) @ weight.T\n", 3),
         ("import torch\ndef mix(a, b, w: torch.Tensor):\n    return torch.matmul(torch.stack([a, b], dim=0), w)\n", 3),
         ("import torch\ndef scale(x: torch.Tensor, z, w):\n    return (x.view(3, -1) * z) @ w\n", 3),
+        # near miss of the factored fallback below: the branch beside the eager method's call does not reach SDPA
+        (_FACTORED.replace("scaled_dot_product_attention", "softmax"), 4),
         # near miss of the SDPA fallback below: a module with no fused branch
         ("import torch\nclass Attention(torch.nn.Module):\n    def forward(self, q, k, v: torch.Tensor):\n"
          "        attn = (q * self.scale) @ k.transpose(-2, -1)\n        return attn.softmax(dim=-1) @ v\n", 5),
@@ -746,6 +759,9 @@ class MatmulNondeterministic(_CallAdvice):
         # transformers' eager attention function, the fallback of a model that supports SDPA (transformers 4.57.6
         # models/llama/modeling_llama.py:150-174, xtuner's internlm3 copy)
         _EAGER.format(supports="    _supports_sdpa = True\n"),
+        # a fallback factored into a method, called only beside the branch that reaches SDPA (darts 0.41.0
+        # models/components/chronos2_submodels.py:276-398)
+        _FACTORED,
         # the fallback of a module that calls scaled_dot_product_attention by default (timm 1.0.31 nest.py:99)
         "import torch\nimport torch.nn.functional as F\nclass Attention(torch.nn.Module):\n"
         "    def forward(self, q, k, v: torch.Tensor):\n        if self.fused_attn:\n"
