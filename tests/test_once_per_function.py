@@ -68,6 +68,52 @@ def test_module_level_lines_stay_apart_and_repeats_with_a_rewrite_fold_but_are_s
     assert applied == 4 and [change.line for change in changes if change.code and not change.within] == [2, 3, 6]
 
 
+# demucs 4.1.0 distrib.py:61-75: a 'cuda' device string and a .cuda() in one function, one hard-coded device
+SHARE = """\
+import pickle
+import numpy as np
+import torch
+
+def share(obj=None, src=0):
+    size = torch.empty(1, device='cuda', dtype=torch.long)
+    if rank == src:
+        dump = pickle.dumps(obj)
+        size[0] = len(dump)
+    torch.distributed.broadcast(size, src=src)
+    if rank == src:
+        buffer = torch.from_numpy(np.frombuffer(dump, dtype=np.uint8).copy()).cuda()
+    else:
+        buffer = torch.empty(size[0].item(), device='cuda', dtype=torch.uint8)
+    torch.distributed.broadcast(buffer, src=src)
+"""
+
+
+def test_a_cuda_call_repeats_a_cuda_device_string_of_its_function_and_both_are_still_fixed():
+    found = run_rules(SHARE, codes=["ASC202"])
+    assert [f.line for f in found] == [6]
+    assert found[0].message.endswith("(again in this function on lines 12, 14)")
+    fixable = fix.fixable_findings(SHARE, "m.py", Config(default_version()), ["ASC202"])
+    assert [f.line for f in fixable] == [6, 12, 14]
+
+
+def test_near_miss_a_cuda_call_in_another_function_or_a_numbered_device_stays_apart():
+    # espnet 202511 espnet2/train/gan_trainer.py:162 moved into a function of its own; 'cuda:0' names one card
+    found = run_rules("""\
+        import torch
+
+        def average(metrics):
+            return torch.tensor(metrics, device='cuda:0')
+
+        def skip(turn):
+            if torch.distributed.is_initialized():
+                torch.distributed.broadcast(torch.rand(1).cuda(), src=0)
+
+        def place(metrics):
+            return torch.tensor(metrics, device='cuda')
+        """, codes=["ASC202"])
+    assert [f.line for f in found] == [4, 8, 11]
+
+
 # torchtune 0.6.1 models/llama3/_parallelism.py:15-25: one module-level dict literal, one change to make
 PLAN = """\
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel

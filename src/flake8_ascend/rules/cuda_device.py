@@ -28,6 +28,10 @@ _DEVICE_FUNCTIONS = frozenset({"torch.device", "torch.autocast", "torch.amp.auto
                                "torch.distributed.device_mesh.init_device_mesh",
                                "torch.distributed.init_device_mesh"})
 _DEVICE_METHODS = frozenset({"to", "to_empty"})
+# ``.cuda()`` is ``.to('cuda')``: in one function it is the same hard-coded device as a ``'cuda'`` string (whose
+# finding's API is that repr), so either repeats the other (demucs 4.1.0 distrib.py:64 and :72, judged a repeat);
+# one inside a CUDA-only branch is named by the finding on the branch's test instead
+_CUDA_DEVICE = repr("cuda")
 
 
 def _device_names(ctx) -> FrozenSet[str]:
@@ -200,7 +204,8 @@ class HardCodedCudaDevice(Rule):
         "converter (a path naming `convert`), a CUDA choice whose other side is the CPU. Test code is left out "
         "(`--lint-tests` reports it). Inside a branch only CUDA takes, or the branch of a backend's comparison with "
         "NCCL (`if backend == 'nccl':`, ASC204's finding), the finding on the test stands for the devices inside "
-        "and `--fix` still rewrites each."
+        "and `--fix` still rewrites each. A `.cuda()` is `.to('cuda')`: in one function it and `'cuda'` device strings "
+        "are one hard-coded device, so later ones fold into the first as repeats."
     )
     example = "model = model.cuda()\nx = x.to('cuda:0')"
     use_instead = ("Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`). "
@@ -455,7 +460,8 @@ class HardCodedCudaDevice(Rule):
                     ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or "
                                ".to(device))", api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu",
                                rewrite=None if _defines_cuda(ctx) else method_fix(func.attr, ctx),
-                               guard=guard or nccl_branch_test(node, ctx))
+                               guard=guard or nccl_branch_test(node, ctx),
+                               family="" if guard is not None else _CUDA_DEVICE)
             return
         if not isinstance(node.value, str):
             return
