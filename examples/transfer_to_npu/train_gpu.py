@@ -32,7 +32,7 @@ def main() -> None:
     sampler = DistributedSampler(data)
     loader = DataLoader(data, batch_size=64, sampler=sampler, num_workers=4, pin_memory=True, drop_last=True)
 
-    model = build_model().cuda()  # CUDA: ASC202
+    model = build_model().cuda()  # CUDA too: repeats the device above, whose ASC202 names this line
     model = nn.parallel.DistributedDataParallel(model, device_ids=[local_rank], bucket_cap_mb=500)
     optimizer = torch.optim.Adagrad(model.parameters(), lr=0.01)
     scaler = torch.cuda.amp.GradScaler()  # CUDA: ASC207
