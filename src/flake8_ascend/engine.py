@@ -30,6 +30,7 @@ from .detect.export_path import on_export_path
 from .detect.loader_names import data_pipeline_module, datasets_module, in_data_pipeline
 from .detect.old_torch import in_old_torch_branch
 from .detect.training import source_text
+from .detect.unused import in_unused_function
 from .registry import Rule, all_rules
 from .rewrite import Rewrite
 from .semantic import project
@@ -141,7 +142,7 @@ class Context:
     def calls_elsewhere(self, name: str, method: bool = False) -> List[ast.Call]:
         """The calls of the module-level function or class ``name`` (``method``: of any method so named) in the
         other modules of the file's package (``semantic/project.py``); none for stdin."""
-        path = self._module_path()
+        path = self.module_path()
         if path is None:
             return []
         return project.method_calls_elsewhere(path, name) if method else project.calls_elsewhere(path, name)
@@ -149,22 +150,23 @@ class Context:
     def resolve_class(self, qualname: str) -> Tuple[str, Tuple[str, ...]]:
         """Where the class ``qualname`` (as this file spells it) is defined when the file's package holds or
         re-exports it, and its bases there (``semantic/project.py``); ("", ()) for stdin."""
-        path = self._module_path()
+        path = self.module_path()
         return ("", ()) if path is None else project.resolve_class(path, qualname)
 
     def public(self, name: str) -> bool:
         """Is the module-level function or class ``name`` part of the package's public interface
         (``semantic/project.py``)? False for stdin."""
-        path = self._module_path()
+        path = self.module_path()
         return path is not None and project.public(path, name)
 
     def package_inits(self) -> List[ast.Module]:
         """The parsed ``__init__.py`` of every package above the file, outermost first: what Python runs before it
         (``semantic/project.py``); none for stdin."""
-        path = self._module_path()
+        path = self.module_path()
         return [] if path is None else project.package_inits(path)
 
-    def _module_path(self) -> Optional[str]:
+    def module_path(self) -> Optional[str]:
+        """The file's path for ``semantic/project.py``; None for stdin."""
         return module_path(self.path, self.config)
 
     def memo(self, key: str, build: Callable[["Context"], T]) -> T:
@@ -203,6 +205,8 @@ class Context:
             return
         if in_old_torch_branch(self, node):
             return  # only a torch older than the selected torch_npu's takes this branch
+        if in_unused_function(self, node):
+            return  # in a top-level function that nothing in the project names: it never runs
         if rewrite is not None and "--fix" not in message:  # a finding with a safe rewrite names its command
             message += f"; ascend-analyse --fix --select {code} rewrites it"
         finding = Finding(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+from collections import Counter
 from functools import lru_cache
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
@@ -342,3 +343,63 @@ def public(path: str, name: str) -> bool:
     return tree is not None and any(
         isinstance(node, (ast.ImportFrom, ast.Import)) and any((a.asname or a.name) == name for a in node.names)
         for node in ast.walk(tree))
+
+
+# the files whose words may name a function of the project: its modules, its configs (mm* ``type='Name'``,
+# speechbrain YAML ``!new:pkg.mod.Name``, setup.cfg and pyproject.toml entry points, a wheel's entry_points.txt),
+# its docs, notebooks and shell scripts
+_TEXT_FILES = (".py", ".pyi", ".pyx", ".yaml", ".yml", ".json", ".cfg", ".toml", ".ini", ".txt", ".md", ".rst",
+               ".sh", ".ipynb")
+_PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+MAX_PROJECT_FILES = 20000
+# a byte that is no part of a word becomes a space: ``split`` then gives the words (a C loop, no regex)
+_NOT_WORD = bytes(b if chr(b).isascii() and (chr(b).isalnum() or b == ord("_")) else 32 for b in range(256))
+
+
+def words(text: bytes) -> List[bytes]:
+    """The words (runs of ASCII letters, digits and ``_``) of ``text``."""
+    return text.translate(_NOT_WORD).split()
+
+
+@lru_cache(maxsize=1024)
+def project_root(folder: str) -> Optional[str]:
+    """The outermost folder from ``folder`` upwards that says a project begins there: it holds pyproject.toml,
+    setup.py, setup.cfg, .git, or a distribution's metadata (a wheel's ``*.dist-info``, an sdist's ``*.egg-info``);
+    None where no folder does, and the whole project is not known."""
+    parent = os.path.dirname(folder)
+    outer = project_root(parent) if parent != folder else None
+    return outer or (folder if _marked(folder) else None)
+
+
+def _marked(folder: str) -> bool:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    return any(name in _PROJECT_MARKERS or name.endswith((".dist-info", ".egg-info")) for name in names)
+
+
+@lru_cache(maxsize=2)
+def word_counts(root: str) -> Optional["Counter[bytes]"]:
+    """How often each word occurs in the text files below ``root`` (hidden folders, ``__pycache__`` and files over
+    ``MAX_BYTES`` left out); None for a tree of more than ``MAX_PROJECT_FILES`` such files. Read once per process,
+    on the first question."""
+    counts: "Counter[bytes]" = Counter()
+    read = 0
+    for folder, folders, files in os.walk(root):
+        folders[:] = [f for f in folders if not f.startswith(".") and f != "__pycache__"]
+        for name in files:
+            if not name.endswith(_TEXT_FILES):
+                continue
+            read += 1
+            if read > MAX_PROJECT_FILES:
+                return None
+            path = os.path.join(folder, name)
+            try:
+                if os.path.islink(path) or os.path.getsize(path) > MAX_BYTES:
+                    continue
+                with open(path, "rb") as handle:
+                    counts.update(words(handle.read()))
+            except OSError:
+                continue
+    return counts

@@ -1,0 +1,127 @@
+"""Dead code (detect/unused.py): no finding in a top-level function that no text of its project names."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from flake8_ascend import engine
+from flake8_ascend.config import Config
+from flake8_ascend.data import default_version
+from flake8_ascend.semantic import project
+
+# gluonts nursery/daf/tslib/engine/distributed.py:101-108: init_distributed, which nothing in gluonts calls
+DEAD = """\
+import torch.distributed as dist
+
+
+def init_distributed(rank, world_size, port):
+    dist.init_process_group(
+        backend="nccl",
+        init_method=f"tcp://127.0.0.1:{port}",
+        world_size=world_size,
+        rank=rank,
+    )
+"""
+
+
+def _lint(root: Path, rel: str, text: str = DEAD, marker: str = "pyproject.toml", linted_from: Path = None):
+    """The (line, code) of the findings in the module ``rel`` of the project folder ``root`` (which holds
+    ``marker``), written from ``text``."""
+    if marker and not (root / marker).exists():
+        (root / marker).mkdir() if marker.endswith("-info") else (root / marker).write_text("")
+    module = root / rel
+    module.parent.mkdir(parents=True, exist_ok=True)
+    module.write_text(text)
+    config = Config(default_version(), root=str(linted_from or root))
+    relative = str(module.relative_to(linted_from or root))
+    return [(f.line, f.code) for f in engine.lint(ast.parse(text), text.splitlines(keepends=True), relative, config)]
+
+
+@pytest.mark.parametrize("marker", ["pyproject.toml", "setup.py", "setup.cfg", ".git", "pkg-0.1.dist-info",
+                                    "pkg.egg-info"])
+def test_a_function_nothing_in_the_project_names_is_silent(tmp_path, marker):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("from .engine import is_master\n")
+    (tmp_path / "pkg" / "train.py").write_text("from .engine import is_master\n\nis_master()\n")
+    assert _lint(tmp_path, "pkg/engine.py", marker=marker) == []
+
+
+def test_near_miss_a_folder_that_says_no_project_begins_there_is_not_read(tmp_path):
+    # a few files copied out of their project: their callers may be elsewhere
+    assert _lint(tmp_path, "pkg/engine.py", marker="") == [(6, "ASC204")]
+
+
+def test_a_private_function_nothing_names_is_silent(tmp_path):
+    # torchtune training/precision.py: _set_float32_precision has no caller
+    text = ("import torch\n\n\ndef _set_float32_precision(precision='high'):\n"
+            "    torch.backends.cudnn.allow_tf32 = precision != 'highest'\n")
+    assert _lint(tmp_path, "pkg/precision.py", text) == []
+
+
+@pytest.mark.parametrize("rel,text", [
+    ("pkg/launch.py", "from pkg.engine import init_distributed\n\ninit_distributed(0, 1, 29500)\n"),
+    ("pkg/__init__.py", "from .engine import init_distributed\n"),  # a re-export
+    ("pkg/__init__.py", "__all__ = ['init_distributed']\n"),
+    ("pkg/run.py", "from . import engine\n\nengine.init_distributed(0, 1, 29500)\n"),
+    # a config that names it: speechbrain's YAML, an mm* config's string, an entry point
+    ("recipes/train.yaml", "setup: !name:pkg.engine.init_distributed\n"),
+    ("configs/ddp.py", "launcher = dict(type='init_distributed')\n"),
+    ("pyproject.toml", "[project.scripts]\nddp = 'pkg.engine:init_distributed'\n"),
+    ("pkg-0.1.dist-info/entry_points.txt", "[console_scripts]\nddp = pkg.engine:init_distributed\n"),
+    ("README.md", "Call `init_distributed` before training.\n"),
+])
+def test_near_miss_a_function_the_project_names_is_reported(tmp_path, rel, text):
+    (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / rel).write_text(text)
+    assert _lint(tmp_path, "pkg/engine.py") == [(6, "ASC204")]
+
+
+@pytest.mark.parametrize("text", [
+    DEAD + "\n\nif __name__ == '__main__':\n    init_distributed(0, 1, 29500)\n",  # the script's own main block
+    DEAD + "\n\nSETUPS = {'ddp': init_distributed}\n",
+    "from pkg.registry import register\n\n\n@register\n" + DEAD.split("\n\n\n", 1)[1],  # a decorator may register it
+    DEAD.replace("def init_distributed", "def __getattr__"),  # Python calls a module's dunders
+    DEAD + "\n\ndef setup(name):\n    return globals()[name]\n",  # looked up by a name built at run time
+    # methods and classes: called or built where no name shows (a library's classes are what its users build)
+    "import torch.distributed as dist\n\n\nclass Launcher:\n    def init_distributed(self):\n"
+    "        dist.init_process_group(backend='nccl')\n",
+])
+def test_near_miss_a_function_its_own_module_may_run_is_reported(tmp_path, text):
+    findings = _lint(tmp_path, "pkg/engine.py", text)
+    assert [code for _, code in findings] == ["ASC204"]
+
+
+def test_near_miss_torch_hub_calls_a_hubconf_function_by_name(tmp_path):
+    assert _lint(tmp_path, "hubconf.py") == [(6, "ASC204")]
+
+
+def test_near_miss_a_default_runs_when_the_module_is_imported(tmp_path):
+    # a default is computed when Python runs the ``def``, called or not
+    text = "import torch\n\n\ndef pick(device=torch.cuda.current_device()):\n    return device\n"
+    assert [code for _, code in _lint(tmp_path, "pkg/devices.py", text)] == ["ASC201"]
+
+
+def test_the_project_is_the_outermost_folder_that_says_one_begins(tmp_path):
+    # linting pkg/ alone, which builds an extension with its own setup.py (easyocr 1.7.2 DBNet/assets/ops/dcn/):
+    # a script beside it in the repository still calls the function
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "setup.py").write_text("")
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "ddp.py").write_text("from pkg.engine import init_distributed\n")
+    assert _lint(tmp_path, "pkg/engine.py", linted_from=tmp_path / "pkg") == [(6, "ASC204")]
+
+
+def test_near_miss_a_project_too_large_is_not_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(project, "MAX_PROJECT_FILES", 0)
+    project.word_counts.cache_clear()
+    assert _lint(tmp_path, "pkg/engine.py") == [(6, "ASC204")]
+    project.word_counts.cache_clear()
+
+
+def test_the_project_is_read_once(tmp_path, monkeypatch):
+    project.word_counts.cache_clear()
+    _lint(tmp_path, "pkg/engine.py")
+    _lint(tmp_path, "pkg/other.py", DEAD.replace("init_distributed", "init_group"))
+    assert project.word_counts.cache_info().misses == 1
