@@ -25,9 +25,9 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 def in_unused_function(ctx, node: ast.AST) -> bool:
     """Is ``node`` (the checked node or one inside it) in the body of a top-level function of the file that no
     other text of its project names? Only an undecorated function (a decorator may register it:
-    ``@MODELS.register_module()``, ``@click.command()``, ``@pytest.fixture``) with an ASCII, non-dunder name, in a module that does not look its
-    functions up in ``globals()`` and is no ``hubconf.py`` (``torch.hub.load`` calls those by name); never in its
-    defaults or annotations, which run when the module is imported."""
+    ``@MODELS.register_module()``, ``@click.command()``, ``@pytest.fixture``) with an ASCII, non-dunder name, in
+    a module that does not look its functions up in ``globals()`` and is no ``hubconf.py`` (``torch.hub.load``
+    calls those by name); never in its defaults or annotations, which run when the module is imported."""
     top = ctx.stack[1] if len(ctx.stack) > 1 else None
     if not isinstance(top, _FUNCTIONS):
         return False
