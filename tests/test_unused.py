@@ -113,6 +113,15 @@ def test_the_project_is_the_outermost_folder_that_says_one_begins(tmp_path):
     assert _lint(tmp_path, "pkg/engine.py", linted_from=tmp_path / "pkg") == [(6, "ASC204")]
 
 
+def test_a_repository_ends_the_project_where_its_git_folder_is(tmp_path):
+    # a project checked out inside another repository (a dotfiles repository in the home folder): the outer one's
+    # words are not this project's, however it names the function
+    (tmp_path / "setup.py").write_text("")
+    (tmp_path / "notes.py").write_text("from repo.pkg.engine import init_distributed\n")
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    assert _lint(tmp_path / "repo", "pkg/engine.py", marker="") == []
+
+
 def test_near_miss_a_project_too_large_is_not_read(tmp_path, monkeypatch):
     monkeypatch.setattr(project, "MAX_PROJECT_FILES", 0)
     project.word_counts.cache_clear()

@@ -350,7 +350,7 @@ def public(path: str, name: str) -> bool:
 # its docs, notebooks and shell scripts
 _TEXT_FILES = (".py", ".pyi", ".pyx", ".yaml", ".yml", ".json", ".cfg", ".toml", ".ini", ".txt", ".md", ".rst",
                ".sh", ".ipynb")
-_PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+_PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
 MAX_PROJECT_FILES = 20000
 # a byte that is no part of a word becomes a space: ``split`` then gives the words (a C loop, no regex)
 _NOT_WORD = bytes(b if chr(b).isascii() and (chr(b).isalnum() or b == ord("_")) else 32 for b in range(256))
@@ -363,37 +363,46 @@ def words(text: bytes) -> List[bytes]:
 
 @lru_cache(maxsize=1024)
 def project_root(folder: str) -> Optional[str]:
-    """The outermost folder from ``folder`` upwards that says a project begins there: it holds pyproject.toml,
-    setup.py, setup.cfg, .git, or a distribution's metadata (a wheel's ``*.dist-info``, an sdist's ``*.egg-info``);
-    None where no folder does, and the whole project is not known."""
-    parent = os.path.dirname(folder)
-    outer = project_root(parent) if parent != folder else None
-    return outer or (folder if _marked(folder) else None)
+    """Where the project of ``folder`` begins: the nearest folder upwards that holds ``.git`` (a repository's top;
+    a dotfiles repository in the home folder above it is another project), else the outermost that holds
+    pyproject.toml, setup.py, setup.cfg or a distribution's metadata (a wheel's ``*.dist-info``, an sdist's
+    ``*.egg-info``; outermost, as an extension's own setup.py may sit deep inside); None where no folder does, and
+    the whole project is not known."""
+    found = None
+    while True:
+        names = _names(folder)
+        if ".git" in names:
+            return folder
+        if any(name in _PROJECT_MARKERS or name.endswith((".dist-info", ".egg-info")) for name in names):
+            found = folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return found
+        folder = parent
 
 
-def _marked(folder: str) -> bool:
+def _names(folder: str) -> List[str]:
     try:
-        names = os.listdir(folder)
+        return os.listdir(folder)
     except OSError:
-        return False
-    return any(name in _PROJECT_MARKERS or name.endswith((".dist-info", ".egg-info")) for name in names)
+        return []
 
 
 @lru_cache(maxsize=2)
 def word_counts(root: str) -> Optional["Counter[bytes]"]:
     """How often each word occurs in the text files below ``root`` (hidden folders, ``__pycache__`` and files over
-    ``MAX_BYTES`` left out); None for a tree of more than ``MAX_PROJECT_FILES`` such files. Read once per process,
-    on the first question."""
+    ``MAX_BYTES`` left out); None for a tree of more than ``MAX_PROJECT_FILES`` files of any kind (a dataset's
+    images count: the walk stops there). Read once per process, on the first question."""
     counts: "Counter[bytes]" = Counter()
-    read = 0
+    seen = 0
     for folder, folders, files in os.walk(root):
         folders[:] = [f for f in folders if not f.startswith(".") and f != "__pycache__"]
+        seen += len(files)
+        if seen > MAX_PROJECT_FILES:
+            return None
         for name in files:
             if not name.endswith(_TEXT_FILES):
                 continue
-            read += 1
-            if read > MAX_PROJECT_FILES:
-                return None
             path = os.path.join(folder, name)
             try:
                 if os.path.islink(path) or os.path.getsize(path) > MAX_BYTES:
