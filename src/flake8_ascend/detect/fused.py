@@ -467,7 +467,7 @@ def attention_fallback(node: ast.AST, ctx) -> bool:
         return False
     cls = ctx.enclosing(ast.ClassDef)
     if cls is not None and any(m is function for m in cls.body) and function.name in ctx.memo(
-            f"fused.fallback_methods.{id(cls)}", lambda c: _fallback_methods(cls, c.tree)):
+            f"fused.fallback_methods.{id(cls)}", lambda c: _fallback_methods(cls, c.model)):
         return True
     return function.name == "eager_attention_forward" and ctx.memo("fused.dispatches_attention", _dispatches_attention)
 
@@ -478,7 +478,7 @@ def _self_calls(tree: ast.AST, names) -> List[ast.Call]:
             and isinstance(n.func.value, ast.Name) and n.func.value.id == "self" and n.func.attr in names]
 
 
-def _fallback_methods(cls: ast.ClassDef, tree: ast.AST) -> FrozenSet[str]:
+def _fallback_methods(cls: ast.ClassDef, model) -> FrozenSet[str]:
     """Methods of ``cls`` that the file calls only from one branch of an ``if`` whose other branch calls SDPA, itself
     or through another method of the class (darts 0.41.0 chronos2_submodels.py:391: ``if self.attn_implementation ==
     "sdpa": self._sdpa_attention(...) else: self._eager_attention(...)``): the hand-written fallback, factored out."""
@@ -491,10 +491,8 @@ def _fallback_methods(cls: ast.ClassDef, tree: ast.AST) -> FrozenSet[str]:
             for branch, other in ((branch_if.body, branch_if.orelse), (branch_if.orelse, branch_if.body)):
                 if _calls(other, _SDPA) or any(_self_calls(s, fused) for s in other):
                     fallback.update(id(c) for s in branch for c in _self_calls(s, names))
-    sites = [n for n in walk_tree(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-             and n.func.attr in names]
-    return frozenset(name for name in names if any(s.func.attr == name for s in sites) and all(
-        id(s) in fallback for s in sites if s.func.attr == name))
+    sites = {name: [c for c in model.calls(name) if isinstance(c.func, ast.Attribute)] for name in names}
+    return frozenset(name for name in names if sites[name] and all(id(s) in fallback for s in sites[name]))
 
 
 def _dispatches_attention(ctx) -> bool:

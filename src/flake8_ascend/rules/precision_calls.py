@@ -331,8 +331,9 @@ def _distinct_rows(call: ast.Call, ctx) -> bool:
 _DEPTH = 8  # how many names and shape-keeping steps a shape proof follows
 _RANGES = frozenset({"torch.arange", "torch.linspace", "torch.logspace", "torch.range"})
 # tensor methods (and torch functions of one tensor) whose result has the shape of their input
-_SAME_SHAPE = frozenset("""to float double half bfloat16 cpu cuda npu clone detach contiguous type_as abs exp log sqrt
-rsqrt sin cos tanh sigmoid pow neg reciprocal square""".split())
+# casts and moves that keep every value of a tensor
+_CASTS = frozenset("to float double half bfloat16 type_as cpu cuda npu detach contiguous".split())
+_SAME_SHAPE = _CASTS | frozenset("clone abs exp log sqrt rsqrt sin cos tanh sigmoid pow neg reciprocal square".split())
 _REDUCTIONS = frozenset({"sum", "mean", "max", "min", "norm", "prod", "amax", "amin"})  # with no dim: one number
 
 
@@ -542,9 +543,6 @@ def outer_product(left: ast.AST, right: ast.AST, ctx) -> bool:
     ``y.reshape(B, K, -1, 1) @ x.reshape(B, K, 1, -1)``, ``k[:, None] @ k[None, :]`` of a 1-D ``k``). Each output
     element is one product: there is no sum whose order could change between runs."""
     return _trailing_ones(left, ctx)[1] or _trailing_ones(right, ctx)[0]
-
-
-_CASTS = frozenset("to float double half bfloat16 type_as cpu cuda npu detach contiguous".split())
 
 
 def _sole_value(name: ast.Name, ctx):

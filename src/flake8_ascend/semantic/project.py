@@ -53,12 +53,17 @@ def _modules(package: str) -> Dict[str, str]:
 def _read(path: str) -> Optional[str]:
     """The text of the module at ``path``; None for a link, a module over ``MAX_BYTES`` or one that cannot be read."""
     try:
-        if os.path.islink(path) or os.path.getsize(path) > MAX_BYTES:
+        if not _small_file(path):
             return None
         with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read()
     except OSError:
         return None
+
+
+def _small_file(path: str) -> bool:
+    """A file read at all: no link (it may lead out of the project), at most ``MAX_BYTES``; raises OSError."""
+    return not os.path.islink(path) and os.path.getsize(path) <= MAX_BYTES
 
 
 _trees: Dict[str, Optional[ast.Module]] = {}
@@ -405,7 +410,7 @@ def word_counts(root: str) -> Optional["Counter[bytes]"]:
                 continue
             path = os.path.join(folder, name)
             try:
-                if os.path.islink(path) or os.path.getsize(path) > MAX_BYTES:
+                if not _small_file(path):
                     continue
                 with open(path, "rb") as handle:
                     counts.update(words(handle.read()))
