@@ -124,13 +124,15 @@ def test_a_repository_ends_the_project_where_its_git_folder_is(tmp_path):
 
 def test_near_miss_a_project_too_large_is_not_read(tmp_path, monkeypatch):
     monkeypatch.setattr(project, "MAX_PROJECT_FILES", 0)
-    project.word_counts.cache_clear()
+    project._texts.cache_clear()
+    project.word_count.cache_clear()
     assert _lint(tmp_path, "pkg/engine.py") == [(6, "ASC204")]
-    project.word_counts.cache_clear()
+    project._texts.cache_clear()
+    project.word_count.cache_clear()
 
 
 def test_the_project_is_read_once(tmp_path, monkeypatch):
-    project.word_counts.cache_clear()
+    project._texts.cache_clear()
     _lint(tmp_path, "pkg/engine.py")
     _lint(tmp_path, "pkg/other.py", DEAD.replace("init_distributed", "init_group"))
-    assert project.word_counts.cache_info().misses == 1
+    assert project._texts.cache_info().misses == 1

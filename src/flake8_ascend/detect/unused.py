@@ -55,5 +55,4 @@ def _unused(ctx, function: ast.FunctionDef) -> bool:
     if ctx.memo("words", lambda c: Counter(project.words(source_text(c).encode())))[word] != own:
         return False  # the file itself names it elsewhere: no need to read the project
     root = project.project_root(os.path.dirname(os.path.abspath(path)))
-    counts = project.word_counts(root) if root is not None else None
-    return counts is not None and counts[word] == own
+    return root is not None and project.word_count(root, word) == own

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections import Counter
 from functools import lru_cache
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
@@ -393,12 +392,25 @@ def _names(folder: str) -> List[str]:
         return []
 
 
+@lru_cache(maxsize=1024)
+def word_count(root: str, word: bytes) -> Optional[int]:
+    """How often ``word`` occurs as a word (as ``words`` splits them) in the text files below ``root``; None for a
+    project too large to read. A search per word asked, not a count of every word: a process asks about a handful
+    of words (transformers 4.57.6: 14 over its 2,238 text files), and counting all 5 million words cost it 2.6 s
+    per flake8 worker against 0.3 s for the searches."""
+    texts = _texts(root)
+    if texts is None:
+        return None
+    whole = re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(word) + rb"(?![A-Za-z0-9_])")
+    return sum(len(whole.findall(text)) for text in texts if word in text)
+
+
 @lru_cache(maxsize=2)
-def word_counts(root: str) -> Optional["Counter[bytes]"]:
-    """How often each word occurs in the text files below ``root`` (hidden folders, ``__pycache__`` and files over
-    ``MAX_BYTES`` left out); None for a tree of more than ``MAX_PROJECT_FILES`` files of any kind (a dataset's
-    images count: the walk stops there). Read once per process, on the first question."""
-    counts: "Counter[bytes]" = Counter()
+def _texts(root: str) -> Optional[List[bytes]]:
+    """The text files below ``root`` (hidden folders, ``__pycache__`` and files over ``MAX_BYTES`` left out); None
+    for a tree of more than ``MAX_PROJECT_FILES`` files of any kind (a dataset's images count: the walk stops
+    there). Read once per process, on the first question."""
+    texts: List[bytes] = []
     seen = 0
     for folder, folders, files in os.walk(root):
         folders[:] = [f for f in folders if not f.startswith(".") and f != "__pycache__"]
@@ -413,7 +425,7 @@ def word_counts(root: str) -> Optional["Counter[bytes]"]:
                 if not _small_file(path):
                     continue
                 with open(path, "rb") as handle:
-                    counts.update(words(handle.read()))
+                    texts.append(handle.read())
             except OSError:
                 continue
-    return counts
+    return texts
