@@ -334,6 +334,8 @@ _RANGES = frozenset({"torch.arange", "torch.linspace", "torch.logspace", "torch.
 # casts and moves that keep every value of a tensor
 _CASTS = frozenset("to float double half bfloat16 type_as cpu cuda npu detach contiguous".split())
 _SAME_SHAPE = _CASTS | frozenset("clone abs exp log sqrt rsqrt sin cos tanh sigmoid pow neg reciprocal square".split())
+_FACTORIES = frozenset({"torch.ones", "torch.zeros", "torch.empty", "torch.rand", "torch.randn"})
+_NEW_FACTORIES = frozenset({"new_ones", "new_zeros", "new_empty"})
 _REDUCTIONS = frozenset({"sum", "mean", "max", "min", "norm", "prod", "amax", "amin"})  # with no dim: one number
 
 
@@ -355,11 +357,12 @@ def _assigned(expr: ast.AST, ctx) -> ast.AST:
 
 
 def _method(expr: ast.AST, ctx):
-    """(receiver, name, arguments) of ``t.name(...)`` or ``torch.name(t, ...)``, else None."""
-    if not isinstance(expr, ast.Call) or expr.keywords or any(isinstance(a, ast.Starred) for a in expr.args):
+    """(receiver, name, arguments) of ``t.name(...)`` or ``torch.name(t, ...)``, else None; keywords only on a
+    cast (``.to(dtype=dtype)``), whose keywords leave the shape alone."""
+    if not isinstance(expr, ast.Call) or any(isinstance(a, ast.Starred) for a in expr.args):
         return None
     func = expr.func
-    if not isinstance(func, ast.Attribute):
+    if not isinstance(func, ast.Attribute) or (expr.keywords and func.attr not in _CASTS):
         return None
     qualname = ctx.qualname(func)
     if qualname is None:
@@ -385,6 +388,40 @@ def _one_dim(expr: ast.AST, ctx, depth: int = 0) -> bool:
     call = _method(expr, ctx)
     return call is not None and call[1] in _SAME_SHAPE and _one_dim(call[0], ctx, depth + 1) and (
         call[1] != "pow" or all(_scalar(a, ctx, depth + 1) for a in call[2]))
+
+
+def _sizes_given(args: list, ctx):
+    """How many sizes a factory or ``view`` is given: the elements of one tuple or list (``(B, L)``), else the
+    positional numbers (``B, L``); None where a starred size or one name that may hold a whole shape hides it."""
+    if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
+        args = args[0].elts
+    elif len(args) == 1 and _integer(args[0]) is None and ctx.values.of(args[0]).kind != NUMBER:
+        return None
+    return None if not args or any(isinstance(a, ast.Starred) for a in args) else len(args)
+
+
+def _rank(expr: ast.AST, ctx, depth: int = 0):
+    """How many dims ``expr`` provably has, or None: as many as the sizes given to ``torch.ones/zeros/empty/rand/
+    randn`` (``torch.ones((B, L), dtype=...)``), ``t.new_ones/new_zeros/new_empty`` or ``view``/``reshape``; one
+    more after ``unsqueeze``; kept by shape-keeping methods and ``transpose``; 1 for a provably 1-D tensor."""
+    if depth > _DEPTH:
+        return None
+    expr = _assigned(expr, ctx)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, (ast.Attribute, ast.Name)):
+        qualname = ctx.qualname(expr.func)
+        if qualname in _FACTORIES or (qualname is None and getattr(expr.func, "attr", "") in _NEW_FACTORIES):
+            return _sizes_given(expr.args, ctx)
+    call = _method(expr, ctx)
+    if call is not None:
+        receiver, name, args = call
+        if name in ("view", "reshape"):
+            return _sizes_given(args, ctx)
+        if name in ("unsqueeze", "unsqueeze_"):
+            rank = _rank(receiver, ctx, depth + 1)
+            return rank + 1 if rank is not None else None
+        if name in _SAME_SHAPE or name == "transpose":
+            return _rank(receiver, ctx, depth + 1)
+    return 1 if _one_dim(expr, ctx, depth + 1) else None
 
 
 def _scalar(expr: ast.AST, ctx, depth: int) -> bool:
@@ -417,8 +454,9 @@ def _trailing_ones(expr: ast.AST, ctx, depth: int = 0) -> tuple:
             dim = _integer(args[0])
             if dim in (-1, -2):
                 return dim == -2, dim == -1
-            if dim in (0, 1) and _one_dim(receiver, ctx, depth + 1):
-                return dim == 0, dim == 1
+            rank = _rank(receiver, ctx, depth + 1) if dim is not None and dim >= 0 else None
+            if rank is not None and dim in (rank - 1, rank):  # the new dim lands last or second to last
+                return dim == rank - 1, dim == rank
             return False, False
         if name in ("reshape", "view", "expand"):  # expand's -1 keeps a size: only a literal 1 tells
             sizes = args[0].elts if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)) else args
@@ -483,6 +521,10 @@ def _last_sizes(expr: ast.AST, ctx, depth: int = 0) -> tuple:
         return None, None
     expr = _assigned(expr, ctx)
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+        if _scalar(expr.left, ctx, depth + 1):  # a number keeps the shape (``torch.tensor([[1, 3, 3, 1]]) / 8``)
+            return _last_sizes(expr.right, ctx, depth + 1)
+        if _scalar(expr.right, ctx, depth + 1):
+            return _last_sizes(expr.left, ctx, depth + 1)
         return _broadcast(_last_sizes(expr.left, ctx, depth + 1), _last_sizes(expr.right, ctx, depth + 1))
     if isinstance(expr, ast.Attribute) and expr.attr in ("T", "mT"):
         rows, columns = _last_sizes(expr.value, ctx, depth + 1)
@@ -626,9 +668,10 @@ class MatmulNondeterministic(_CallAdvice):
         "chasing run-to-run differences. `matmul(q, k.transpose(-2, -1))` is left to ASC303 "
         "(`matmul_transpose`), which already reports that call. An outer product whose shapes the expression shows "
         "(`a.unsqueeze(-1)` or `expand(B, -1, 1)` on the left, also times a number, `b.unsqueeze(-2)` or "
-        "`reshape(..., 1, -1)` on the right, `k[:, None]` of a 1-D `k`) contracts over one element: it sums nothing, so there is no order to differ, and it is not reported; "
+        "`reshape(..., 1, -1)` on the right, `k[:, None]` of a 1-D `k`, `m.unsqueeze(2)` of a `m = torch.ones((B, L))` "
+        "whose sizes show two dims) contracts over one element: it sums nothing, so there is no order to differ, and it is not reported; "
         "nor is one whose expression spells a contraction over at most four elements (a rotation `.reshape(-1, 2, 2)`, a "
-        "tensor of a literal 3x3 matrix or of OpenCV's 2x3 `getRotationMatrix2D`, `torch.eye(4)` repeated over a batch, `torch.stack([a, b], dim=-2)`, a "
+        "tensor of a literal 3x3 matrix, also times a number, or of OpenCV's 2x3 `getRotationMatrix2D`, `torch.eye(4)` repeated over a batch, `torch.stack([a, b], dim=-2)`, a "
         "`.view(-1, 3)` scaled elementwise): a handful of products leaves no run-to-run difference worth chasing; "
         "nor is a one-hot left operand (`F.one_hot(labels).float() @ w`, or a vector quantiser's `torch.zeros(n, k)` "
         "filled only by `scatter_(1, index.unsqueeze(1), 1)`): each output element adds one product to zeros, which "
@@ -686,6 +729,15 @@ class MatmulNondeterministic(_CallAdvice):
         ("import torch\ndef project(weight, t: torch.Tensor, scale):\n    return scale * t.unsqueeze(-1) @ weight.T\n", 3),
         ("import torch\ndef mix(a, b, w: torch.Tensor):\n    return torch.matmul(torch.stack([a, b], dim=0), w)\n", 3),
         ("import torch\ndef scale(x: torch.Tensor, z, w):\n    return (x.view(3, -1) * z) @ w\n", 3),
+        # near misses of a mask's outer product: unsqueeze(2) of a tensor whose rank is not shown, of a 3-D one (the
+        # new dim is not last), of one built from a shape held in a name; a literal kernel times a tensor
+        ("import torch\ndef pair_mask(mask: torch.Tensor):\n    m = mask.unsqueeze(2)\n    return m @ m.transpose(1, 2)\n", 4),
+        ("import torch\ndef pair_mask(b, n, d, x):\n    m = torch.ones(b, n, d, device=x.device).unsqueeze(2)\n"
+         "    return m @ m.transpose(2, 3)\n", 4),
+        ("import torch\ndef pair_mask(shape, x):\n    m = torch.ones(shape, device=x.device).unsqueeze(2)\n"
+         "    return m @ m.transpose(1, 2)\n", 4),
+        ("import torch\ndef blur(w: torch.Tensor):\n    kernel_1d = torch.tensor([[1 / 8, 3 / 8, 3 / 8, 1 / 8]]) * w\n"
+         "    return kernel_1d.T @ kernel_1d\n", 4),
         # near miss of the factored fallback below: the branch beside the eager method's call does not reach SDPA
         (_FACTORED.replace("scaled_dot_product_attention", "softmax"), 4),
         # near miss of the SDPA fallback below: a module with no fused branch
@@ -767,6 +819,19 @@ class MatmulNondeterministic(_CallAdvice):
         "            attn = (q * self.scale) @ k.transpose(-2, -1)\n            x = attn.softmax(dim=-1) @ v\n"
         "        return x\n",
         "import torch\ndef outer(a: torch.Tensor, b: torch.Tensor):\n    return a.unsqueeze(-1) @ b.unsqueeze(-2)\n",
+        # a pairwise mask as an outer product of a (B, L) mask unsqueezed to (B, L, 1) (diffusers 0.42.1
+        # models/transformers/transformer_cogview4.py:268-276 and :172-175), and a 4-tap kernel (1, 4) scaled by a
+        # number, whose transpose times itself is an outer product (models/upsampling.py:337-339)
+        "import torch\ndef pair_mask(batch_size, text_seq_length, image_seq_length, text_attn_mask, dtype, device):\n"
+        "    mixed_attn_mask = torch.ones(\n        (batch_size, text_seq_length + image_seq_length), dtype=torch.int32, "
+        "device=device\n    )\n    mixed_attn_mask[:, :text_seq_length] = text_attn_mask\n"
+        "    mixed_attn_mask_input = mixed_attn_mask.unsqueeze(2).to(dtype=dtype)\n"
+        "    return mixed_attn_mask_input @ mixed_attn_mask_input.transpose(1, 2)\n",
+        "import torch\ndef pair_mask(batch_size, n, query):\n"
+        "    mix_attn_mask = torch.ones((batch_size, n), device=query.device)\n"
+        "    mix_attn_mask = mix_attn_mask.unsqueeze(2)\n    return mix_attn_mask @ mix_attn_mask.transpose(1, 2)\n",
+        "import torch\ndef blur(device):\n    kernel_1d = (torch.tensor([[1 / 8, 3 / 8, 3 / 8, 1 / 8]]) * 2).to(device)\n"
+        "    return kernel_1d.T @ kernel_1d\n",
         # a rotary embedding's frequencies, expanded to a last dim of 1 (diffusers 0.42.1
         # models/transformers/transformer_omnigen.py:165-173)
         "import torch\ndef freqs(inv_freq, position_ids: torch.Tensor):\n"
