@@ -390,14 +390,19 @@ def _one_dim(expr: ast.AST, ctx, depth: int = 0) -> bool:
         call[1] != "pow" or all(_scalar(a, ctx, depth + 1) for a in call[2]))
 
 
+def _size_args(args: list) -> list:
+    """The sizes given to ``view``/``reshape``/``expand`` or a factory: the elements of one tuple or list
+    (``(B, L)``), else the positional arguments (``B, L``)."""
+    return args[0].elts if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)) else args
+
+
 def _sizes_given(args: list, ctx):
-    """How many sizes a factory or ``view`` is given: the elements of one tuple or list (``(B, L)``), else the
-    positional numbers (``B, L``); None where a starred size or one name that may hold a whole shape hides it."""
-    if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
-        args = args[0].elts
-    elif len(args) == 1 and _integer(args[0]) is None and ctx.values.of(args[0]).kind != NUMBER:
+    """How many sizes ``args`` give; None where a starred size, or one name that may hold a whole shape, hides it."""
+    if len(args) == 1 and not isinstance(args[0], (ast.Tuple, ast.List)) and _integer(args[0]) is None and \
+            ctx.values.of(args[0]).kind != NUMBER:
         return None
-    return None if not args or any(isinstance(a, ast.Starred) for a in args) else len(args)
+    sizes = _size_args(args)
+    return None if not sizes or any(isinstance(a, ast.Starred) for a in sizes) else len(sizes)
 
 
 def _rank(expr: ast.AST, ctx, depth: int = 0):
@@ -459,7 +464,7 @@ def _trailing_ones(expr: ast.AST, ctx, depth: int = 0) -> tuple:
                 return dim == rank - 1, dim == rank
             return False, False
         if name in ("reshape", "view", "expand"):  # expand's -1 keeps a size: only a literal 1 tells
-            sizes = args[0].elts if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)) else args
+            sizes = _size_args(args)
             if len(sizes) >= 2:
                 return _integer(sizes[-2]) == 1, _integer(sizes[-1]) == 1
             return False, False
@@ -546,7 +551,7 @@ def _last_sizes(expr: ast.AST, ctx, depth: int = 0) -> tuple:
     if not isinstance(func, ast.Attribute) or qualname is not None:
         return None, None
     if func.attr in ("reshape", "view"):  # ``reshape(*x.shape[:-1], 2, 2)``: the last two are what count
-        sizes = args[0].elts if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)) else args
+        sizes = _size_args(args)
         return (_integer(sizes[-2]), _integer(sizes[-1])) if len(sizes) >= 2 else (None, None)
     if (func.attr == "t" and not args) or (func.attr == "transpose" and {_integer(a) for a in args} == {-1, -2}):
         rows, columns = _last_sizes(func.value, ctx, depth + 1)
