@@ -28,9 +28,17 @@ CUDA_ONLY_PACKAGES = {
     "numba.cuda": "torch ops on the NPU",
 }
 
+# NVIDIA-only libraries behind an optional feature, which ASC206 does not report (an NPU run does without the
+# feature, nothing to port): NVML's bindings (NVIDIA GPU monitoring), Horovod (collectives over NCCL, RCCL or the
+# CPU, no HCCL), Nunchaku (SVDQuant kernels for CUDA GPUs only), SonicMoE (CUTLASS kernels for Hopper/Blackwell);
+# facts in rules_data/sources/cuda/cuda_api_catalog.tsv
+NVIDIA_ONLY_FEATURES = ("pynvml", "horovod", "nunchaku", "sonicmoe")
+
 # How code names the opt-in of a package with no NPU build at all (not triton, which has triton-ascend, nor
-# mmcv.ops, which has NPU kernels): the package's name, and bitsandbytes' conventional alias ``bnb``.
-OPT_IN_SPELLINGS = ("xformers", "flash_attn", "bitsandbytes", "bnb", "apex", "pycuda", "cupy")
+# mmcv.ops, which has NPU kernels): the package's name, bitsandbytes' conventional alias ``bnb``, and NVML for
+# its bindings (``_HAS_NVML``, ``nvml_memory``).
+OPT_IN_SPELLINGS = ("xformers", "flash_attn", "bitsandbytes", "bnb", "apex", "pycuda", "cupy", "nvml", "horovod",
+                    "nunchaku", "sonicmoe")
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -94,12 +102,17 @@ def _spells_package(lines) -> bool:
 
 
 # the packages of OPT_IN_SPELLINGS by their import names: no NPU build at all
-_NO_NPU_BUILD = frozenset(("xformers", "flash_attn", "bitsandbytes", "apex", "pycuda", "cupy"))
+_NO_NPU_BUILD = frozenset(("xformers", "flash_attn", "bitsandbytes", "apex", "pycuda", "cupy") + NVIDIA_ONLY_FEATURES)
 _BLOCKS = ("body", "orelse", "finalbody")
 
 
 def _imports_package(statement: ast.stmt) -> bool:
-    """``import bitsandbytes as bnb``, ``from xformers.ops import memory_efficient_attention``."""
+    """``import bitsandbytes as bnb``, ``from xformers.ops import memory_efficient_attention``, or such an import
+    in a ``try`` whose every handler raises (ignite 0.5.5 metrics/gpu_info.py:36-42, ``from pynvml.smi import
+    nvidia_smi`` then ``raise ModuleNotFoundError``): past it the package is there."""
+    if isinstance(statement, ast.Try):
+        return any(_imports_package(s) for s in statement.body) and all(
+            handler.body and isinstance(handler.body[-1], ast.Raise) for handler in statement.handlers)
     if isinstance(statement, ast.Import):
         return any(alias.name.split(".")[0] in _NO_NPU_BUILD for alias in statement.names)
     return isinstance(statement, ast.ImportFrom) and not statement.level and (

@@ -74,6 +74,12 @@ FLOP_TOOL = ("try:\n    from {counter}\nexcept ImportError:\n    raise ImportErr
              "    return count(model, inputs=inputs)\n")
 
 
+# a GPU-monitoring metric that imports NVML's bindings first (ignite 0.5.5 metrics/gpu_info.py:36-44)
+GPU_INFO = ("import torch\nclass GpuInfo(Metric):\n    def __init__(self):\n        try:\n"
+            "            from pynvml.smi import nvidia_smi\n        except ImportError:\n            {handler}\n"
+            "        if not torch.cuda.is_available():\n            raise RuntimeError('This contrib module requires available GPU')\n")
+
+
 class CudaApi(Rule):
     code = "ASC201"
     summary = "torch.cuda API use; says whether transfer_to_npu maps it or it needs a manual rewrite"
@@ -97,7 +103,8 @@ class CudaApi(Rule):
         "CUDA target unconditionally: it needs another implementation, ASC206's finding), "
         "where a tensor's own `.is_cuda` picks a CUDA kernel (a tensor on the NPU takes the other path), where the "
         "name is only a type (an annotation, a `Union[...]`), on the opt-in path of a package with no NPU build "
-        "(xformers, bitsandbytes), under a CPU fallback in an offline converter, or in test code (`--lint-tests`). "
+        "(xformers, bitsandbytes; the NVIDIA-only library of an optional feature: NVML's bindings, Horovod, Nunchaku, "
+        "SonicMoE; also past a function's `try` import of it whose handler raises), under a CPU fallback in an offline converter, or in test code (`--lint-tests`). "
         "Inside a branch that only CUDA takes (`if torch.cuda.is_available():`, `if device.type == 'cuda':`) the "
         "finding on the test stands for the calls inside: it says the branch turns off on an NPU and names them, "
         "and `--fix` still rewrites each. So does ASC204's finding on a backend's comparison with NCCL (`if backend "
@@ -111,6 +118,12 @@ class CudaApi(Rule):
                    "adds `import torch_npu`.")
     source = "torch_npu wheel: torch_npu/npu/__init__.py __all__ and torch_npu/contrib/transfer_to_npu.py"
     fires = [
+        # near misses of the NVIDIA-only library of an optional feature: an import whose handler goes on without
+        # it, a distributed backend's class not named after Horovod
+        (GPU_INFO.format(handler="nvidia_smi = None"), 8),
+        ("import torch\nclass _NativeDistModel(ComputationModel):\n    def _create_from_backend(self, backend, **kwargs):\n"
+         "        dist.init_process_group(backend)\n        if torch.cuda.is_available():\n"
+         "            torch.cuda.set_device(self.get_local_rank())\n", 5),
         # near miss of a model-complexity tool: thop's ``profile`` also names general profilers (time, memory)
         (FLOP_TOOL.format(counter="thop import profile as count"), 7),
         # near miss of a device default no call relies on: the construction leaves the device out
@@ -285,6 +298,17 @@ class CudaApi(Rule):
         "            raise ValueError('xformers needs a GPU')\n",
         "import torch\nclass BnB8BitQuantizer:\n    def update_device_map(self, device_map):\n"
         "        return device_map or {'': torch.cuda.current_device()}\n",
+        # the NVIDIA-only library of an optional feature: a GPU-monitoring metric past its import of NVML's
+        # bindings (ignite 0.5.5 metrics/gpu_info.py:36-44), Horovod's backend (ignite 0.5.5
+        # distributed/comp_models/horovod.py:79-87), a Nunchaku quantizer (diffusers 0.42.1
+        # quantizers/nunchaku/nunchaku_quantizer.py:18-32)
+        GPU_INFO.format(handler="raise ModuleNotFoundError('This contrib module requires pynvml to be installed.')"),
+        "import torch\nclass _HorovodDistModel(ComputationModel):\n    def _create_from_backend(self, backend, **kwargs):\n"
+        "        hvd.init(comm=kwargs.get('comm', None))\n        self._setup_attrs()\n        if torch.cuda.is_available():\n"
+        "            torch.cuda.set_device(self.get_local_rank())\n",
+        "import torch\nclass NunchakuLiteQuantizer(DiffusersQuantizer):\n    def validate_environment(self, *args, **kwargs):\n"
+        "        cuda_available = torch.cuda.is_available()\n        if not cuda_available:\n"
+        "            raise ValueError('Loading Nunchaku checkpoints requires a CUDA-capable NVIDIA GPU.')\n",
         # a memory figure that only goes into a print (litgpt 0.5.13 generate/sequentially.py:287)
         "import sys\nimport torch\ndef main():\n"
         "    print(f'Memory used: {torch.cuda.max_memory_allocated() / 1e9:.02f} GB', file=sys.stderr)\n",

@@ -179,6 +179,13 @@ _CONTIGUOUS = ("def attend(query_states, key_states, causal_mask):\n"
                "    return query_states @ key_states\n")
 
 
+# a kernel's device check that only raises (axolotl 0.19.0 integrations/kernels/libs/sonicmoe/experts.py:141-160)
+SONICMOE_CHECK = ("def {name}(self, hidden_states, top_k_index, top_k_weights):\n"
+                  "    from transformers.integrations.sonicmoe import sonicmoe_experts_forward\n"
+                  "    if hidden_states.device.type != 'cuda':\n        raise ValueError('sonicmoe requires CUDA device')\n"
+                  "    return sonicmoe_experts_forward(self, hidden_states, top_k_index, top_k_weights)\n")
+
+
 class HardCodedCudaDevice(Rule):
     code = "ASC202"
     summary = "hard-coded CUDA device (.cuda(), 'cuda:N' device strings)"
@@ -193,8 +200,9 @@ class HardCodedCudaDevice(Rule):
         "also through a flag that holds the test) is not: the NPU run only misses the report; nor one whose branch "
         "only picks ONNX Runtime's execution provider (the model runs there, not in torch), or only makes tensors "
         "contiguous (a detour around a CUDA attention kernel's bug); nor is a CUDA string or "
-        "`.cuda()` on the opt-in path of a package with no NPU build (xformers, bitsandbytes: under a test for it, or "
-        "after a function's own import of it), nor a device bound to a local name whose every read only prints, logs "
+        "`.cuda()` on the opt-in path of a package with no NPU build (xformers, bitsandbytes; the NVIDIA-only library of "
+        "an optional feature: NVML's bindings, Horovod, Nunchaku, SonicMoE: under a test for it, in a function or class "
+        "named after it, or after a function's own import of it), nor a device bound to a local name whose every read only prints, logs "
         "or formats it into a message, nor a `device='cuda'` parameter default (or `'cuda' if ... else 'cpu'`) when the file calls the function (or the "
         "class's methods sharing that default) and every call passes the device; nor in a model-complexity tool "
         "(a module that imports a FLOP counter: the count is the same on the CPU); nor in a CUDA implementation (a "
@@ -213,6 +221,11 @@ class HardCodedCudaDevice(Rule):
                    "which decide what code runs, and not `.cuda()` in a file that defines its own `cuda` method).")
     source = "torch_npu transfer_to_npu.py (device_kwargs_list, Tensor.cuda -> Tensor.npu)"
     fires = [
+        # near miss of an NVIDIA-only feature's device check: a feature of the package's own (activation
+        # offloading, torchtune 0.6.1 recipes/full_finetune_single_device.py:166-170), which an NPU could run
+        ("class Recipe:\n    def __init__(self, cfg):\n        if self._enable_activation_offloading:\n"
+         "            if self._device.type != 'cuda':\n"
+         "                raise RuntimeError('enable_activation_offloading should only be True when training on CUDA')\n", 4),
         # near miss of a FLOP profiler's device option: the module imports no counter
         ("import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--device', default='cuda', type=str)\n",
          3),
@@ -430,6 +443,8 @@ class HardCodedCudaDevice(Rule):
         # bnb_quantizer.py:240)
         "import torch\ndef set_xformers(use_xformers):\n    if not is_xformers_available():\n        raise ImportError\n"
         "    else:\n        q = torch.randn((1, 2, 40), device='cuda')\n",
+        # the NVIDIA-only kernels of an optional feature (axolotl 0.19.0 integrations/kernels/libs/sonicmoe/experts.py:141-160)
+        SONICMOE_CHECK.format(name="sonicmoe_experts_forward_with_lora"),
         "import torch\nclass BnB4BitDiffusersQuantizer:\n    def update_device_map(self, device_map):\n"
         "        if device_map is None:\n            device_map = {'': f'cuda:{torch.cuda.current_device()}'}\n"
         "        return device_map\n",
