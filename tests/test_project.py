@@ -332,3 +332,104 @@ def test_near_miss_a_public_default_is_reported_whatever_the_package_passes(tmp_
     (package / "__init__.py").write_text(init)
     assert project.public(str(package / module), "DBNet")
     assert _lint(tmp_path, f"pkg/{module}") == [(2, "ASC202"), (6, "ASC202")]
+
+
+# neuralforecast 3.0.2 models/gru.py:125-195: a dropout parameter that defaults to off, stored on ``self`` and
+# handed to the recurrent layer (ASC103)
+GRU_MODEL = """\
+import torch.nn as nn
+
+
+class GRU(nn.Module):
+    def __init__(self, h, encoder_n_layers=2, encoder_dropout=0.0):
+        super().__init__()
+        self.encoder_dropout = encoder_dropout
+        self.hist_encoder = nn.GRU(h, h, num_layers=encoder_n_layers, dropout=self.encoder_dropout)
+"""
+
+
+def _model_package(tmp_path: Path, caller: str, init: str = "") -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text(init)
+    (package / "gru.py").write_text(GRU_MODEL)
+    (package / "auto.py").write_text(caller)
+
+
+@pytest.mark.parametrize("caller", [
+    # the package only hands the class on (neuralforecast auto.py ``cls_model=GRU``), or builds it at its default
+    "from .gru import GRU\n\n\ndef auto(config):\n    return dict(cls_model=GRU, config=config)\n",
+    "from .gru import GRU\n\n\ndef build(h):\n    return GRU(h, encoder_n_layers=4)\n",
+    "from . import gru\n\n\ndef build(h):\n    return gru.GRU(h, encoder_dropout=0.0)\n",
+])
+def test_a_parameter_no_call_in_the_package_turns_on_is_off(tmp_path, caller):
+    _model_package(tmp_path, caller)
+    assert _codes(tmp_path, "pkg/gru.py", "ASC103") == []
+
+
+@pytest.mark.parametrize("model", [
+    # the file's own caller hands on its parameter, left at off (doctr 0.12.0 sar/pytorch.py: ``SAREncoder(...,
+    # dropout_prob)`` in ``SAR.__init__``, whose ``dropout_prob`` defaults to 0.0)
+    GRU_MODEL.replace("class GRU", "class Encoder") + "\n\nclass GRU(nn.Module):\n"
+    "    def __init__(self, h, dropout_prob=0.0):\n        self.encoder = Encoder(h, encoder_dropout=dropout_prob)\n",
+    # ``num_layers`` left at a default of 1: the dropout acts between no layers (sentence-transformers 5.1
+    # sentence_transformer/modules/lstm.py:42)
+    "import torch.nn as nn\n\n\nclass LSTM(nn.Module):\n    def __init__(self, dim, hidden_dim, num_layers: int = 1, "
+    "dropout: float = 0.1):\n        self.encoder = nn.LSTM(dim, hidden_dim, num_layers=num_layers, "
+    "dropout=dropout)\n",
+])
+def test_a_value_that_crosses_a_boundary_left_at_its_default(tmp_path, model):
+    _model_package(tmp_path, "")
+    (tmp_path / "pkg" / "gru.py").write_text(model)
+    assert _codes(tmp_path, "pkg/gru.py", "ASC103") == []
+
+
+@pytest.mark.parametrize("caller, init", [
+    # near misses: a caller that turns it on, or passes what only it knows (its own ``**kwargs``, a variable)
+    ("from .gru import GRU\n\n\ndef build(h):\n    return GRU(h, encoder_dropout=0.1)\n", ""),
+    ("from .gru import GRU\n\n\ndef build(h, **kwargs):\n    return GRU(h, **kwargs)\n", ""),
+    ("from .gru import GRU\n\n\ndef build(h, p):\n    return GRU(h, 2, p)\n", ""),
+    # a subclass hands its own value to ``super().__init__``; a public class is built by users
+    ("from .gru import GRU\n\n\nclass Deep(GRU):\n    def __init__(self, h):\n"
+     "        super().__init__(h, encoder_dropout=0.3)\n", ""),
+    ("", "from .gru import GRU\n"),
+    # a call through a dotted path to the module, which no import binds, or through ``partial``
+    ("import pkg as p\n\n\ndef build(h):\n    return p.gru.GRU(h, encoder_dropout=0.3)\n", ""),
+    ("from functools import partial\n\nfrom .gru import GRU\n\nmake = partial(GRU, encoder_dropout=0.3)\n", ""),
+])
+def test_near_miss_a_parameter_some_call_may_turn_on_is_reported(tmp_path, caller, init):
+    _model_package(tmp_path, caller, init)
+    assert _codes(tmp_path, "pkg/gru.py", "ASC103") == [8]
+
+
+def test_a_module_named_as_its_function_is_imported_as_the_module(tmp_path):
+    # nemo 2.x asr/modules/rnnt.py ``from nemo.collections.common.parts import rnn`` and ``rnn.rnn(...)``
+    package = tmp_path / "pkg"
+    (package / "parts").mkdir(parents=True)
+    for init in (package / "__init__.py", package / "parts" / "__init__.py"):
+        init.write_text("")
+    (package / "parts" / "rnn.py").write_text("def rnn(n, proj_size=0):\n    return n\n")
+    (package / "decoder.py").write_text("from pkg.parts import rnn\n\n\ndef build(n):\n    return rnn.rnn(n, 4)\n")
+    calls = project.calls_elsewhere(str(package / "parts" / "rnn.py"), "rnn")
+    assert [call.lineno for call in calls] == [5]
+
+
+def test_near_miss_a_package_too_large_to_read_leaves_the_parameter_unknown(tmp_path, monkeypatch):
+    _model_package(tmp_path, "")
+    monkeypatch.setattr(project, "MAX_MODULES", 1)
+    project._modules.cache_clear()
+    assert _codes(tmp_path, "pkg/gru.py", "ASC103") == [8]
+
+
+@pytest.mark.parametrize("model, line", [
+    # near misses in the file itself: a registered class (a configuration builds it), a subclass, a ``partial``,
+    # ``self.x`` assigned again
+    (GRU_MODEL.replace("class GRU", "@MODELS.register_module()\nclass GRU"), 9),
+    (GRU_MODEL + "\n\nclass DeepGRU(GRU):\n    pass\n", 8),
+    ("from functools import partial\n" + GRU_MODEL + "\n\nmake = partial(GRU, encoder_dropout=0.3)\n", 9),
+    (GRU_MODEL + "\n    def more(self):\n        self.encoder_dropout = 0.3\n", 8),
+])
+def test_near_miss_a_class_the_file_may_build_with_another_value_is_reported(tmp_path, model, line):
+    _model_package(tmp_path, "")
+    (tmp_path / "pkg" / "gru.py").write_text(model)
+    assert _codes(tmp_path, "pkg/gru.py", "ASC103") == [line]

@@ -147,6 +147,12 @@ class Context:
             return []
         return project.method_calls_elsewhere(path, name) if method else project.calls_elsewhere(path, name)
 
+    def hidden_callers(self, name: str) -> bool:
+        """May the file's package call the module-level function or class ``name`` where ``calls_elsewhere`` does
+        not show it (``semantic/project.py``)? True for stdin."""
+        path = self.module_path()
+        return path is None or project.hidden_callers(path, name)
+
     def resolve_class(self, qualname: str) -> Tuple[str, Tuple[str, ...]]:
         """Where the class ``qualname`` (as this file spells it) is defined when the file's package holds or
         re-exports it, and its bases there (``semantic/project.py``); ("", ()) for stdin."""

@@ -60,20 +60,20 @@ def default_unused(ctx, function: Optional[ast.AST], arg: ast.arg) -> bool:
         model = c.model
         method = model.scope(function).is_class and not any(
             isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list)
-        exported = _exported_name(function, c)
-        if exported and c.public(exported):
-            return False  # users call it from outside the package: what the package passes proves nothing
+        own = package_calls(c, function)
+        if own is None:
+            return False
         group = [(function, arg)]
         if method:
             owner = next(n for n in reversed(c.stack) if isinstance(n, ast.ClassDef))
             group += [(f, _cuda_default_parameter(f)) for f in owner.body
                       if f is not function and _cuda_default_parameter(f) is not None]
-        calls = [(call, f, a) for f, a in group for call in model.summaries.call_sites(f)]
-        if exported:
-            calls += [(call, function, arg) for call in c.calls_elsewhere(exported)]
-        elif method and not calls:  # no ``self.f(...)`` in its class: ``x.f(...)`` in the file (a subclass's
-            # override, called from the base class's methods), else in the package; the receiver's class is not
-            # known, so the nearest calls decide (a name as common as ``prepare_latents`` is many methods)
+        calls = [(call, function, arg) for call in own] + [
+            (call, f, a) for f, a in group[1:] for call in model.summaries.call_sites(f)]
+        if method and not calls and not exported_name(function, c):
+            # no ``self.f(...)`` in its class: ``x.f(...)`` in the file (a subclass's override, called from the
+            # base class's methods), else in the package; the receiver's class is not known, so the nearest calls
+            # decide (a name as common as ``prepare_latents`` is many methods)
             named = [(f, a) for f, a in group if not f.name.startswith("__")]  # not ``super().__init__(...)``
             calls = [(call, f, a) for f, a in named for call in model.calls(f.name)
                      if isinstance(call.func, ast.Attribute) and model.function(call) is not f] or [
@@ -82,7 +82,18 @@ def default_unused(ctx, function: Optional[ast.AST], arg: ast.arg) -> bool:
     return ctx.memo(f"cuda_default_unused.{id(function)}", build)
 
 
-def _exported_name(function: ast.AST, ctx) -> str:
+def package_calls(ctx, function: ast.AST) -> Optional[List[ast.Call]]:
+    """The calls of ``function`` the project shows: those in the file (``Summaries.call_sites``) and, for a
+    module-level function or class (``exported_name``), those in the other modules of the package; None for one
+    of the package's public interface (``project.public``): users call it from outside, and what the package
+    passes proves nothing."""
+    exported = exported_name(function, ctx)
+    if exported and ctx.public(exported):
+        return None
+    return ctx.model.summaries.call_sites(function) + (ctx.calls_elsewhere(exported) if exported else [])
+
+
+def exported_name(function: ast.AST, ctx) -> str:
     """The name other modules call ``function`` by: its own for a module-level function, its class's for the
     ``__init__`` of a module-level class; "" for any other (a method's callers are not known by name)."""
     scope = ctx.model.scope(function)

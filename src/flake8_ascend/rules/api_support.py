@@ -6,6 +6,7 @@ from typing import Optional, Tuple
 
 from ..calls import MISSING, argument
 from ..detect.api_domain import CUDA_DOMAIN as _CUDA_DOMAIN
+from ..detect.left_default import constant, left_at_default
 from ..detect.loader_names import in_data_pipeline
 from ..registry import Rule
 from .cuda_extension import CPP_EXTENSION
@@ -408,7 +409,11 @@ class RestrictedApi(_ApiStatusRule):
         "list, or a restricted argument in use (`F.interpolate(x, scale_factor=2)`, `topk(..., sorted=False)`, "
         "`x.to(memory_format=torch.channels_last)`); an argument left at its off value (`dropout=0.0`) or that "
         "torch does not hand to the kernel (`scale_factor` with `recompute_scale_factor=True`, the `dropout` of a "
-        "one-layer LSTM/GRU/RNN, which acts only between stacked layers) is not in use. "
+        "one-layer LSTM/GRU/RNN, which acts only between stacked layers) is not in use. So is a value that "
+        "crosses a function boundary: a parameter (or the `self.x` stored from one) that defaults to off, or a "
+        "`num_layers` that defaults to 1, where no call in the package passes another value (a class the package "
+        "only hands on keeps its default); a public, registered or subclassed class, a caller that spreads "
+        "`**kwargs` and a `None` default (a placeholder the configuration fills) keep the finding. "
         "bf16 counts as listed where torch_npu's autocast runs "
         "the op's kernel in bf16. Notes about hardware models or compatibility switches concern no call. "
         "The message states the fact in English; the CSV Tips keep the original note."
@@ -419,10 +424,18 @@ class RestrictedApi(_ApiStatusRule):
 
     fires = [
         ("import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2, mode='nearest')\n", 2),
-        # near misses of a feature left off: a parameter that defaults to off (a caller or a configuration may turn
-        # it on), the scale handed on; a None default that the configuration must set (mmseg 1.2.2
-        # multimodal_encoder_decoder.py:82-132 asserts it is given)
+        # near misses of a parameter left at its off default: outside a package its callers are not known; a
+        # caller that turns it on, one that spreads ``**kwargs`` (doctr 0.12.0 sar/pytorch.py ``SAR(feat_extractor,
+        # cfg=_cfg, **kwargs)``), a registered or subclassed class; the scale handed on; a None default that the
+        # configuration must set (mmseg 1.2.2 multimodal_encoder_decoder.py:82-132 asserts it is given)
         (_RNN_DROPOUT, 4),
+        (_RNN_DROPOUT + "enc = Encoder(8, dropout_prob=0.1)\n", 4),
+        (_RNN_DROPOUT + "def build(n, **kwargs):\n    return Encoder(n, **kwargs)\n", 4),
+        (_RNN_DROPOUT.replace("class Encoder", "@MODELS.register_module()\nclass Encoder"), 5),
+        (_RNN_DROPOUT + "class BiEncoder(Encoder):\n    pass\n", 4),
+        ("from functools import partial\n" + _RNN_DROPOUT + "make = partial(Encoder, dropout_prob=0.1)\n", 5),
+        ("import torch.nn as nn\nclass Enc(nn.Module):\n    def __init__(self, n, p=0.0):\n        self.p = p\n"
+         "        self.rnn = nn.GRU(n, n, 2, dropout=self.p)\n\n    def train(self):\n        self.p = 0.2\n", 5),
         # stacked layers whose number the file does not show: the dropout may act (espnet 202511
         # nets/pytorch_backend/rnn/encoders.py:112, ``elayers`` from the configuration)
         ("import torch\ndef rnn(idim, cdim, elayers, dropout):\n"
@@ -544,11 +557,9 @@ def _cast_dtype(expr, ctx) -> Optional[str]:
 
 def _literal(node, ctx):
     """(True, value) for a literal argument (``False``, ``'reflect'``, ``-1``, ``torch.channels_last``)."""
-    if isinstance(node, ast.Constant):
-        return True, node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
-            and isinstance(node.operand.value, (int, float)):
-        return True, -node.operand.value
+    found = constant(node)
+    if found[0]:
+        return found
     chain = ctx.chain(node) if isinstance(node, ast.Attribute) else None
     return (True, chain) if chain else (False, None)
 
@@ -569,17 +580,31 @@ _BETWEEN_LAYERS = frozenset(("torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN"))
 
 
 def _one_layer(call: ast.Call, ctx) -> bool:
-    """``nn.LSTM(n, n, 1, dropout=p)`` or ``nn.GRU(n, n, dropout=p)``: one layer, whatever ``p`` is. ``**kwargs``
-    may pass more layers."""
+    """``nn.LSTM(n, n, 1, dropout=p)`` or ``nn.GRU(n, n, dropout=p)``: one layer, whatever ``p`` is; also
+    ``num_layers=num_layers`` where that parameter is left at a default of 1 (``left_at_default``).
+    ``**kwargs`` may pass more layers."""
     layers = argument(call, "num_layers", 2)
-    return layers is MISSING or (layers is not None and _literal(layers, ctx) == (True, 1))
+    if layers is MISSING:
+        return True
+    return layers is not None and (_literal(layers, ctx) == (True, 1) or left_at_default(ctx, layers) == (True, 1))
 
 
 def _off(value) -> bool:
     """A literal an "argument not supported" restriction is not exercised by: the feature's off value
-    (``dropout=0.0``, ``scale_factor=None``). A parameter that defaults to it is not enough: whether a caller or
-    a configuration turns the feature on is known only outside the file."""
+    (``dropout=0.0``, ``scale_factor=None``)."""
     return value is None or (type(value) in (int, float, bool) and value == 0)
+
+
+def _off_by_default(node: ast.AST, ctx) -> bool:
+    """A parameter (or the ``self.x`` stored from one) that defaults to the off value, where the package shows no
+    call that passes another (``left_at_default``: neuralforecast 3.0.2 models/gru.py ``encoder_dropout=0.0``,
+    a model class the package only hands on). A user's configuration may still turn it on, but where the project
+    never does, the restricted argument is not in use as shipped. A public interface (``project.public``), a
+    registered or subclassed class, a caller that spreads ``**kwargs`` or passes a value the file does not show
+    keep the finding, and so does a ``None`` default: a placeholder that the caller or the configuration must fill
+    (``F.interpolate`` with neither ``size`` nor ``scale_factor`` fails)."""
+    known, value = left_at_default(ctx, node)
+    return known and value is not None and _off(value)
 
 
 def _argument_broken(fact: dict, keywords: dict, ctx) -> Optional[str]:
@@ -589,7 +614,7 @@ def _argument_broken(fact: dict, keywords: dict, ctx) -> Optional[str]:
         return f"{arg} must be set to {fact['value']!r}" if fact["rule"] == "set_to" and None not in keywords else None
     known, value = _literal(node, ctx)
     rule = fact["rule"]
-    if rule == "absent" and not (known and _off(value)):
+    if rule == "absent" and not (known and _off(value)) and not _off_by_default(node, ctx):
         return f"the {arg} argument is not supported"
     if not known:
         return None

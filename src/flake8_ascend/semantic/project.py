@@ -148,10 +148,11 @@ def _bindings(imports: List[ast.stmt], path: str, target: str, name: str) -> Tup
             source = absolute("." * node.level + (node.module or ""), path) if node.level else node.module or ""
             if source is None:
                 continue  # above the top-level package: no import Python runs
-            for alias in node.names:
+            for alias in node.names:  # both where the module defines a function of its name (nemo 2.x ``from
+                # nemo.collections.common.parts import rnn``: the module, unless the package re-exports the function)
                 if alias.name == name and (source == target or target.startswith(source + ".")):
                     names.add(alias.asname or alias.name)
-                elif f"{source}.{alias.name}" == target:
+                if f"{source}.{alias.name}" == target:
                     modules.add(alias.asname or alias.name)
         elif isinstance(node, ast.Import):
             for alias in node.names:
@@ -222,6 +223,22 @@ def method_calls_elsewhere(path: str, name: str) -> List[ast.Call]:
             found += [node for _, node in _index(module, tree)[1].get(name, ())
                       if isinstance(node.func, ast.Attribute)]
     return found
+
+
+def hidden_callers(path: str, name: str) -> bool:
+    """May the package build or call the module-level class or function ``name`` of the module at ``path`` where
+    ``calls_elsewhere`` does not list it: in a package not read (too large, or no package at all), through a
+    subclass (``class Sub(Base)``: its ``super().__init__(...)`` passes what it likes), ``functools.partial``
+    (``partial(Block, dropout=0.1)``) or a dotted path to the module that no import binds (``import pkg as p`` and
+    ``p.nnet.rnn.LSTM(...)``)? Any class so named counts, an unrelated one included: "none" is then the safer."""
+    package = package_of(path)
+    if package is None or not _modules(package):
+        return True
+    module = re.escape(_dotted(os.path.abspath(path), package).rpartition(".")[2])
+    spelled = re.escape(name)
+    hidden = re.compile(rf"^[ \t]*class[ \t]+\w+[ \t]*\([^)]*\b{spelled}\b|\w\.{module}\.{spelled}\s*\(|"
+                        rf"\bpartial\(\s*[\w.]*\b{spelled}\b", re.M)
+    return next(_spelling(path, hidden, name), None) is not None
 
 
 def absolute(qualname: str, path: str) -> Optional[str]:

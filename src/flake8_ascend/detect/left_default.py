@@ -1,0 +1,125 @@
+"""Parameters that keep their default: a value that crosses a function boundary is known where the project shows
+every call of the function. ``nn.LSTM(..., dropout=dropout_prob)`` in a class whose ``dropout_prob`` defaults to
+0.0 and that nothing in the package builds with another value applies no dropout (ASC103)."""
+from __future__ import annotations
+
+import ast
+from typing import Optional, Tuple
+
+from ..calls import MISSING, argument
+from ..semantic.names import PARAMETER
+from .device_defaults import exported_name, package_calls, parameter_defaults
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_DEPTH = 3  # callers followed up a chain of constructors in the file (``SAR`` -> ``SAREncoder``)
+UNKNOWN = (False, None)
+
+
+def constant(node: ast.AST) -> Tuple[bool, object]:
+    """(True, value) for a literal constant (``0.0``, ``-1``, ``None``), else ``UNKNOWN``."""
+    if isinstance(node, ast.Constant):
+        return True, node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
+            and isinstance(node.operand.value, (int, float)):
+        return True, -node.operand.value
+    return UNKNOWN
+
+
+def left_at_default(ctx, expr: ast.AST, depth: int = 0) -> Tuple[bool, object]:
+    """(True, value) where ``expr`` is a parameter, or ``self.x`` that its class's ``__init__`` stores from one
+    and nothing else assigns, of a module-level function or class that is no public interface
+    (``package_calls``), has no subclass and whose every call in the package passes the same literal or nothing
+    for it (the default then: a literal). A call that spreads ``*args``/``**kwargs`` may pass anything; a call in
+    the file may pass a parameter of its own caller, followed up to ``_DEPTH`` functions. No call at all leaves
+    the default: a class the package only hands on (``cls_model=GRU``) is built as its configuration says, and the
+    default is the configuration the package ships; but only where the package shows every call
+    (``project.hidden_callers``: a snippet, a script or a package too large to read has callers no one knows)."""
+    found = _parameter(ctx, expr)
+    if found is None:
+        return UNKNOWN
+    function, name = found
+    return ctx.memo(f"left_at_default.{id(function)}.{name}.{depth}", lambda c: _agreed(c, function, name, depth))
+
+
+def _agreed(ctx, function: ast.AST, name: str, depth: int) -> Tuple[bool, object]:
+    default = next((d for a, d in parameter_defaults(function.args) if a.arg == name), None)
+    known, value = constant(default) if default is not None else UNKNOWN
+    exported = exported_name(function, ctx)
+    calls = package_calls(ctx, function) if known and exported else None
+    if calls is None or _registered(ctx, function) or _built_unseen(ctx, function, exported) \
+            or ctx.hidden_callers(exported):
+        return UNKNOWN
+    model = ctx.model
+    here = {id(call) for call in model.summaries.call_sites(function)}
+    positional = [a.arg for a in function.args.posonlyargs + function.args.args]
+    if model.receiver(function) is not None:
+        positional = positional[1:]
+    index = positional.index(name) if name in positional else None
+    for call in calls:
+        passed = argument(call, name, index)
+        if passed is None:
+            return UNKNOWN
+        if passed is MISSING:
+            continue
+        found = constant(passed)
+        if not found[0] and id(call) in here and depth < _DEPTH:
+            found = left_at_default(ctx, passed, depth + 1)
+        if not (found[0] and type(found[1]) is type(value) and found[1] == value):
+            return UNKNOWN
+    return True, value
+
+
+def _registered(ctx, function: ast.AST) -> bool:
+    """A decorated function or class: the decorator may register it (``@MODELS.register_module()``), and a
+    configuration then builds it with values no call shows (mmseg ``type='...'`` dicts)."""
+    owner = ctx.model.scope(function).node if function.name == "__init__" else function
+    return bool(owner.decorator_list)
+
+
+def _built_unseen(ctx, function: ast.AST, exported: str) -> bool:
+    """Does the file call the function where no call of its name shows: through a subclass of its class, whose
+    ``super().__init__(...)`` may pass another value, or ``partial(name, ...)`` (the package's: ``hidden_callers``)?"""
+    for node in ast.walk(ctx.model.tree):
+        if isinstance(node, ast.ClassDef) and function.name == "__init__" and any(
+                _last_name(base) == exported for base in node.bases):
+            return True
+        if isinstance(node, ast.Call) and _last_name(node.func) == "partial" and node.args and \
+                _last_name(node.args[0]) == exported:
+            return True
+    return False
+
+
+def _last_name(node: ast.AST) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def _parameter(ctx, expr: ast.AST) -> Optional[Tuple[ast.AST, str]]:
+    """(function, name) for a parameter that its function never rebinds, read as ``name`` or as the ``self.x``
+    its class stores it in."""
+    model = ctx.model
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        function = model.function(expr)
+        receiver = model.receiver(function) if function is not None else None
+        if receiver is None or receiver.arg != expr.value.id:
+            return None
+        expr = _stored_from(model.scope(function).node, expr.attr)
+        if expr is None:
+            return None
+    if not isinstance(expr, ast.Name):
+        return None
+    home = model.scope(expr).home(expr.id)
+    bindings = home.bindings[expr.id] if home is not None and isinstance(home.node, _FUNCTIONS) else []
+    return (home.node, expr.id) if len(bindings) == 1 and bindings[0].kind == PARAMETER else None
+
+
+def _stored_from(cls: ast.ClassDef, attribute: str) -> Optional[ast.Name]:
+    """The name that ``self.<attribute> = name`` in ``__init__`` stores, where no other statement of the class
+    assigns the attribute."""
+    stores = [node for node in ast.walk(cls) if isinstance(node, ast.Attribute) and node.attr == attribute
+              and isinstance(node.ctx, ast.Store)]
+    if len(stores) != 1:
+        return None
+    init = next((f for f in cls.body if isinstance(f, _FUNCTIONS) and f.name == "__init__"), None)
+    assign = next((s for s in ast.walk(init) if isinstance(s, ast.Assign) and s.targets == stores), None) \
+        if init is not None else None
+    return assign.value if assign is not None and isinstance(assign.value, ast.Name) else None
