@@ -437,3 +437,28 @@ def test_near_miss_a_cuda_test_takes_in_only_the_lines_after_it():
         """), codes=["ASC2"])
     assert [(f.line, f.code) for f in found] == [(4, "ASC202"), (4, "ASC201")]
     assert found[0].message.endswith("(the CUDA branch also has: ASC201 torch.cuda.set_device on line 5)")
+
+
+# espnet 202511 nets/pytorch_backend/rnn/encoders.py:104-125: the cell type picks an LSTM or a GRU, both built with
+# the configured dropout
+CELL_TYPES = """\
+import torch
+
+class RNN(torch.nn.Module):
+    def __init__(self, idim, elayers, cdim, dropout, typ="blstm"):
+        self.nbrnn = (
+            torch.nn.LSTM(idim, cdim, elayers, batch_first=True, dropout=dropout)
+            if "lstm" in typ
+            else torch.nn.GRU(idim, cdim, elayers, batch_first=True, dropout=dropout)
+        )
+
+def build(idim, cdim, elayers, proj, dropout):
+    return torch.nn.LSTM(idim, cdim, elayers, proj_size=proj), torch.nn.GRU(idim, cdim, elayers, dropout=dropout)
+"""
+
+
+def test_recurrent_layers_of_one_function_breaking_one_restriction_are_one_problem():
+    found = run_rules(CELL_TYPES, codes=["ASC103"])
+    assert [f.line for f in found] == [6, 12, 12]  # near miss: another restricted argument stays apart
+    assert found[0].message.endswith("(again in this function on line 8)")
+    assert [f.api for f in found[1:]] == ["torch.nn.LSTM", "torch.nn.GRU"]

@@ -413,7 +413,9 @@ class RestrictedApi(_ApiStatusRule):
         "crosses a function boundary: a parameter (or the `self.x` stored from one) that defaults to off, or a "
         "`num_layers` that defaults to 1, where no call in the package passes another value (a class the package "
         "only hands on keeps its default); a public, registered or subclassed class, a caller that spreads "
-        "`**kwargs` and a `None` default (a placeholder the configuration fills) keep the finding. "
+        "`**kwargs` and a `None` default (a placeholder the configuration fills) keep the finding. The LSTM, GRU "
+        "and RNN of one function that break one restriction (alternatives of a configured cell type) are one "
+        "finding. "
         "bf16 counts as listed where torch_npu's autocast runs "
         "the op's kernel in bf16. Notes about hardware models or compatibility switches concern no call. "
         "The message states the fact in English; the CSV Tips keep the original note."
@@ -498,7 +500,8 @@ class RestrictedApi(_ApiStatusRule):
         broken = restriction_broken(ctx.parent, node, api, facts, ctx) if facts and not in_data_pipeline(ctx.stack) else None
         if broken or ctx.config.official_lists:  # the official lists' audit reports every restricted call
             ctx.report(node, self.code, f"{api} is supported on NPU with restrictions (torch_npu {ctx.data.version}: "
-                       f"{broken or in_english(note)})", api=api, tips=f"supported with restrictions: {note}")
+                       f"{broken or in_english(note)})", api=api, tips=f"supported with restrictions: {note}",
+                       family=f"{_RECURRENT}: {broken}" if broken and api in _BETWEEN_LAYERS else "")
 
 
 def _operand_on_host(node: ast.AST, ctx) -> bool:
@@ -577,6 +580,10 @@ _NOT_PASSED_ON = {("torch.nn.functional.interpolate", "scale_factor"): ("recompu
 # dropout layer "on the outputs of each RNN layer except the last layer"; with one layer torch warns and drops it):
 # with ``num_layers`` (the third positional argument) left out or 1, a dropout value reaches no kernel.
 _BETWEEN_LAYERS = frozenset(("torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN"))
+# They share one base class (RNNBase) and its arguments: an LSTM and a GRU that one function builds as alternatives
+# of a configured cell type, with the same ``dropout``, are one problem, fixed in the one value (espnet 202511
+# nets/pytorch_backend/rnn/encoders.py:112 and :121, nemo collections/audio/modules/masking.py:93 and :102).
+_RECURRENT = "recurrent layer"
 
 
 def _one_layer(call: ast.Call, ctx) -> bool:
