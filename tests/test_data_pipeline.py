@@ -4,7 +4,8 @@ import ast
 
 import pytest
 
-from flake8_ascend.config import make_config
+from flake8_ascend.config import Config, make_config
+from flake8_ascend.data import default_version
 from flake8_ascend.detect.loader_names import data_pipeline_module, datasets_module
 from flake8_ascend.engine import lint
 
@@ -104,10 +105,112 @@ class {name}:
 @pytest.mark.parametrize("name, method, quiet", [
     ("DataCollatorForLanguageModeling", "torch_mask_tokens", True), ("SFTDataCollatorWith4DAttentionMask", "pad", True),
     ("Batcher", "smart_batching_collate", True), ("Batcher", "pad_collate_fn", True),
-    # near misses: a logits processor and a module run on the device, a method that collects results
+    ("LlavaNextTaskEncoder", "pack_selected_samples", True),  # nemo 2.5 vlm/llava_next/data/task_encoder.py:190
+    # near misses: a logits processor and a module run on the device, a method that collects results, a model's
+    # text encoder, a task encoder's settings
     ("MaskLogitsProcessor", "torch_mask_tokens", False), ("MaskedLM", "forward", False),
-    ("Evaluator", "collect_results", False),
+    ("Evaluator", "collect_results", False), ("CLIPTextEncoder", "forward", False),
+    ("TaskEncoderConfig", "masked", False),
 ])
 def test_collators_run_in_the_loader(name, method, quiet):
     found = _codes(COLLATED.format(name=name, method=method), select={"ASC304", "ASC402"})
     assert (found == []) is quiet
+
+
+# nemo 2.5 vlm/neva/data/sequence_packing.py:103-149, a packing helper, and its callers: an energon task encoder
+# (multimodal/data/energon/task_encoder.py:294-311) and a dataset's collate_fn (vlm/neva/data/preloaded.py:438-455)
+PACKING = """\
+import torch
+
+
+def convert_to_packed(tokens, labels):
+    packed_labels = torch.cat(labels, dim=0).unsqueeze(0)
+    packed_loss_mask = torch.ones_like(packed_labels, dtype=torch.float, device=packed_labels.device)
+    packed_loss_mask[packed_labels < 0] = 0.0
+    return packed_loss_mask
+"""
+ENCODER = """\
+from .packing import convert_to_packed
+
+
+class MultiModalTaskEncoder:
+    def pack_selected_samples(self, samples):
+        return convert_to_packed([s.tokens for s in samples], [s.labels for s in samples])
+"""
+COLLATE = """\
+from pkg import packing
+
+
+class NevaDataset:
+    def collate_fn(self, instances):
+        return packing.convert_to_packed([i["tokens"] for i in instances], [i["labels"] for i in instances])
+"""
+FORWARD = """\
+from .packing import convert_to_packed
+
+
+class Model:
+    def forward(self, tokens, labels):
+        return convert_to_packed(tokens, labels)
+"""
+
+
+@pytest.mark.parametrize("callers, init, lines", [
+    ([ENCODER, COLLATE], "", []),
+    ([ENCODER], "", []),
+    # near misses: a model's forward calls it too; nothing in the project calls it; the package exports it, so its
+    # users may call it anywhere
+    ([ENCODER, COLLATE, FORWARD], "", [7]),
+    ([], "", [7]),
+    ([COLLATE], "from .packing import convert_to_packed\n", [7]),
+])
+def test_op_advice_stays_out_of_functions_only_the_pipeline_calls(tmp_path, callers, init, lines):
+    assert _package_lines(tmp_path, "packing", PACKING, callers, "ASC304", init) == lines
+
+
+def _package_lines(root, name, source, callers, code, init=""):
+    """The lines of ``code``'s findings in the module ``name`` of a package ``pkg`` beside modules ``callers``."""
+    package = root / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text(init)
+    (package / f"{name}.py").write_text(source)
+    for number, caller in enumerate(callers):
+        (package / f"caller{number}.py").write_text(caller)
+    config = Config(default_version(), root=str(root))
+    found = lint(ast.parse(source), source.splitlines(True), f"pkg/{name}.py", config)
+    return [f.line for f in found if f.code == code]
+
+
+# unsloth utils/mm_packing.py:41-50: a helper of a packing function that a collator calls (trainer.py:96-110)
+MM_PACKING = """\
+import torch
+
+
+def _strip_padding(doc):
+    keep = doc["attention_mask"][0].bool()
+    return doc["input_ids"][:, keep]
+
+
+def pack_documents(docs):
+    return torch.cat([_strip_padding(doc) for doc in docs], dim=1)
+"""
+VISION_COLLATOR = """\
+from .mm_packing import pack_documents
+
+
+class VisionDataCollator:
+    def __call__(self, examples):
+        return pack_documents([self.collate([example]) for example in examples])
+"""
+
+
+@pytest.mark.parametrize("callers, lines", [
+    ([VISION_COLLATOR], []),
+    # near misses: the collator moves the batch to the device (a trainer's batch helper, not a loader worker's:
+    # ms_swift rlhf_trainers/utils.py:2197-2248); a model's forward packs too
+    ([VISION_COLLATOR.replace("for example in examples])", "for example in examples]).to(self.device)")], [6]),
+    ([VISION_COLLATOR, FORWARD.replace(".packing import convert_to_packed", ".mm_packing import pack_documents")
+      .replace("convert_to_packed(tokens, labels)", "pack_documents(tokens)")], [6]),
+])
+def test_op_advice_stays_out_of_the_helpers_of_functions_only_the_pipeline_calls(tmp_path, callers, lines):
+    assert _package_lines(tmp_path, "mm_packing", MM_PACKING, callers, "ASC402") == lines

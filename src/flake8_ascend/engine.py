@@ -27,7 +27,7 @@ from flake8.utils import parse_comma_separated_list
 from .codes import CODES, Report
 from .config import Config
 from .detect.export_path import on_export_path
-from .detect.loader_names import data_pipeline_module, datasets_module, in_data_pipeline
+from .detect.loader_names import data_pipeline_module, datasets_module, in_data_pipeline, only_the_pipeline_calls
 from .detect.old_torch import in_old_torch_branch
 from .detect.training import source_text
 from .detect.unused import in_unused_function
@@ -83,7 +83,8 @@ _NPU_ADVICE = frozenset(code for code, row in CODES.items() if row.report in (
     Report.AFFINITY_API_CALL, Report.DYNAMIC_SHAPE_HINTS, Report.PERFORMANCE_ADVICE, Report.PRECISION_ADVICE))
 # the advice about tensor operations themselves (their kernels, shapes and precision on the NPU), not about how a
 # loop feeds the device or how a loader is set up: moot on the samples a DataLoader's workers build on the host,
-# in the methods of a dataset or a collator and in the modules of a datasets folder (detect/loader_names.py)
+# in the methods of a dataset or a collator, the modules of a datasets folder and the functions only they call
+# (detect/loader_names.py)
 _OP_ADVICE = frozenset(("ASC301", "ASC302", "ASC303", "ASC304", "ASC401", "ASC402", "ASC403", "ASC508", "ASC601",
                         "ASC602", "ASC603", "ASC604", "ASC605", "ASC609"))
 
@@ -205,7 +206,8 @@ class Context:
         one (``fold``).  ``family``: see ``Finding.family``."""
         if code in _NPU_ADVICE and (on_export_path(self) or data_pipeline_module(self.path)):
             return  # advice for running on the NPU, in code that only exports the model or prepares samples on the host
-        if code in _OP_ADVICE and (in_data_pipeline(self.stack) or datasets_module(self.path)):
+        if code in _OP_ADVICE and (in_data_pipeline(self.stack) or datasets_module(self.path)
+                                   or only_the_pipeline_calls(self)):
             return  # an operation on samples that the loader's workers build on the host
         if not self.config.lint_tests and in_test_code(self):
             return

@@ -6,6 +6,9 @@ import ast
 import re
 from typing import List
 
+from ..semantic import project
+from ..semantic.values import places_on_device
+
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _EVAL_PREFIXES = ("val", "test", "eval")
 _EVAL_WORDS = frozenset({"dev", "predict", "prediction", "infer", "inference", "valid", "validation"})
@@ -30,9 +33,10 @@ def says_loader(name: str) -> bool:
 
 # classes whose methods prepare samples or batches in the DataLoader's workers: datasets, collators (transformers
 # 4.57.6 ``DataCollatorForLanguageModeling``, llamafactory ``SFTDataCollatorWith4DAttentionMask``), processing
-# strategies; not "Processor" (diffusers' attention processors and transformers' logits processors run on the
-# device)
-_PIPELINE_CLASS = re.compile(r"Collator|(Dataset|ProcessingStrategy)$")
+# strategies and Megatron-Energon's task encoders, whose ``encode_sample``/``batch``/``encode_batch`` run before the
+# DataLoader moves the batch to the main process (nemo 2.5 ``MultiModalTaskEncoder``); not "Processor" (diffusers'
+# attention processors and transformers' logits processors run on the device)
+_PIPELINE_CLASS = re.compile(r"Collator|(Dataset|ProcessingStrategy|TaskEncoder)$")
 
 
 def in_data_pipeline(stack) -> bool:
@@ -73,3 +77,58 @@ def data_pipeline_module(path: str) -> bool:
     ``mmaction/datasets/transforms/processing.py``)? Its tensors are samples on the host: advice for the NPU does
     not concern it."""
     return bool(_PIPELINE_MODULE.search(path))
+
+
+def only_the_pipeline_calls(ctx) -> bool:
+    """Inside a top-level function that only the data pipeline calls: every call of it in its project is in code
+    ``in_data_pipeline``, in a datasets module or in another such function of the file (nemo 2.5
+    vlm/neva/data/sequence_packing.py ``convert_to_packed``, called in energon task encoders and a dataset's
+    ``collate_fn``; unsloth utils/mm_packing.py ``_strip_padding``, through ``pack_multimodal_documents`` in a
+    collator). Not a function of the package's public interface, whose users may call it anywhere, nor one the
+    project never calls."""
+    top = ctx.stack[1] if len(ctx.stack) > 1 else None
+    return isinstance(top, _FUNCTIONS) and _pipeline_helper(ctx, top)
+
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _pipeline_helper(ctx, function: ast.AST) -> bool:
+    answers = ctx.memo("pipeline_helpers", lambda c: {})
+    found = answers.get(id(function))
+    if found is None:
+        answers[id(function)] = False  # while asked: a cycle of calls shows no pipeline
+        found = answers[id(function)] = _pipeline_callers(ctx, function)
+    return found
+
+
+def _pipeline_callers(ctx, function: ast.AST) -> bool:
+    own = [_around(ctx.model.scope(call)) for call in ctx.model.summaries.call_sites(function)]
+    own = [around for around in own if function not in around]  # not its own recursive calls
+    if not all(in_data_pipeline(around) and _keeps_on_host(around) or (
+            len(around) > 1 and isinstance(around[1], _FUNCTIONS) and _pipeline_helper(ctx, around[1]))
+            for around in own):
+        return False  # the file's own calls first: they settle most functions without reading the package
+    path = ctx.module_path()
+    if path is None or project.public(path, function.name):
+        return False
+    elsewhere = project.callers_elsewhere(path, function.name)
+    return bool(own or elsewhere) and all(
+        (in_data_pipeline(around) or datasets_module(module) or data_pipeline_module(module)) and _keeps_on_host(around)
+        for module, around in elsewhere)
+
+
+def _keeps_on_host(around: List[ast.AST]) -> bool:
+    """The function making the call places nothing on a device: a batch helper named for collating that moves the
+    batch (ms_swift rlhf_trainers/utils.py ``collate_to_grpo_micro_batch``) runs in the trainer, not a worker."""
+    function = next((node for node in reversed(around) if isinstance(node, _FUNCTIONS)), None)
+    return function is not None and not places_on_device(function)
+
+
+def _around(scope) -> List[ast.AST]:
+    """The nodes of ``scope`` and the scopes around it, outermost first (the module's)."""
+    found = []
+    while scope is not None:
+        found.append(scope.node)
+        scope = scope.parent
+    return found[::-1]

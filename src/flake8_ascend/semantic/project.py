@@ -188,12 +188,31 @@ def calls_elsewhere(path: str, name: str) -> List[ast.Call]:
     its package: ``name(...)`` where the module imports it from there (or from a package above, which re-exports
     it), and ``net.name(...)`` on the imported module. Each call is as written, so a caller that passes
     ``**kwargs`` or ``*args`` is seen as one."""
+    return [call for _, _, call in _calls_elsewhere(path, name)]
+
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def callers_elsewhere(path: str, name: str) -> List[Tuple[str, List[ast.AST]]]:
+    """For each call of ``calls_elsewhere``: the calling module's path from the folder above the package, and the
+    classes and functions around the call there, outermost first."""
+    found = []
+    for module, tree, call in _calls_elsewhere(path, name):
+        around = [node for node in ast.walk(tree) if isinstance(node, _DEFINITIONS)
+                  and node.lineno <= call.lineno and call.end_lineno <= node.end_lineno]
+        found.append((os.path.relpath(module, os.path.dirname(package_of(path))),
+                      sorted(around, key=lambda node: (node.lineno, -node.end_lineno))))
+    return found
+
+
+def _calls_elsewhere(path: str, name: str) -> Iterator[Tuple[str, ast.Module, ast.Call]]:
+    """(the calling module's path, its tree, the call) for each call of ``calls_elsewhere``."""
     package = package_of(path)
     if package is None:
-        return []
+        return
     target = _dotted(os.path.abspath(path), package)
     imported = re.compile(rf"\b({re.escape(name)}|{re.escape(target.rpartition('.')[2])})\b")
-    found: List[ast.Call] = []
     for module, text in _spelling(path, re.compile(rf"\b{re.escape(name)}\s*\("), name):
         if not any(imported.search(statement.group(0)) for statement in _IMPORTS.finditer(text)):
             continue  # parsed only where an import names the function or its module
@@ -208,8 +227,8 @@ def calls_elsewhere(path: str, name: str) -> List[ast.Call]:
                 if isinstance(node.func, ast.Name)]
         here += [(order, node) for order, node in calls.get(name, ()) if isinstance(node.func, ast.Attribute)
                  and _spelled(node.func.value) in modules]
-        found += [node for _, node in sorted(here, key=lambda pair: pair[0])]
-    return found
+        for _, node in sorted(here, key=lambda pair: pair[0]):
+            yield module, tree, node
 
 
 def method_calls_elsewhere(path: str, name: str) -> List[ast.Call]:

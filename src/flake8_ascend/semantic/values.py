@@ -356,16 +356,7 @@ class Values:
     def _places_on_device(self, owner: ast.AST) -> bool:
         found = self._placing.get(id(owner))
         if found is None:
-            found = False
-            for node in walk(owner):
-                if isinstance(node, ast.keyword) and node.arg == "device":
-                    found = _device_literal(node.value) != HOST
-                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                    name = node.func.attr
-                    found = name in _TO_DEVICE or (name == "to" and bool(node.args) and not _is_dtype(node.args[0]))
-                if found:
-                    break
-            self._placing[id(owner)] = found
+            found = self._placing[id(owner)] = places_on_device(owner)
         return found
 
     def data_placements(self, owner: ast.AST) -> List[Tuple[ast.Call, object]]:
@@ -1061,6 +1052,20 @@ def agree(values: List[Value]) -> Value:
     if len(kinds) == 1 and kinds <= {ARRAY, NUMBER, OTHER}:
         return Value(kinds.pop(), HOST if ARRAY in kinds else None)
     return UNKNOWN_VALUE
+
+
+def places_on_device(owner: ast.AST) -> bool:
+    """Does the code of ``owner`` place anything on a device: ``.cuda()``/``.npu()``, ``.to(device)``, a
+    ``device=`` other than the CPU?"""
+    for node in walk(owner):
+        if isinstance(node, ast.keyword) and node.arg == "device":
+            if _device_literal(node.value) != HOST:
+                return True
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = node.func.attr
+            if name in _TO_DEVICE or (name == "to" and bool(node.args) and not _is_dtype(node.args[0])):
+                return True
+    return False
 
 
 def walk(node: ast.AST):
