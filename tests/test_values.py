@@ -214,6 +214,17 @@ def test_real_snippets(path):
     assert found == expected
 
 
+_META = ("import torch\ndef skeleton(build, device):\n    with torch.device({device}):\n        return build()\n"
+         "def token_types(input_ids):\n    types = torch.zeros(len(input_ids))\n    types\n")
+_POSE_INVERSE = ("import torch\ndef prepare_camera(poses_c2w):\n    poses = torch.from_numpy(poses_c2w).float()\n"
+                 "    return pose_inverse(poses[0:1])\ndef pose_inverse(T44: torch.Tensor):\n"
+                 "    R = T44[..., :3, :3]\n    R\n")
+_JOINED = ("import torch\ndef evaluate(model, loader):\n    images, texts = [], []\n    for batch in loader:\n"
+           "        out = model(batch)\n        images.append(out['image'].cpu())\n"
+           "        texts.append(out['text']{text})\n"
+           "    torch.cat(texts)\n")
+
+
 @pytest.mark.parametrize("source,device", [
     # built with no device inside a function: on the host where it is read, until the flow moves it
     ("import torch\ndef f(n):\n    t = torch.linspace(0, 1, n, dtype=torch.float64)\n    t\n", model.BUILT_ON_HOST),
@@ -246,6 +257,20 @@ def test_real_snippets(path):
     ("import torch\ndef f(mask, x):\n    torch.LongTensor(mask).to(x.device)\n", None),
     ("import torch\nclass A:\n    def reset(self):\n        self.t = torch.zeros(3)\n    def f(self):\n"
      "        self.t\n", None),
+    # a file that builds a model skeleton on ``meta`` keeps its factories on the host (ms_swift template/base.py:270,
+    # :2222); near miss: a default device of unknown kind
+    (_META.format(device="'meta'"), model.BUILT_ON_HOST),
+    (_META.format(device="device"), None),
+    # a tensor parameter that every caller in the file passes from the host (diffusers sana_wm/cam_utils.py:243-276);
+    # near miss: another caller passes a tensor of unknown place
+    (_POSE_INVERSE, model.HOST),
+    ("import torch\ndef relative(x):\n    return pose_inverse(x.float())\n" + _POSE_INVERSE, None),
+    # a join of CPU copies (open_clip open_clip_train/train.py:273-317); near misses: one item not copied
+    (_JOINED.format(text=".cpu()"), model.HOST),
+    (_JOINED.format(text=""), None),
+    ("import torch\ndef f(model, a, b):\n    torch.cat([model(a).cpu(), model(b).cpu()])\n", model.HOST),
+    ("import torch\ndef f(model, xs):\n    torch.cat([model(x).cpu() for x in xs])\n", model.HOST),
+    ("import torch\ndef f(model, xs):\n    torch.cat([model(x) for x in xs])\n", None),
 ])
 def test_host_built_values(source, device):
     assert value_of_last(source).device == device

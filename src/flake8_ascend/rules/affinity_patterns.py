@@ -155,6 +155,14 @@ def _built_on_host(x: ast.AST, ctx) -> bool:
 _FROM_NUMPY = ("import torch\ndef load_map(array, codes, weights, device):\n    tensor = torch.from_numpy(array)\n{moved}"
                "    for code, ordinal in codes.items():\n        tensor[tensor == code] = ordinal\n    return tensor\n")
 
+# ms_swift template/base.py:270 and :2214-2228: token types built from a list, in a file whose only default device
+# is ``meta``
+_TOKEN_TYPES = ("import torch\nfrom typing import List\nclass Template:\n    def skeleton(self, build):\n"
+                "        with torch.device({device}):\n            return build()\n"
+                "    def create_mm_token_type_ids(self, input_ids: List[int], media_token_id):\n"
+                "        input_ids = torch.tensor(input_ids)\n        mm_token_type_ids = torch.zeros_like(input_ids)\n"
+                "        mm_token_type_ids[input_ids == media_token_id] = 1\n        return mm_token_type_ids\n")
+
 _WEIGHTS_OUT = ("import torch\ndef attend(q, k, v):\n    attn = torch.softmax(q @ k.transpose(-2, -1), dim=-1)\n"
                 "    return {out}\n")
 
@@ -203,7 +211,11 @@ class AffinityPattern(Rule):
         "no_grad pipeline `__call__` or `infer`/`inference` method, outside its loops) or per evaluation (a "
         "metric's `compute`/`compute_metrics` and the helpers only it reaches; `update`/`process` run per batch). "
         "Nor in code that only exports the model (a function named for `onnx`, `export` or `deploy`, or one only "
-        "they reach): the exported graph must keep standard operators, as for every advice code."
+        "they reach): the exported graph must keep standard operators, as for every advice code. Nor on the "
+        "samples a DataLoader's workers build on the host: in a dataset's, collator's or energon task encoder's "
+        "method, a collate function, a datasets folder, or a top-level function only these call in the project "
+        "(a sequence-packing helper); nor on a tensor a function builds with no device in a file whose default "
+        "device is only ever `cpu` or `meta`."
     )
     example = "boxes[boxes < 0] = 0\nx = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)"
     use_instead = (
@@ -218,6 +230,8 @@ class AffinityPattern(Rule):
     fires = [
         # near miss of the host tensor below: the function moves data to a device too
         (_FROM_NUMPY.format(moved="    weights = weights.to(device)\n"), 6),
+        # near miss of the meta skeleton below: a default device that may be the NPU
+        (_TOKEN_TYPES.format(device="self.device"), 10),
         (_CAIT_ATTENTION, 11),  # the matmul-softmax-matmul, reported alone (ASC303 keeps quiet about q @ k.T)
         ("import torch\ndef f(boxes):\n    boxes[boxes < 0] = 0\n    return boxes\n", 3),
         # near miss of labels masked in a processor: the model's own head does it on the device
@@ -327,6 +341,7 @@ class AffinityPattern(Rule):
         "    b_sparse[b < 1 / (2 * sparsity)] = -1\n    return b_sparse\n",
         # a label map read from a file into a host tensor (torchgeo 0.8.1 datasets/bigearthnet.py:839-842)
         _FROM_NUMPY.format(moved=""),
+        _TOKEN_TYPES.format(device="'meta'"),
     ]
 
     def check(self, node, ctx) -> None:

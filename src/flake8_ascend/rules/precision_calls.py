@@ -658,6 +658,15 @@ _FACTORED = (
     "            out = self._eager_attention(q, k, v)\n        return out\n"
 )
 
+_CLIP_METRICS = (
+    "import torch\ndef evaluate(model, loader):\n    images, texts = [], []\n    for batch in loader:\n"
+    "        out = model(batch)\n        images.append(out['image_features']{moved})\n"
+    "        texts.append(out['text_features']{moved})\n"
+    "    return get_clip_metrics(torch.cat(images), torch.cat(texts), out['logit_scale'].cpu())\n"
+    "def get_clip_metrics(image_features, text_features, logit_scale):\n"
+    "    return (logit_scale * image_features @ text_features.t()).detach().cpu()\n"
+)
+
 
 class MatmulNondeterministic(_CallAdvice):
     code = "ASC603"
@@ -681,7 +690,8 @@ class MatmulNondeterministic(_CallAdvice):
         "nor is a one-hot left operand (`F.one_hot(labels).float() @ w`, or a vector quantiser's `torch.zeros(n, k)` "
         "filled only by `scatter_(1, index.unsqueeze(1), 1)`): each output element adds one product to zeros, which "
         "is exact in any order (`one_hot.t() @ x` sums over the batch and is reported); "
-        "nor is a matmul of two host tensors, nor the hand-written fallback of a module whose other branch calls "
+        "nor is a matmul of two host tensors (also a parameter every caller in the file passes from the host, "
+        "a `torch.cat` of `.cpu()` copies), nor the hand-written fallback of a module whose other branch calls "
         "`scaled_dot_product_attention` (or a method the file calls only from the branch beside one that reaches "
         "SDPA: `if self.attn_implementation == \"sdpa\": self._sdpa_attention(...) else: "
         "self._eager_attention(...)`), nor transformers' `eager_attention_forward` in a module that dispatches "
@@ -748,8 +758,12 @@ class MatmulNondeterministic(_CallAdvice):
         # near miss of the SDPA fallback below: a module with no fused branch
         ("import torch\nclass Attention(torch.nn.Module):\n    def forward(self, q, k, v: torch.Tensor):\n"
          "        attn = (q * self.scale) @ k.transpose(-2, -1)\n        return attn.softmax(dim=-1) @ v\n", 5),
+        # near miss of the CPU copies below: the features are joined where the model left them
+        (_CLIP_METRICS.format(moved=""), 10),
     ]
     passes = [
+        # a product of features gathered as CPU copies (open_clip open_clip_train/train.py:285-317, 360-362)
+        _CLIP_METRICS.format(moved=".cpu()"),
         # a contraction over two elements: a 2x2 rotation of offsets, a point grid times a literal 2x2 matrix
         # (mmrotate 1.0.0rc1 distance_angle_point_coder.py:72-77, h2rbox.py:76-82)
         "import torch\ndef decode(points, angle):\n    cos_a, sin_a = torch.cos(angle), torch.sin(angle)\n"

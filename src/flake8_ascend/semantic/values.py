@@ -146,7 +146,10 @@ _TO_DEVICE = frozenset(("cuda", "npu"))
 _DATA_FACTORIES = frozenset(("tensor", "as_tensor", "asarray") + tuple(_LIKE))
 _CONVERSIONS = {"float": "torch.float32", "half": "torch.float16", "bfloat16": "torch.bfloat16",
                 "double": "torch.float64"}
-_DEFAULT_DEVICE = re.compile(r"set_default_device|set_default_tensor_type|with\s+(?:torch\.)?device\(")
+# A default device set for the file's factories; not where it is the CPU or ``meta`` (ms_swift template/base.py:270,
+# ``with torch.device('meta'):`` to build a model skeleton), whose tensors never reach the NPU either.
+_DEFAULT_DEVICE = re.compile(
+    r"set_default_tensor_type|(?:set_default_device|with\s+(?:torch\.)?device)\(\s*(?!['\"](?:cpu|meta)['\"])")
 _FOREIGN = ("numpy", "pandas", "cupy", "scipy")
 _BUILTIN_NUMBERS = frozenset(("int", "float", "len", "round", "abs", "min", "max", "sum", "pow"))
 _BUILTIN_CONTAINERS = frozenset(("list", "dict", "tuple", "set", "sorted", "zip", "range", "enumerate",
@@ -537,8 +540,8 @@ class Values:
             return Value(CONTAINER, items=tuple(self._value(e, scope, depth) for e in expr.elts)
                          if isinstance(expr, ast.Tuple) else None)
         if isinstance(expr, (ast.ListComp, ast.GeneratorExp)):  # ``[torch.tensor(u.shape) for u in xs]``
-            element = self._value(expr.elt, scope, depth)
-            return Value(CONTAINER, items=(element,)) if element.tensor else Value(CONTAINER)
+            element = self._value(expr.elt, scope, depth)  # or CPU copies: ``[o.cpu() for o in outs]``
+            return Value(CONTAINER, items=(element,)) if element.tensor or element.device == HOST else Value(CONTAINER)
         if isinstance(expr, (ast.Dict, ast.Set, ast.DictComp, ast.SetComp)):
             return Value(CONTAINER)
         if isinstance(expr, ast.JoinedStr):
@@ -570,11 +573,15 @@ class Values:
             if binding.each is not None:  # for n in counts.tolist(): one element of the iterable
                 return self._element(self._value(binding.each, home, depth), name.id, owner, home)
             return self._refine(UNKNOWN_VALUE, name.id, owner, home)
-        value = self._value(binding.value, home, depth)
-        if binding.index is not None:
-            value = _item(value, binding.index)
-        elif isinstance(binding.value, ast.List):
-            value = self._grown_list(binding.value, name.id, home, depth)
+        literal = binding.value
+        if binding.index is not None and isinstance(literal, ast.Tuple) and binding.index < len(literal.elts):
+            literal = literal.elts[binding.index]  # ``images, texts = [], []``
+        if isinstance(literal, ast.List):
+            value = self._grown_list(literal, name.id, home, depth)
+        else:
+            value = self._value(binding.value, home, depth)
+            if binding.index is not None:
+                value = _item(value, binding.index)
         if value.const and (binding.fallback is not None and binding.fallback <= (name.lineno, name.col_offset) or (
                 isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module))
                 and self._written_with_data(name.id, owner, home, depth))):
@@ -600,6 +607,8 @@ class Values:
                 elements.append(self._value(call.args[0], home, depth))
         if elements and all(v.tensor for v in elements):
             return Value(CONTAINER, items=(agree(elements),))
+        if elements and all(v.device == HOST for v in elements):
+            return Value(CONTAINER, items=(Value(UNKNOWN, HOST),))  # ``feats.append(x.cpu())``: CPU copies
         return Value(CONTAINER)
 
     def _written_with_data(self, name: str, owner: ast.AST, scope: Scope, depth: int) -> bool:
@@ -649,6 +658,10 @@ class Values:
             if arg.arg == name:
                 if arg.annotation is not None:
                     annotated = self.summaries.annotated(arg.annotation, scope.parent or scope)
+                    if annotated.tensor and isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        passed = self.summaries.parameter(owner, name, depth)
+                        if passed.tensor and passed.device in _HOSTS:
+                            return passed  # ``T44: torch.Tensor`` that every caller passes from the host
                     if annotated.kind in (TENSOR, ARRAY, NUMBER, CONTAINER, OTHER):
                         return annotated  # ``x: torch.Tensor``, ``x: Optional[Tensor]``, ``a: np.ndarray``, ``n: int``
                 break
@@ -870,11 +883,15 @@ class Values:
             if items and all(v.kind == MASK for v in items):
                 return Value(MASK, _common_device(items), all(v.const for v in items))
             tensors = [v for v in items if v.tensor]
+            if items and all(v.device == HOST for v in items):
+                return Value(TENSOR, HOST)  # ``torch.cat([a.cpu(), b.cpu()])``: what it joins are CPU tensors
             return Value(TENSOR, _common_device(items), all(v.const for v in items)) if tensors else UNKNOWN_VALUE
         value = self._value(first, scope, depth)
-        if name in _SAME_DTYPE and value.kind == CONTAINER and value.items is not None and len(value.items) == 1 \
-                and value.items[0].tensor:
-            return value.items[0]  # ``torch.cat(masks)`` of a list of masks
+        if name in _SAME_DTYPE and value.kind == CONTAINER and value.items is not None and len(value.items) == 1:
+            if value.items[0].tensor:
+                return value.items[0]  # ``torch.cat(masks)`` of a list of masks
+            if value.items[0].device == HOST:
+                return Value(TENSOR, HOST)  # ``torch.cat(feats)`` of a list of ``.cpu()`` copies
         return value
 
     def _method(self, name: str, receiver: Value, call: ast.Call, scope: Scope, depth: int) -> Value:
@@ -1005,8 +1022,8 @@ class Values:
         return self._loss_table
 
     def _default_device_changed(self) -> bool:
-        """``torch.set_default_device``, ``set_default_tensor_type`` or ``with torch.device(...)`` in the file:
-        a factory given no device may build on the device there."""
+        """``torch.set_default_device``, ``set_default_tensor_type`` or ``with torch.device(...)`` in the file, but
+        for the CPU or ``meta``: a factory given no device may build on the device there."""
         if self._default_device is None:
             text = "".join(self.model.lines)
             self._default_device = bool(_DEFAULT_DEVICE.search(text))
