@@ -112,10 +112,19 @@ def _pipeline_callers(ctx, function: ast.AST) -> bool:
     path = ctx.module_path()
     if path is None or project.public(path, function.name):
         return False
-    elsewhere = project.callers_elsewhere(path, function.name)
-    return bool(own or elsewhere) and all(
+    elsewhere = project.callers_elsewhere(path, function.name, _may_feed)
+    return elsewhere is not None and bool(own or elsewhere) and all(
         (in_data_pipeline(around) or datasets_module(module) or data_pipeline_module(module)) and _keeps_on_host(around)
         for module, around in elsewhere)
+
+
+# words of a module that may run code for the loader's workers (``in_data_pipeline``): one with none of them, outside
+# a datasets folder, calls no function from there (a model's modules, which import the attention helpers)
+_PIPELINE_WORDS = re.compile(r"collate|__getitem__|__iter__|Collator|Dataset|ProcessingStrategy|TaskEncoder")
+
+
+def _may_feed(module: str, text: str) -> bool:
+    return datasets_module(module) or data_pipeline_module(module) or bool(_PIPELINE_WORDS.search(text))
 
 
 def _keeps_on_host(around: List[ast.AST]) -> bool:

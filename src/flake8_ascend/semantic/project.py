@@ -14,7 +14,7 @@ import ast
 import os
 import re
 from functools import lru_cache
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 MAX_MODULES = 3000
 MAX_BYTES = 2_000_000
@@ -69,8 +69,18 @@ _trees: Dict[str, Optional[ast.Module]] = {}
 # per parsed module: its import statements, and its calls by the name called (``f(...)``, ``x.f(...)``), each with
 # its place in ``ast.walk`` order: one walk per module serves every question about its callers
 _indexes: Dict[str, Tuple[List[ast.stmt], Dict[str, List[Tuple[int, ast.Call]]]]] = {}
+_statements: Dict[str, List[str]] = {}  # path -> its import statements' texts (``_import_statements``)
 # an import statement's text, parenthesised names included: ``from .net import (\n    DBNet,\n)``
 _IMPORTS = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)", re.M)
+
+
+def _import_statements(path: str, text: str) -> List[str]:
+    """The import statements of the module at ``path`` as written, found once per process: a name defined in many
+    modules (transformers' ``eager_attention_forward``, ``rotate_half``) has each of them ask."""
+    found = _statements.get(path)
+    if found is None:
+        found = _statements[path] = [statement.group(0) for statement in _IMPORTS.finditer(text)]
+    return found
 
 
 def _tree(path: str, text: str) -> Optional[ast.Module]:
@@ -194,28 +204,38 @@ def calls_elsewhere(path: str, name: str) -> List[ast.Call]:
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-def callers_elsewhere(path: str, name: str) -> List[Tuple[str, List[ast.AST]]]:
+def callers_elsewhere(path: str, name: str, possible: Callable[[str, str], bool]) -> Optional[
+        List[Tuple[str, List[ast.AST]]]]:
     """For each call of ``calls_elsewhere``: the calling module's path from the folder above the package, and the
-    classes and functions around the call there, outermost first."""
+    classes and functions around the call there, outermost first. None as soon as a module that imports the
+    function fails ``possible(path, text)``, before it is parsed: the question needs callers of one kind only, and
+    a name that many modules import (transformers' ``eager_attention_forward``) is then settled cheaply."""
+    top = os.path.dirname(package_of(path) or "")
     found = []
-    for module, tree, call in _calls_elsewhere(path, name):
+    for module, tree, call in _calls_elsewhere(path, name, lambda m, text: possible(os.path.relpath(m, top), text)):
+        if tree is None:
+            return None
         around = [node for node in ast.walk(tree) if isinstance(node, _DEFINITIONS)
                   and node.lineno <= call.lineno and call.end_lineno <= node.end_lineno]
-        found.append((os.path.relpath(module, os.path.dirname(package_of(path))),
-                      sorted(around, key=lambda node: (node.lineno, -node.end_lineno))))
+        found.append((os.path.relpath(module, top), sorted(around, key=lambda node: (node.lineno, -node.end_lineno))))
     return found
 
 
-def _calls_elsewhere(path: str, name: str) -> Iterator[Tuple[str, ast.Module, ast.Call]]:
-    """(the calling module's path, its tree, the call) for each call of ``calls_elsewhere``."""
+def _calls_elsewhere(path: str, name: str, possible: Optional[Callable[[str, str], bool]] = None) -> Iterator[
+        Tuple[str, Optional[ast.Module], Optional[ast.Call]]]:
+    """(the calling module's path, its tree, the call) for each call of ``calls_elsewhere``; (path, None, None) and
+    no more for a module that imports the function and fails ``possible``."""
     package = package_of(path)
     if package is None:
         return
     target = _dotted(os.path.abspath(path), package)
     imported = re.compile(rf"\b({re.escape(name)}|{re.escape(target.rpartition('.')[2])})\b")
     for module, text in _spelling(path, re.compile(rf"\b{re.escape(name)}\s*\("), name):
-        if not any(imported.search(statement.group(0)) for statement in _IMPORTS.finditer(text)):
+        if not any(imported.search(statement) for statement in _import_statements(module, text)):
             continue  # parsed only where an import names the function or its module
+        if possible is not None and not possible(module, text):
+            yield module, None, None
+            return
         tree = _tree(module, text)
         if tree is None:
             continue
