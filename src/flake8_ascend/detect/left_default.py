@@ -4,10 +4,9 @@ every call of the function. ``nn.LSTM(..., dropout=dropout_prob)`` in a class wh
 from __future__ import annotations
 
 import ast
-from typing import Optional, Tuple
+from typing import Tuple
 
 from ..calls import MISSING, argument
-from ..semantic.names import PARAMETER
 from .device_defaults import exported_name, package_calls, parameter_defaults
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -34,7 +33,7 @@ def left_at_default(ctx, expr: ast.AST, depth: int = 0) -> Tuple[bool, object]:
     the default: a class the package only hands on (``cls_model=GRU``) is built as its configuration says, and the
     default is the configuration the package ships; but only where the package shows every call
     (``project.hidden_callers``: a snippet, a script or a package too large to read has callers no one knows)."""
-    found = _parameter(ctx, expr)
+    found = ctx.model.parameter(expr)
     if found is None:
         return UNKNOWN
     function, name = found
@@ -91,35 +90,3 @@ def _built_unseen(ctx, function: ast.AST, exported: str) -> bool:
 
 def _last_name(node: ast.AST) -> str:
     return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
-
-
-def _parameter(ctx, expr: ast.AST) -> Optional[Tuple[ast.AST, str]]:
-    """(function, name) for a parameter that its function never rebinds, read as ``name`` or as the ``self.x``
-    its class stores it in."""
-    model = ctx.model
-    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
-        function = model.function(expr)
-        receiver = model.receiver(function) if function is not None else None
-        if receiver is None or receiver.arg != expr.value.id:
-            return None
-        expr = _stored_from(model.scope(function).node, expr.attr)
-        if expr is None:
-            return None
-    if not isinstance(expr, ast.Name):
-        return None
-    home = model.scope(expr).home(expr.id)
-    bindings = home.bindings[expr.id] if home is not None and isinstance(home.node, _FUNCTIONS) else []
-    return (home.node, expr.id) if len(bindings) == 1 and bindings[0].kind == PARAMETER else None
-
-
-def _stored_from(cls: ast.ClassDef, attribute: str) -> Optional[ast.Name]:
-    """The name that ``self.<attribute> = name`` in ``__init__`` stores, where no other statement of the class
-    assigns the attribute."""
-    stores = [node for node in ast.walk(cls) if isinstance(node, ast.Attribute) and node.attr == attribute
-              and isinstance(node.ctx, ast.Store)]
-    if len(stores) != 1:
-        return None
-    init = next((f for f in cls.body if isinstance(f, _FUNCTIONS) and f.name == "__init__"), None)
-    assign = next((s for s in ast.walk(init) if isinstance(s, ast.Assign) and s.targets == stores), None) \
-        if init is not None else None
-    return assign.value if assign is not None and isinstance(assign.value, ast.Name) else None

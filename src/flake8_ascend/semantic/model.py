@@ -16,7 +16,7 @@ Answers depend only on the node asked about, so a rule may ask about any node, i
 from __future__ import annotations
 
 import ast
-from typing import Dict, Iterator, List, Optional, Sequence, Set
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .flow import Flow
 from .names import PARAMETER, Binding, Resolver, Scope, ScopeBuilder
@@ -88,25 +88,25 @@ class SemanticModel:
         """The binding of ``name`` in force where it is read, or None (a builtin or an undefined name)."""
         return self.resolver(self.scope(name)).binding(name.id, name.lineno)
 
-    def parameter_default(self, node: ast.AST) -> Optional[ast.expr]:
-        """The default of the parameter whose value ``node`` reads, where nothing else can bind it: a parameter of
-        the enclosing ``def`` that its body never rebinds, or ``self.x`` that the class's ``__init__`` stores once,
-        from such a parameter (``self.dropout = dropout``). None otherwise, or where the parameter has no default."""
+    def parameter(self, node: ast.AST) -> Optional[Tuple[ast.AST, str]]:
+        """(function, name) of the parameter whose value ``node`` reads, where nothing else can bind it: a parameter
+        of the enclosing ``def`` that its body never rebinds, or ``self.x`` that its class assigns once, in
+        ``__init__``, from such a parameter (``self.dropout = dropout``). None otherwise."""
         if is_self_attribute(node):
             cls = enclosing_class(self.scope(node))
-            init = next((n for n in cls.node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"),
-                        None) if cls is not None else None
-            stored = [n.value for n in walk_tree(init) if isinstance(n, ast.Assign) for t in n.targets
-                      if is_self_attribute(t) and t.attr == node.attr] if init is not None else []
-            return self.parameter_default(stored[0]) if len(stored) == 1 and isinstance(stored[0], ast.Name) \
-                else None
+            node = _stored_once(cls.node, node.attr) if cls is not None else None
         if not isinstance(node, ast.Name):
             return None
         home = self.scope(node).home(node.id)
         bound = home.bindings.get(node.id, []) if home is not None else []
         if len(bound) != 1 or bound[0].kind != PARAMETER or not isinstance(home.node, _FUNCTIONS):
             return None
-        return parameter_defaults(home.node.args).get(node.id)
+        return home.node, node.id
+
+    def parameter_default(self, node: ast.AST) -> Optional[ast.expr]:
+        """The default of the parameter ``node`` reads (``parameter``); None where it has none."""
+        found = self.parameter(node)
+        return parameter_defaults(found[0].args).get(found[1]) if found is not None else None
 
     def bindings(self, name: str) -> Iterator[Binding]:
         """Every binding of ``name`` in the file, whatever its scope."""
@@ -175,3 +175,14 @@ class SemanticModel:
     def value_of(self, node: ast.AST) -> Value:
         """What the expression ``node`` evaluates to."""
         return self.values.of(node)
+
+
+def _stored_once(cls: ast.ClassDef, attribute: str) -> Optional[ast.expr]:
+    """The value ``self.<attribute> = value`` in the ``__init__`` of ``cls`` stores, where no other statement of the
+    class assigns the attribute."""
+    stores = [node for node in walk_tree(cls) if isinstance(node, ast.Attribute) and node.attr == attribute
+              and isinstance(node.ctx, ast.Store)]
+    init = next((f for f in cls.body if isinstance(f, _FUNCTIONS) and f.name == "__init__"), None)
+    if len(stores) != 1 or init is None:
+        return None
+    return next((n.value for n in walk_tree(init) if isinstance(n, ast.Assign) and n.targets == stores), None)
