@@ -78,14 +78,10 @@ def _registered(ctx, function: ast.AST) -> bool:
 def _built_unseen(ctx, function: ast.AST, exported: str) -> bool:
     """Does the file call the function where no call of its name shows: through a subclass of its class, whose
     ``super().__init__(...)`` may pass another value, or ``partial(name, ...)`` (the package's: ``hidden_callers``)?"""
-    for node in ast.walk(ctx.model.tree):
-        if isinstance(node, ast.ClassDef) and function.name == "__init__" and any(
-                _last_name(base) == exported for base in node.bases):
-            return True
-        if isinstance(node, ast.Call) and _last_name(node.func) == "partial" and node.args and \
-                _last_name(node.args[0]) == exported:
-            return True
-    return False
+    model = ctx.model
+    subclassed = function.name == "__init__" and any(
+        _last_name(base) == exported for scope in model.scopes.values() if scope.is_class for base in scope.node.bases)
+    return subclassed or any(call.args and _last_name(call.args[0]) == exported for call in model.calls("partial"))
 
 
 def _last_name(node: ast.AST) -> str:

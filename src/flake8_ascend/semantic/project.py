@@ -228,11 +228,14 @@ def callers_elsewhere(path: str, name: str, possible: Callable[[str, str], bool]
     a name that many modules import (transformers' ``eager_attention_forward``) is then settled cheaply."""
     top = os.path.dirname(package_of(path) or "")
     found = []
+    definitions: Dict[str, List[ast.AST]] = {}  # per calling module, walked once however many calls it makes
     for module, tree, call in _calls_elsewhere(path, name, lambda m, text: possible(os.path.relpath(m, top), text)):
         if tree is None:
             return None
-        around = [node for node in ast.walk(tree) if isinstance(node, _DEFINITIONS)
-                  and node.lineno <= call.lineno and call.end_lineno <= node.end_lineno]
+        if module not in definitions:
+            definitions[module] = [node for node in ast.walk(tree) if isinstance(node, _DEFINITIONS)]
+        around = [node for node in definitions[module]
+                  if node.lineno <= call.lineno and call.end_lineno <= node.end_lineno]
         found.append((os.path.relpath(module, top), sorted(around, key=lambda node: (node.lineno, -node.end_lineno))))
     return found
 
