@@ -433,3 +433,60 @@ def test_near_miss_a_class_the_file_may_build_with_another_value_is_reported(tmp
     _model_package(tmp_path, "")
     (tmp_path / "pkg" / "gru.py").write_text(model)
     assert _codes(tmp_path, "pkg/gru.py", "ASC103") == [line]
+
+
+# coqui 0.27.2 utils/measures.py:1-15 and models/tacotron2.py:355: a branch under a flag that every call in the package
+# leaves at its default; espnet 202511 gan_svs/uhifigan/sine_generator.py:66-101 and vits/generator.py:251: the
+# ``else`` of a test of ``self.flag_for_pulse``, which the one construction leaves at False (ASC304)
+MEASURES = """\
+import torch
+
+
+def alignment_diagonal_score(alignments, binary=False):
+    maxs = alignments.max(dim=1)[0]
+    if binary:
+        maxs[maxs > 0] = 1
+    return maxs.mean(dim=1).mean(dim=0).item()
+
+
+class SineGen(torch.nn.Module):
+    def __init__(self, sample_rate, flag_for_pulse=False):
+        super().__init__()
+        self.flag_for_pulse = flag_for_pulse
+
+    def forward(self, rad_values, u_loc):
+        if not self.flag_for_pulse:
+            sines = torch.sin(torch.cumsum(rad_values, dim=1))
+        else:
+            tmp_cumsum = torch.cumsum(rad_values, dim=1)
+            tmp_cumsum[u_loc < 1] = 0.0
+            sines = torch.cos(tmp_cumsum)
+        return sines
+"""
+_SCORES = "from .measures import SineGen, alignment_diagonal_score\n\n\ndef log(outputs, fs):\n"
+
+
+def _measures_package(tmp_path: Path, caller: str, init: str = "") -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text(init)
+    (package / "measures.py").write_text(MEASURES)
+    (package / "tacotron.py").write_text(caller)
+
+
+def test_a_branch_the_values_every_call_passes_never_take_is_silent(tmp_path):
+    _measures_package(tmp_path, _SCORES + "    return alignment_diagonal_score(outputs), SineGen(sample_rate=fs)\n")
+    assert _codes(tmp_path, "pkg/measures.py", "ASC304") == []
+
+
+@pytest.mark.parametrize("caller, init", [
+    # near misses: a call that turns the flags on; no call in the package at all (a user's configuration may build
+    # it: torchgeo 0.8.1 datamodules/chesapeake.py:146, ``class_set``); a public function and class
+    (_SCORES + "    return alignment_diagonal_score(outputs, binary=True), SineGen(fs, flag_for_pulse=True)\n", ""),
+    ("", ""),
+    (_SCORES + "    return alignment_diagonal_score(outputs), SineGen(sample_rate=fs)\n",
+     "from .measures import SineGen, alignment_diagonal_score\n"),
+])
+def test_near_miss_a_branch_some_value_may_take_is_reported(tmp_path, caller, init):
+    _measures_package(tmp_path, caller, init)
+    assert _codes(tmp_path, "pkg/measures.py", "ASC304") == [7, 21]

@@ -13,10 +13,11 @@ from __future__ import annotations
 import ast
 import operator
 import re
-from typing import Dict, FrozenSet, List, Optional, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 
 from ..semantic.flow import MAX_DEPTH, Flow
 from ..semantic.summaries import enclosing_class
+from .left_default import left_at_default
 from .training import source_text
 from ..walk import parameter_defaults, walk_tree
 
@@ -43,7 +44,9 @@ def module_ops(cls: ast.ClassDef, ctx) -> Dict[str, str]:
 
 _UNDECIDED = object()  # a test the literal defaults do not decide
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not,
-            ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+            ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b, ast.Gt: operator.gt, ast.GtE: operator.ge,
+            ast.Lt: operator.lt, ast.LtE: operator.le}
+Known = Callable[[ast.AST], object]  # the value of a name or attribute, or _UNDECIDED
 
 
 def _default_norm_differs(cls: ast.ClassDef, attr: str) -> bool:
@@ -57,20 +60,21 @@ def _default_norm_differs(cls: ast.ClassDef, attr: str) -> bool:
     rebound = {n.id for n in walk_tree(init) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     defaults = {name: d.value for name, d in parameter_defaults(init.args).items()
                 if isinstance(d, ast.Constant) and name not in rebound}
-    bindings = list(_bindings(init.body, attr, defaults, True))
+    bindings = list(_bindings(init.body, attr, lambda e: defaults.get(e.id, _UNDECIDED) if isinstance(e, ast.Name)
+                              else _UNDECIDED, True))
     chosen = [value for value, reachable in bindings if reachable]
     return len(bindings) > 1 and len(chosen) == 1 and isinstance(chosen[0], ast.Call) and not any(
         "LayerNorm" in (n.id if isinstance(n, ast.Name) else n.attr)
         for n in ast.walk(chosen[0]) if isinstance(n, (ast.Name, ast.Attribute)))
 
 
-def _bindings(body: List[ast.stmt], attr: str, defaults: Dict[str, object], reachable: bool):
+def _bindings(body: List[ast.stmt], attr: str, known: Known, reachable: bool):
     """(value, reachable with the defaults) of each ``self.<attr> = value`` in ``body``."""
     for stmt in body:
         if isinstance(stmt, ast.If):
-            value = _decided(stmt.test, defaults)
-            yield from _bindings(stmt.body, attr, defaults, reachable and (value is _UNDECIDED or bool(value)))
-            yield from _bindings(stmt.orelse, attr, defaults, reachable and (value is _UNDECIDED or not value))
+            value = _decided(stmt.test, known)
+            yield from _bindings(stmt.body, attr, known, reachable and (value is _UNDECIDED or bool(value)))
+            yield from _bindings(stmt.orelse, attr, known, reachable and (value is _UNDECIDED or not value))
         elif isinstance(stmt, ast.Assign):
             if any(isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
                    and t.value.id == "self" for t in stmt.targets):
@@ -78,27 +82,28 @@ def _bindings(body: List[ast.stmt], attr: str, defaults: Dict[str, object], reac
         elif not isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
             for block in (getattr(stmt, "body", []), getattr(stmt, "orelse", []), getattr(stmt, "finalbody", []),
                           *(h.body for h in getattr(stmt, "handlers", []))):
-                yield from _bindings(block, attr, defaults, reachable)
+                yield from _bindings(block, attr, known, reachable)
 
 
-def _decided(test: ast.AST, defaults: Dict[str, object]) -> object:
-    """The value of an ``if`` test given the parameters' literal defaults: names, constants, ``not``, ``and``/``or``,
-    one ``==``/``!=``/``is``/``is not``/``in``/``not in``, a string's ``.lower()``/``.upper()``; else _UNDECIDED."""
+def _decided(test: ast.AST, known: Known) -> object:
+    """The value of an ``if`` test given the values ``known`` gives of names and attributes: constants, ``not``,
+    ``and``/``or``, one comparison (``==``, ``is not``, ``in``, ``>``...), a string's ``.lower()``/``.upper()``; else
+    _UNDECIDED."""
     if isinstance(test, ast.Constant):
         return test.value
-    if isinstance(test, ast.Name):
-        return defaults.get(test.id, _UNDECIDED)
+    if isinstance(test, (ast.Name, ast.Attribute)):
+        return known(test)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        value = _decided(test.operand, defaults)
+        value = _decided(test.operand, known)
         return value if value is _UNDECIDED else not value
     if isinstance(test, ast.BoolOp):
-        values = [_decided(v, defaults) for v in test.values]
+        values = [_decided(v, known) for v in test.values]
         deciding = isinstance(test.op, ast.Or)  # a true part decides ``or``, a false one ``and``
         if any(v is not _UNDECIDED and bool(v) == deciding for v in values):
             return deciding
         return _UNDECIDED if _UNDECIDED in values else not deciding
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARE:
-        left, right = _decided(test.left, defaults), _decided(test.comparators[0], defaults)
+        left, right = _decided(test.left, known), _decided(test.comparators[0], known)
         if left is _UNDECIDED or right is _UNDECIDED:
             return _UNDECIDED
         try:
@@ -107,7 +112,7 @@ def _decided(test: ast.AST, defaults: Dict[str, object]) -> object:
             return _UNDECIDED
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr in ("lower", "upper") \
             and not test.args:
-        value = _decided(test.func.value, defaults)
+        value = _decided(test.func.value, known)
         return getattr(value, test.func.attr)() if isinstance(value, str) else _UNDECIDED
     return _UNDECIDED
 
@@ -513,6 +518,30 @@ def other_branch_calls(node: ast.AST, ctx, name: str) -> bool:
                 parent.body if any(s is child for s in parent.orelse) else [])
             if other and ctx.memo(f"fused.calls.{name}.{id(other)}", lambda _: _calls(other, name)):
                 return True
+    return False
+
+
+def untaken_branch(node: ast.AST, ctx) -> bool:
+    """``node`` is in a branch of an ``if`` of its function that the values its parameters keep never take: the
+    test reads parameters (or ``self.x`` stored from one) that every call in the package leaves at, or passes as,
+    one literal (``left_at_default``, with at least one call), and that value decides it (coqui 0.27.2
+    utils/measures.py:13, ``if binary:`` where no call passes ``binary=True``; espnet 202511
+    uhifigan/sine_generator.py:66, the ``else`` of ``if not self.flag_for_pulse:`` where the one construction leaves
+    it False). The pattern there never runs as the package builds its models."""
+    def known(expr: ast.AST) -> object:
+        found, value = left_at_default(ctx, expr, called=True)
+        return value if found else _UNDECIDED
+
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, _SCOPES):
+            return False
+        if isinstance(parent, ast.If):
+            taken = True if any(s is child for s in parent.body) else (
+                False if any(s is child for s in parent.orelse) else None)
+            if taken is not None:
+                value = _decided(parent.test, known)
+                if value is not _UNDECIDED and bool(value) is not taken:
+                    return True
     return False
 
 

@@ -24,7 +24,7 @@ def constant(node: ast.AST) -> Tuple[bool, object]:
     return UNKNOWN
 
 
-def left_at_default(ctx, expr: ast.AST, depth: int = 0) -> Tuple[bool, object]:
+def left_at_default(ctx, expr: ast.AST, depth: int = 0, called: bool = False) -> Tuple[bool, object]:
     """(True, value) where ``expr`` is a parameter, or ``self.x`` that its class's ``__init__`` stores from one
     and nothing else assigns, of a module-level function or class that is no public interface
     (``package_calls``), has no subclass and whose every call in the package passes the same literal or nothing
@@ -32,20 +32,23 @@ def left_at_default(ctx, expr: ast.AST, depth: int = 0) -> Tuple[bool, object]:
     the file may pass a parameter of its own caller, followed up to ``_DEPTH`` functions. No call at all leaves
     the default: a class the package only hands on (``cls_model=GRU``) is built as its configuration says, and the
     default is the configuration the package ships; but only where the package shows every call
-    (``project.hidden_callers``: a snippet, a script or a package too large to read has callers no one knows)."""
+    (``project.hidden_callers``: a snippet, a script or a package too large to read has callers no one knows).
+    ``called``: only where the package shows at least one call (a class no call builds may be built from a user's
+    configuration file with any value)."""
     found = ctx.model.parameter(expr)
     if found is None:
         return UNKNOWN
     function, name = found
-    return ctx.memo(f"left_at_default.{id(function)}.{name}.{depth}", lambda c: _agreed(c, function, name, depth))
+    return ctx.memo(f"left_at_default.{id(function)}.{name}.{depth}.{called}",
+                    lambda c: _agreed(c, function, name, depth, called))
 
 
-def _agreed(ctx, function: ast.AST, name: str, depth: int) -> Tuple[bool, object]:
+def _agreed(ctx, function: ast.AST, name: str, depth: int, called: bool) -> Tuple[bool, object]:
     default = next((d for a, d in parameter_defaults(function.args) if a.arg == name), None)
     known, value = constant(default) if default is not None else UNKNOWN
     exported = exported_name(function, ctx)
     calls = package_calls(ctx, function) if known and exported else None
-    if calls is None or _registered(ctx, function) or _built_unseen(ctx, function, exported) \
+    if calls is None or (called and not calls) or _registered(ctx, function) or _built_unseen(ctx, function, exported) \
             or ctx.hidden_callers(exported):
         return UNKNOWN
     model = ctx.model
@@ -62,7 +65,7 @@ def _agreed(ctx, function: ast.AST, name: str, depth: int) -> Tuple[bool, object
             continue
         found = constant(passed)
         if not found[0] and id(call) in here and depth < _DEPTH:
-            found = left_at_default(ctx, passed, depth + 1)
+            found = left_at_default(ctx, passed, depth + 1, called)
         if not (found[0] and type(found[1]) is type(value) and found[1] == value):
             return UNKNOWN
     return True, value

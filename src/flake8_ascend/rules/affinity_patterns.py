@@ -8,7 +8,7 @@ from typing import List
 
 from ..detect import affinity
 from ..semantic.flow import Flow
-from ..detect.fused import STARTS, attention_fallback, function_patterns, other_branch_calls
+from ..detect.fused import STARTS, attention_fallback, function_patterns, other_branch_calls, untaken_branch
 from ..detect.once_per_call import runs_once
 from ..detect.training import last_name
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
@@ -191,7 +191,7 @@ class AffinityPattern(Rule):
     RMSNorm, rotate_half RoPE, SwiGLU/GeGLU, attention matmul-softmax-matmul and add + layer_norm; these
     are reported, never rewritten. Neither is reported where the code runs once per object, per call of an
     inference entry point or per evaluation of a metric (``detect/once_per_call.py``): a faster kernel there saves
-    nothing worth a change.
+    nothing worth a change, nor in a branch the values its parameters keep never take (``untaken_branch``).
     """
 
     code = "ASC304"
@@ -215,7 +215,9 @@ class AffinityPattern(Rule):
         "samples a DataLoader's workers build on the host: in a dataset's, collator's or energon task encoder's "
         "method, a collate function, a datasets folder, or a top-level function only these call in the project "
         "(a sequence-packing helper); nor on a tensor a function builds with no device in a file whose default "
-        "device is only ever `cpu` or `meta`."
+        "device is only ever `cpu` or `meta`. Nor in a branch that the values its parameters keep never take: an "
+        "`if binary:` (or the `else` of `if not self.flag:`) where every call in the package leaves the parameter at a "
+        "default that skips it."
     )
     example = "boxes[boxes < 0] = 0\nx = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)"
     use_instead = (
@@ -367,7 +369,8 @@ class AffinityPattern(Rule):
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
         masks = [p for p in parts if isinstance(p, (ast.Compare, ast.UnaryOp, ast.BinOp, ast.Name, ast.Call,
                                                     ast.Subscript, ast.Attribute)) and self._mask(p, ctx)]
-        if len(masks) != 1 or not self._tensor(x, masks[0], ctx) or runs_once(node, ctx) or _built_on_host(x, ctx):
+        if len(masks) != 1 or not self._tensor(x, masks[0], ctx) or runs_once(node, ctx) or _built_on_host(x, ctx) \
+                or untaken_branch(node, ctx):
             return  # a put the NPU never runs: once per call, on a host tensor (the loader's workers: Context.report)
         value = ctx.values.of(node.value)
         if isinstance(node, ast.AugAssign):
@@ -469,7 +472,7 @@ class AffinityPattern(Rule):
             entry = affinity.entries("special")[pattern.replace("_proj", "")]  # the same fused kernel
             if not affinity.available(entry, ctx.data.version) or runs_once(node, ctx) or (
                     pattern == "attention" and attention_fallback(node, ctx)) or other_branch_calls(
-                    node, ctx, entry["target"].rsplit(".", 1)[-1]):
+                    node, ctx, entry["target"].rsplit(".", 1)[-1]) or untaken_branch(node, ctx):
                 continue
             self._report_fused(entry, pattern, span, ctx)
 
