@@ -6,6 +6,7 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+from typing import Dict
 
 import pytest
 
@@ -348,12 +349,16 @@ class GRU(nn.Module):
 """
 
 
-def _model_package(tmp_path: Path, caller: str, init: str = "") -> None:
+def _write_package(tmp_path: Path, init: str, modules: Dict[str, str]) -> None:
     package = tmp_path / "pkg"
     package.mkdir()
     (package / "__init__.py").write_text(init)
-    (package / "gru.py").write_text(GRU_MODEL)
-    (package / "auto.py").write_text(caller)
+    for name, text in modules.items():
+        (package / name).write_text(text)
+
+
+def _model_package(tmp_path: Path, caller: str, init: str = "") -> None:
+    _write_package(tmp_path, init, {"gru.py": GRU_MODEL, "auto.py": caller})
 
 
 @pytest.mark.parametrize("caller", [
@@ -466,16 +471,9 @@ class SineGen(torch.nn.Module):
 _SCORES = "from .measures import SineGen, alignment_diagonal_score\n\n\ndef log(outputs, fs):\n"
 
 
-def _measures_package(tmp_path: Path, caller: str, init: str = "") -> None:
-    package = tmp_path / "pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text(init)
-    (package / "measures.py").write_text(MEASURES)
-    (package / "tacotron.py").write_text(caller)
-
-
 def test_a_branch_the_values_every_call_passes_never_take_is_silent(tmp_path):
-    _measures_package(tmp_path, _SCORES + "    return alignment_diagonal_score(outputs), SineGen(sample_rate=fs)\n")
+    _write_package(tmp_path, "", {"measures.py": MEASURES, "tacotron.py": _SCORES
+                                  + "    return alignment_diagonal_score(outputs), SineGen(sample_rate=fs)\n"})
     assert _codes(tmp_path, "pkg/measures.py", "ASC304") == []
 
 
@@ -488,5 +486,5 @@ def test_a_branch_the_values_every_call_passes_never_take_is_silent(tmp_path):
      "from .measures import SineGen, alignment_diagonal_score\n"),
 ])
 def test_near_miss_a_branch_some_value_may_take_is_reported(tmp_path, caller, init):
-    _measures_package(tmp_path, caller, init)
+    _write_package(tmp_path, init, {"measures.py": MEASURES, "tacotron.py": caller})
     assert _codes(tmp_path, "pkg/measures.py", "ASC304") == [7, 21]
