@@ -488,3 +488,51 @@ def test_a_branch_the_values_every_call_passes_never_take_is_silent(tmp_path):
 def test_near_miss_a_branch_some_value_may_take_is_reported(tmp_path, caller, init):
     _write_package(tmp_path, init, {"measures.py": MEASURES, "tacotron.py": caller})
     assert _codes(tmp_path, "pkg/measures.py", "ASC304") == [7, 21]
+
+
+# coqui-tts 0.27.2 tts/layers/xtts/stream_generator.py:466-473: a library module's ``__main__`` block tries the
+# module out on a model of its own; gpt.py imports the module
+STREAM_GENERATOR = """\
+import torch
+
+
+class NewGenerationMixin:
+    pass
+
+
+if __name__ == "__main__":
+    model = build()
+{reads}    model = model.to("cuda:0")
+"""
+
+
+def _stream_package(tmp_path: Path, importer: str, reads: str = "") -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "stream_generator.py").write_text(STREAM_GENERATOR.format(reads=reads))
+    (package / "gpt.py").write_text(importer)
+
+
+@pytest.mark.parametrize("importer", [
+    "from .stream_generator import NewGenerationMixin\n",
+    "from pkg.stream_generator import NewGenerationMixin\n",
+    "from . import stream_generator\n",
+    "import pkg.stream_generator\n",
+])
+def test_the_main_block_of_a_module_the_package_imports_is_a_self_check(tmp_path, importer):
+    _stream_package(tmp_path, importer)
+    assert _lint(tmp_path, "pkg/stream_generator.py") == []
+
+
+@pytest.mark.parametrize("importer, reads", [
+    # near misses: no module imports it (a program of the package: coqui-tts 0.27.2 bin/compute_attention_masks.py),
+    # another module of the same name is imported, the block reads its command line
+    ("import torch\n", ""),
+    ("from .models.stream_generator import NewGenerationMixin\n", ""),
+    ("from .stream_generator import NewGenerationMixin\n", "    args = parser.parse_args()\n"),
+    ("from .stream_generator import NewGenerationMixin\n", "    path = sys.argv[1]\n"),
+])
+def test_near_miss_the_main_block_of_a_program_is_reported(tmp_path, importer, reads):
+    _stream_package(tmp_path, importer, reads)
+    assert _lint(tmp_path, "pkg/stream_generator.py") == [(10 + bool(reads), "ASC202")]

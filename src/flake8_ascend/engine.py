@@ -29,7 +29,7 @@ from .config import Config
 from .detect.export_path import on_export_path
 from .detect.loader_names import data_pipeline_module, datasets_module, in_data_pipeline, only_the_pipeline_calls
 from .detect.old_torch import in_old_torch_branch
-from .detect.training import source_text
+from .detect.training import is_main_guard, source_text
 from .detect.unused import in_unused_function
 from .registry import Rule, all_rules
 from .rewrite import Rewrite
@@ -267,9 +267,12 @@ def in_test_code(ctx: Context) -> bool:
     """Is the node being checked in test code inside a module that is not a test file: a module-level
     ``def test_*`` that nothing else in the file names (a kernel file's pytest-style self-check, unsloth
     2026.10.9 kernels/rms_layernorm.py ``test_rms_layernorm``), or a ``unittest.TestCase`` class? Such code is
-    skipped as in a test file. A ``test_net`` that the file calls (easyocr 1.7.2 detection.py, CRAFT's
+    skipped as in a test file; so is the ``if __name__ == "__main__":`` block of a library module
+    (``_self_check_block``). A ``test_net`` that the file calls (easyocr 1.7.2 detection.py, CRAFT's
     inference) or a Lightning ``test_dataloader`` method is no test."""
     top = ctx.stack[1] if len(ctx.stack) > 1 else None
+    if is_main_guard(top):
+        return ctx.memo(f"self_check_block.{id(top)}", lambda c: _self_check_block(c, top))
     if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) and top.name.startswith("test_"):
         named = ctx.memo("names_in_source", lambda c: {})
         found = named.get(top.name)
@@ -277,6 +280,25 @@ def in_test_code(ctx: Context) -> bool:
             found = named[top.name] = len(re.findall(rf"\b{top.name}\b", source_text(ctx))) > 1
         return not found
     return isinstance(top, ast.ClassDef) and any(ctx.qualname(base) in _TEST_CASES for base in top.bases)
+
+
+# what a block that takes its input from the command line calls or reads: a program its user starts
+_COMMAND_LINE = frozenset(("argv", "parse_args", "parse_known_args", "parse_args_into_dataclasses", "ArgumentParser",
+                           "Fire"))
+
+
+def _self_check_block(ctx: Context, block: ast.If) -> bool:
+    """Is the module's ``if __name__ == "__main__":`` block a self-check of a library module: another module of its
+    package imports the module (``project.imported_elsewhere``), and the block reads no command line? It runs the
+    module's code on data of its own (coqui-tts 0.27.2 tts/layers/xtts/stream_generator.py:466 generates with
+    bloom-560m on cuda:0, espnet 202511 espnet2/tts/feats_extract/yin.py:149 on random audio, deepspeed 0.19.8
+    compile/profilers/comm_profile.py:156); a run of the package never takes it. A module nothing imports is a
+    program, and its block is how its user starts it."""
+    if any((node.attr if isinstance(node, ast.Attribute) else node.id) in _COMMAND_LINE
+           for node in ast.walk(block) if isinstance(node, (ast.Attribute, ast.Name))):
+        return False
+    path = ctx.module_path()
+    return path is not None and project.imported_elsewhere(path)
 
 
 # deep-learning frameworks other than torch: a module written for one of them runs no torch code

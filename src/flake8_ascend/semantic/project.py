@@ -270,6 +270,34 @@ def _calls_elsewhere(path: str, name: str, possible: Optional[Callable[[str, str
             yield module, tree, node
 
 
+@lru_cache(maxsize=256)
+def imported_elsewhere(path: str) -> bool:
+    """Does another module of its package import the module at ``path`` (``from .stream_generator import ...``,
+    ``from ..profilers.comm_profile import create_predictor``, ``from . import yin``, ``import pkg.yin``)? Then
+    it is a library module, not a program of its own."""
+    package = package_of(path)
+    if package is None:
+        return False
+    target = _dotted(os.path.abspath(path), package)
+    leaf = target.rpartition(".")[2]
+    named = re.compile(rf"\b{re.escape(leaf)}\b")
+    for module, text in _spelling(path, named.search, leaf):
+        if not any(named.search(statement) for statement in _import_statements(module, text)):
+            continue
+        tree = _tree(module, text)
+        if tree is not None and any(_binds_module(node, module, target) for node in _index(module, tree)[0]):
+            return True
+    return False
+
+
+def _binds_module(node: ast.stmt, path: str, target: str) -> bool:
+    """Does the import statement ``node`` of the module at ``path`` load the module ``target``?"""
+    if isinstance(node, ast.Import):
+        return any(alias.name == target or alias.name.startswith(target + ".") for alias in node.names)
+    source = absolute("." * node.level + (node.module or ""), path) if node.level else node.module or ""
+    return source == target or any(f"{source}.{alias.name}" == target for alias in node.names)
+
+
 def method_calls_elsewhere(path: str, name: str) -> List[ast.Call]:
     """The calls ``<anything>.name(...)`` in the other modules of the package of the module at ``path``: who may call
     a method ``name`` defined there. The receiver's class is not known, so these are all the calls that might be
