@@ -536,3 +536,21 @@ def test_the_main_block_of_a_module_the_package_imports_is_a_self_check(tmp_path
 def test_near_miss_the_main_block_of_a_program_is_reported(tmp_path, importer, reads):
     _stream_package(tmp_path, importer, reads)
     assert _lint(tmp_path, "pkg/stream_generator.py") == [(10 + bool(reads), "ASC202")]
+
+
+# coqui-tts 0.27.2 bin/train_encoder.py:37-39: a figure at the top of a program that only a print reads
+TRAIN_ENCODER = "import torch\nnum_gpus = torch.cuda.device_count()\nprint(' > Number of GPUs: ', num_gpus)\n"
+
+
+@pytest.mark.parametrize("importer, expected", [
+    ("import torch\n", []),
+    # near miss: another module imports the module, and may read the name
+    ("from .train_encoder import num_gpus\n", [2]),
+])
+def test_a_name_at_the_top_of_a_program_only_shown(tmp_path, importer, expected):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "train_encoder.py").write_text(TRAIN_ENCODER)
+    (package / "trainer.py").write_text(importer)
+    assert _codes(tmp_path, "pkg/train_encoder.py", "ASC201") == expected

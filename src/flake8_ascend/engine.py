@@ -172,6 +172,12 @@ class Context:
         path = self.module_path()
         return [] if path is None else project.package_inits(path)
 
+    def program(self) -> bool:
+        """Is the file a program: no other module of its package imports it (``semantic/project.py``)? True for
+        stdin and a module in no package (a script)."""
+        path = self.module_path()
+        return path is None or not project.imported_elsewhere(path)
+
     def module_path(self) -> Optional[str]:
         """The file's path for ``semantic/project.py``; None for stdin."""
         return module_path(self.path, self.config)
@@ -297,8 +303,7 @@ def _self_check_block(ctx: Context, block: ast.If) -> bool:
     if any((node.attr if isinstance(node, ast.Attribute) else node.id) in _COMMAND_LINE
            for node in ast.walk(block) if isinstance(node, (ast.Attribute, ast.Name))):
         return False
-    path = ctx.module_path()
-    return path is not None and project.imported_elsewhere(path)
+    return not ctx.program()
 
 
 # deep-learning frameworks other than torch: a module written for one of them runs no torch code

@@ -293,10 +293,12 @@ _CARRIES = (ast.IfExp, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Join
 _CONVERSIONS = frozenset({"str", "int", "float", "round", "bool", "repr"})
 
 
-def _assigned_name(node: ast.AST, ctx) -> Optional[ast.Name]:
+def _assigned_name(node: ast.AST, ctx, program: bool = False) -> Optional[ast.Name]:
     """The local name (of a function) that the statement holding ``node`` binds to a value carrying ``node``
     (``device = torch.device("cuda" if torch.cuda.is_available() else "cpu")``): only choices, comparisons,
-    arithmetic, f-strings, ``torch.device(...)`` and conversions lie between ``node`` and the name; None otherwise."""
+    arithmetic, f-strings, ``torch.device(...)`` and conversions lie between ``node`` and the name; None otherwise.
+    ``program``: a module-level name too, of a module no other module imports (``ctx.program``), whose names no
+    one else reads."""
     first = True
     for parent, child in ctx.lineage(node):
         if isinstance(parent, (ast.Assign, ast.AnnAssign)):
@@ -304,9 +306,10 @@ def _assigned_name(node: ast.AST, ctx) -> Optional[ast.Name]:
             if child is not parent.value or len(targets) != 1 or not isinstance(targets[0], ast.Name):
                 return None
             function = ctx.model.function(targets[0])
-            if function is None or targets[0].id in ctx.model.scopes[id(function)].shared:
-                return None
-            return targets[0]
+            if function is None:
+                return targets[0] if program and ctx.model.scope(targets[0]) is ctx.model.module and \
+                    ctx.program() else None
+            return None if targets[0].id in ctx.model.scopes[id(function)].shared else targets[0]
         if isinstance(parent, ast.Call):
             if child is parent.func:
                 if not first:
@@ -372,12 +375,14 @@ def shown_through_name(node: ast.AST, ctx) -> bool:
     read only shows it to a person: ``device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`` read
     only by ``print(f"Device: {device}")`` (litgpt 0.5.13 api.py:703), ``pt_cuda_available =
     torch.cuda.is_available()`` read only in the text of an environment report (diffusers 0.42.1
-    commands/env.py:80). On an NPU only the figure differs; nothing runs differently. A name also read by anything
-    else (``.to(device)``, an ``if``, a return, another call) is not."""
-    name = _assigned_name(node, ctx)
+    commands/env.py:80), or at the top of a program (coqui-tts 0.27.2 bin/train_encoder.py:37, ``num_gpus =
+    torch.cuda.device_count()`` read only by ``print(" > Number of GPUs: ", num_gpus)``). On an NPU only the
+    figure differs; nothing runs differently. A name also read by anything else (``.to(device)``, an ``if``, a
+    return, another call) is not."""
+    name = _assigned_name(node, ctx, program=True)
     if name is None:
         return False
-    reads = ctx.model.reads(ctx.model.function(name), name.id)
+    reads = ctx.model.reads(ctx.model.function(name) or ctx.tree, name.id)
     return bool(reads) and all(_shown(read) for read in reads)
 
 

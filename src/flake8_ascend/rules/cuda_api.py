@@ -95,7 +95,8 @@ class CudaApi(Rule):
         "call without loss (a report, an estimate left `None`, a CUDA reseed after `torch.manual_seed`, a "
         "CUDA-graph step marker, a gate on the NVIDIA compute capability that picks no precision (kernels built for an "
         "SM version, which no NPU has) asked after a CUDA test or of a tensor's device, a CUDA case that only raises, a memory figure that only goes into a print, a log or text formatted with words, a "
-        "local name holding the answer or a device built from it whose every read only prints, logs or formats it "
+        "local name (or one at the top of a program, a module nothing imports) holding the answer or a device built "
+        "from it whose every read only prints, logs or formats it "
         "into a message, the default of a device parameter that every call of it passes, a model-complexity tool "
         "that imports a FLOP counter), "
         "where the function also chooses the NPU (a test for it, or `'npu'` as a value) or a flag holding the answer "
@@ -184,6 +185,9 @@ class CudaApi(Rule):
         # near misses of a value only reported, a tensor's dispatch and a type: the statistic kept for later use,
         # a self.is_cuda flag set from the configuration (timm 1.0.31 data/loader.py:127-135), a runtime type check
         ("import torch\ndef peak():\n    used = torch.cuda.max_memory_allocated()\n    return used\n", 3),
+        # near miss of a name at the top of a program only shown: a function of the module also reads it
+        ("import torch\nnum_gpus = torch.cuda.device_count()\nprint(' > Number of GPUs: ', num_gpus)\n"
+         "def main():\n    return Trainer(num_gpus=num_gpus)\n", 2),
         ("import torch\nclass Prefetcher:\n    def __iter__(self):\n        if self.is_cuda:\n"
          "            stream = torch.cuda.Stream()\n", 5),
         ("import torch\ndef check(x):\n    return isinstance(x, torch.cuda.FloatTensor)\n", 3),
@@ -328,6 +332,8 @@ class CudaApi(Rule):
         "import torch\ndef run(pt_version):\n    pt_cuda_available = 'NA'\n    if is_torch_available():\n"
         "        pt_cuda_available = torch.cuda.is_available()\n"
         "    info = {'PyTorch version (GPU?)': f'{pt_version} ({pt_cuda_available})'}\n    print(info)\n    return info\n",
+        # a name at the top of a program that only a print reads (coqui-tts 0.27.2 bin/train_encoder.py:37-39)
+        "import torch\nnum_gpus = torch.cuda.device_count()\nprint(' > Number of GPUs: ', num_gpus)\n",
         # the same with the CUDA question first (mmseg 1.2.2 models/losses/focal_loss.py:272)
         "import torch\ndef loss(pred, target):\n    if torch.cuda.is_available() and pred.is_cuda:\n"
         "        return cuda_focal_loss(pred, target)\n    return py_focal_loss(pred, target)\n",
