@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections import deque
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 # Fields that never hold a node worth visiting: names, flags, contexts and operator singletons.
 _SKIPPED_FIELDS = frozenset(
@@ -59,9 +59,14 @@ def assign_targets(statement: ast.AST) -> List[ast.expr]:
     return statement.targets if isinstance(statement, ast.Assign) else [statement.target]
 
 
+def defaulted_parameters(args: ast.arguments) -> List[Tuple[ast.arg, Optional[ast.expr]]]:
+    """(parameter, its default) for the positional parameters that have one and every keyword-only one (None: a
+    keyword-only parameter without)."""
+    positional = args.posonlyargs + args.args
+    return list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + list(
+        zip(args.kwonlyargs, args.kw_defaults))
+
+
 def parameter_defaults(args: ast.arguments) -> Dict[str, ast.expr]:
     """Parameter name -> its default, for the parameters of a ``def`` that have one (positional and keyword-only)."""
-    positional = args.posonlyargs + args.args
-    defaults = {a.arg: d for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults)}
-    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
-    return defaults
+    return {a.arg: d for a, d in defaulted_parameters(args) if d is not None}

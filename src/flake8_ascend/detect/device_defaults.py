@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 from ..calls import MISSING, argument
+from ..walk import defaulted_parameters
 
 CUDA_STRING = re.compile(r"cuda(:\d+)?")
 
@@ -29,7 +30,7 @@ def _cuda_default_parameter(function: ast.AST) -> Optional[ast.arg]:
     """The device parameter of ``function`` whose default is a CUDA device string."""
     if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
-    return next((a for a, d in parameter_defaults(function.args) if mentions_device_arg(a)
+    return next((a for a, d in defaulted_parameters(function.args) if mentions_device_arg(a)
                  and isinstance(d, ast.Constant) and isinstance(d.value, str) and CUDA_STRING.fullmatch(d.value)),
                 None)
 
@@ -109,13 +110,6 @@ def mentions_device_arg(arg: ast.arg) -> bool:
     return "device" in name or name == "dev"
 
 
-def parameter_defaults(args: ast.arguments) -> List[Tuple[ast.arg, Optional[ast.AST]]]:
-    """(parameter, its default) for every parameter that has one (a keyword-only one without: None)."""
-    positional = args.posonlyargs + args.args
-    return list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + list(
-        zip(args.kwonlyargs, args.kw_defaults))
-
-
 def defaulted(args: ast.arguments, default: ast.AST) -> List[ast.arg]:
     """The parameter whose default is ``default``."""
-    return [arg for arg, value in parameter_defaults(args) if value is default]
+    return [arg for arg, value in defaulted_parameters(args) if value is default]

@@ -7,7 +7,8 @@ import ast
 from typing import Tuple
 
 from ..calls import MISSING, argument
-from .device_defaults import exported_name, package_calls, parameter_defaults
+from ..walk import parameter_defaults
+from .device_defaults import exported_name, package_calls
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DEPTH = 3  # callers followed up a chain of constructors in the file (``SAR`` -> ``SAREncoder``)
@@ -44,7 +45,7 @@ def left_at_default(ctx, expr: ast.AST, depth: int = 0, called: bool = False) ->
 
 
 def _agreed(ctx, function: ast.AST, name: str, depth: int, called: bool) -> Tuple[bool, object]:
-    default = next((d for a, d in parameter_defaults(function.args) if a.arg == name), None)
+    default = parameter_defaults(function.args).get(name)
     known, value = constant(default) if default is not None else UNKNOWN
     exported = exported_name(function, ctx)
     calls = package_calls(ctx, function) if known and exported else None
