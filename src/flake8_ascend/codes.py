@@ -44,6 +44,9 @@ class Code:
     level: Level
     default_off: bool = False  # in flake8's extended default ignore: named explicitly to be reported
     fixable: bool = False  # the rule attaches a typed ``Rewrite`` that ``--fix`` applies
+    # advice on a tensor operation itself (its kernel, shapes, precision on the NPU), not on how a loop feeds the
+    # device or a loader is set up: moot on the samples a DataLoader's workers build on the host (Context.report)
+    tensor_op: bool = False
 
 
 _W, _N = Level.WARNING, Level.NOTE
@@ -62,13 +65,13 @@ CODES: Dict[str, Code] = {
     "ASC206": Code("cuda_packages.CudaOnlyPackage", Report.CUDA_OP_LIST, _W, default_off=True),
     "ASC207": Code("cuda_amp.CudaAmp", Report.CUDA_OP_LIST, _W, fixable=True),
     "ASC208": Code("cuda_env.CudaVisibleDevices", Report.CUDA_OP_LIST, _W, default_off=True),
-    "ASC301": Code("affinity_defs.AffinityClass", Report.AFFINITY_API_CALL, _W),
-    "ASC302": Code("affinity_defs.AffinityFunction", Report.AFFINITY_API_CALL, _W),
-    "ASC303": Code("affinity_calls.AffinityTorchCall", Report.AFFINITY_API_CALL, _W, fixable=True),
-    "ASC304": Code("affinity_patterns.AffinityPattern", Report.AFFINITY_API_CALL, _W, fixable=True),
-    "ASC401": Code("value_dependent_ops.ValueDependentShape", _HINTS, _N, default_off=True),
-    "ASC402": Code("mask_index.BooleanMaskRead", _HINTS, _N, default_off=True),
-    "ASC403": Code("value_shapes.ShapeFromValue", _HINTS, _N, default_off=True),
+    "ASC301": Code("affinity_defs.AffinityClass", Report.AFFINITY_API_CALL, _W, tensor_op=True),
+    "ASC302": Code("affinity_defs.AffinityFunction", Report.AFFINITY_API_CALL, _W, tensor_op=True),
+    "ASC303": Code("affinity_calls.AffinityTorchCall", Report.AFFINITY_API_CALL, _W, fixable=True, tensor_op=True),
+    "ASC304": Code("affinity_patterns.AffinityPattern", Report.AFFINITY_API_CALL, _W, fixable=True, tensor_op=True),
+    "ASC401": Code("value_dependent_ops.ValueDependentShape", _HINTS, _N, default_off=True, tensor_op=True),
+    "ASC402": Code("mask_index.BooleanMaskRead", _HINTS, _N, default_off=True, tensor_op=True),
+    "ASC403": Code("value_shapes.ShapeFromValue", _HINTS, _N, default_off=True, tensor_op=True),
     "ASC404": Code("dataloader_last_batch.DataLoaderLastBatch", _HINTS, _N, default_off=True),
     "ASC501": Code("perf_training_loop.HostSyncInTrainingLoop", _PERF, _N),
     "ASC502": Code("perf_training_loop.BlockingCopyInTrainingLoop", _PERF, _N),
@@ -77,7 +80,7 @@ CODES: Dict[str, Code] = {
     "ASC505": Code("perf_arguments.DdpWithoutBucketSize", _PERF, _N, default_off=True),
     "ASC506": Code("perf_arguments.DdpAccumulationWithoutNoSync", _PERF, _N),
     "ASC507": Code("perf_calls.AnomalyDetectionOn", _PERF, _N),
-    "ASC508": Code("perf_calls.DoublePrecisionTensor", _PERF, _N, default_off=True),
+    "ASC508": Code("perf_calls.DoublePrecisionTensor", _PERF, _N, default_off=True, tensor_op=True),
     "ASC509": Code("perf_config.CompileModeNotChosen", _PERF, _N, default_off=True),
     "ASC510": Code("perf_config.TaskQueueNotSet", _PERF, _N, default_off=True),
     "ASC511": Code("perf_calls.LaunchBlockingSet", _PERF, _N),
@@ -85,15 +88,15 @@ CODES: Dict[str, Code] = {
     "ASC513": Code("perf_training_loop.EmptyCacheInTrainingLoop", _PERF, _N),
     "ASC514": Code("perf_training_loop.GcCollectInTrainingLoop", _PERF, _N),
     "ASC515": Code("perf_calls.SyncBatchNormLayers", _PERF, _N),
-    "ASC601": Code("precision_calls.BaddbmmOverflow", _PREC, _N),
-    "ASC602": Code("precision_calls.EmbeddingNondeterministic", _PREC, _N, default_off=True),
-    "ASC603": Code("precision_calls.MatmulNondeterministic", _PREC, _N, default_off=True),
-    "ASC604": Code("precision_calls.SeluHalfBackward", _PREC, _N),
-    "ASC605": Code("precision_calls.InfNanHandling", _PREC, _N),
+    "ASC601": Code("precision_calls.BaddbmmOverflow", _PREC, _N, tensor_op=True),
+    "ASC602": Code("precision_calls.EmbeddingNondeterministic", _PREC, _N, default_off=True, tensor_op=True),
+    "ASC603": Code("precision_calls.MatmulNondeterministic", _PREC, _N, default_off=True, tensor_op=True),
+    "ASC604": Code("precision_calls.SeluHalfBackward", _PREC, _N, tensor_op=True),
+    "ASC605": Code("precision_calls.InfNanHandling", _PREC, _N, tensor_op=True),
     "ASC606": Code("precision_calls.DeterministicWithoutFill", _PREC, _N),
     "ASC607": Code("precision_amp.HalfAutocastWithoutScaler", _PREC, _N),
     "ASC608": Code("precision_amp.Tf32WithoutHf32", _PREC, _N),
-    "ASC609": Code("precision_amp.Fp32PolicyOpInAutocast", _PREC, _N),
+    "ASC609": Code("precision_amp.Fp32PolicyOpInAutocast", _PREC, _N, tensor_op=True),
     "ASC650": Code("legacy_dump.LegacyDump", _PREC, _N),
 }
 
