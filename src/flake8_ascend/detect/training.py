@@ -228,11 +228,14 @@ class Training:
 
         ``empty_cache()`` in a loss helper that each step calls: the function's call sites (``f(...)`` of a
         module-level function, ``self.f(...)`` of a method) are checked with ``runs_every_step``, then, two
-        calls deep, with this test.  Under any ``if`` or ``except`` inside the function it is not every call.
+        calls deep, with this test.  Under any ``if`` or ``except`` inside the function it is not every call, nor
+        in a conditional expression unless its test is itself a tensor's truth value (``p.mean().item() if
+        mask.any() else 0.0``: the line waits for the device on every call, whichever side it takes).
         """
         function, child = None, node
         for parent in reversed(stack):
-            if isinstance(parent, (ast.If, ast.IfExp, ast.excepthandler)) or self._after_periodic_exit(parent, child):
+            if isinstance(parent, (ast.If, ast.excepthandler)) or self._after_periodic_exit(parent, child) or (
+                    isinstance(parent, ast.IfExp) and not model.values.of(parent.test).tensor):
                 return False
             if isinstance(parent, _BOUNDARIES):
                 function = parent

@@ -142,6 +142,11 @@ _LOG_GUARD = ("def log_step(loss, step):\n{guard}    print(loss.item())\n"
               "for step, x in enumerate(data):\n    loss = f(x)\n    loss.backward()\n    log_step(loss, step)\n")
 
 
+_METRIC_HELPER = ("import torch\ndef metrics(p: torch.Tensor, n):\n    masked = p > 0.5\n"
+                  "    avg = p[masked].mean().item() if {test} else 0.0\n    return avg\n"
+                  "for x in data:\n    loss = f(x)\n    loss.backward()\n    metrics(x, len(x))\n")
+
+
 class HostSyncInTrainingLoop(Rule):
     code = "ASC501"
     summary = "host synchronisation on every training step (.item(), .cpu(), .numpy(), print(tensor), float(loss))"
@@ -153,7 +158,9 @@ class HostSyncInTrainingLoop(Rule):
         "`synchronize()` makes the Python thread wait until every queued kernel has finished, so the host "
         "cannot run ahead and the device idles while the next step is dispatched. Once per step this costs "
         "a noticeable share of step time. Fires inside a training loop (a loop that calls `.backward()` or "
-        "`optimizer.step()`), in a function such a loop calls on every step, and in an optimizer's own `step`; "
+        "`optimizer.step()`), in a function such a loop calls on every step (not under an `if` there, nor in a "
+        "conditional expression unless its test is a tensor's truth value: that line waits either way), and in an "
+        "optimizer's own `step`; "
         "not on a tensor built on the host, not where the value steers the step (a branch test, an index, "
         "a slice, a `range`, a tensor's size, directly, through `int()`/`float()`/`round()`/`abs()`, through a "
         "local name, or through the function's `return` where a call of it in the same file steers: reading it "
@@ -231,6 +238,9 @@ class HostSyncInTrainingLoop(Rule):
          "        self.logged = True\n        print(loss.item())\n", 6),
         ("for x in data:\n    loss = f(x)\n    loss.backward()\n    history.append(loss.detach().numpy(force=True))\n",
          4),
+        # a helper's conditional expression whose test is a tensor's truth value waits whichever side it takes
+        # (axolotl 0.19.0 integrations/diffusion/trainer.py:273)
+        (_METRIC_HELPER.format(test="masked.any()"), 4),
         # an optimizer's own step runs on every optimizer step (mmpretrain 1.2.0 engine/optimizers/lars.py:105)
         ("import torch\nclass LARS(torch.optim.Optimizer):\n    def step(self, closure=None):\n"
          "        for p in self.params:\n            norm = torch.norm(p).item()\n", 5),
@@ -302,6 +312,8 @@ class HostSyncInTrainingLoop(Rule):
         "    loss.backward()\n",
         # a number, not a tensor: the index after .item() in either branch (espnet 202511 gan_trainer.py:305)
         _OPTIM_INDEX.format(use="    opt = optimizers[idx]\n"),
+        # ... and its near miss: a test of a number, so the read may not run on every call
+        _METRIC_HELPER.format(test="n > 0"),
         # already on the host: .numpy() raises on a device tensor, so the net trains on the CPU (gluonts 0.16
         # torch/model/deep_npts/_estimator.py:388); a numpy array's .item()
         "for x, y in data:\n    loss = f(x, y)\n    loss.backward()\n    optimizer.step()\n"
