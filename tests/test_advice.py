@@ -145,6 +145,38 @@ def test_a_loss_summed_from_parts_is_a_tensor_and_formatting_it_syncs():
     """, "ASC501") == [5]  # float(loss) on line 7 is a second sync of the same step: it folds into line 5's
 
 
+def test_a_periodic_guard_that_continues_leaves_the_rest_of_the_step_periodic():
+    assert lines_of("""
+        for i, x in enumerate(data):
+            loss = f(x)
+            loss.backward()
+            total = loss.item()
+            if i % 10:
+                continue
+            print(loss.item())
+    """, "ASC501") == [5]  # line 5 runs before the guard; line 8 only every tenth step
+    assert lines_of("""
+        for i, x in enumerate(data):
+            loss = f(x)
+            loss.backward()
+            if i % 10:
+                continue
+            print(loss.item())
+    """, "ASC501") == []
+
+
+def test_a_guard_that_leaves_after_the_optimizer_step_of_accumulation_is_no_period():
+    assert lines_of("""
+        for i, x in enumerate(data):
+            loss = f(x)
+            loss.backward()
+            if (i + 1) % accumulation == 0:
+                optimizer.step()
+                continue
+            print(loss.item())
+    """, "ASC501") == [8]
+
+
 def test_numpy_tolist_is_not_a_host_sync():
     assert lines_of("""
         import numpy as np

@@ -27,8 +27,10 @@ an iteration?" use it, so they agree.  The definitions, also in docs/advice.md:
   crossing a def/lambda/class boundary, and not in the body of an ``if``
   whose test uses ``%`` (``if step % 10 == 0:``, periodic logging) unless
   that body runs the optimizer step (``if (i + 1) % accumulation == 0:``:
-  with gradient accumulation, it runs on every optimizer step), nor in the
-  body of an ``if`` that ends in ``raise`` (it runs once, on the way out).
+  with gradient accumulation, it runs on every optimizer step), nor after
+  such an ``if`` that leaves its block (``if step % N != 0: return``), nor in
+  the body of an ``if`` that ends in ``raise`` (it runs once, on the way out)
+  or that switches off its own test (``if self.log_images: self.log_images = False``).
 - An *entry script* has a module-level ``if __name__ == "__main__":`` and a
   training loop.
 """
@@ -191,7 +193,9 @@ class Training:
         for parent in reversed(stack):
             if isinstance(parent, ast.If) and _in(child, parent.body) and (
                     (_periodic(parent.test) and id(parent) not in self.accumulation_steps)
-                    or isinstance(parent.body[-1], ast.Raise)):  # periodic, or on the way to an error
+                    or isinstance(parent.body[-1], ast.Raise) or _one_shot(parent)):  # periodic, or rare
+                return False
+            if self._after_periodic_exit(parent, child):
                 return False
             finite = _finite(parent.test) if isinstance(parent, ast.If) else None
             if finite is not None and _in(child, parent.orelse if finite else parent.body):
@@ -204,20 +208,39 @@ class Training:
             child = parent
         return False
 
+    def _after_periodic_exit(self, parent: ast.AST, child: ast.AST) -> bool:
+        """Is ``child`` a statement after a periodic guard that leaves its block (``if step % N != 0: return``,
+        ``if i % log_every: continue``)? What follows runs every N steps, like the body of ``if step % N == 0:``."""
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if not isinstance(block, list) or not _in(child, block):
+                continue
+            for stmt in block:
+                if stmt is child:
+                    return False
+                if isinstance(stmt, ast.If) and not stmt.orelse and _periodic(stmt.test) and isinstance(
+                        stmt.body[-1], (ast.Return, ast.Continue)) and id(stmt) not in self.accumulation_steps:
+                    return True
+        return False
+
     def called_every_step(self, stack: Sequence[ast.AST], node: ast.AST, model, depth: int = 0) -> bool:
         """Does ``node`` run on every call of its function, a function that per-step code of this file calls?
 
         ``empty_cache()`` in a loss helper that each step calls: the function's call sites (``f(...)`` of a
         module-level function, ``self.f(...)`` of a method) are checked with ``runs_every_step``, then, two
-        calls deep, with this test.  Under any ``if`` or ``except`` inside the function it is not every call.
+        calls deep, with this test.  Under any ``if`` or ``except`` inside the function it is not every call, nor
+        in a conditional expression unless its test is itself a tensor's truth value (``p.mean().item() if
+        mask.any() else 0.0``: the line waits for the device on every call, whichever side it takes).
         """
-        function = None
+        function, child = None, node
         for parent in reversed(stack):
-            if isinstance(parent, (ast.If, ast.IfExp, ast.excepthandler)):
+            if isinstance(parent, (ast.If, ast.excepthandler)) or self._after_periodic_exit(parent, child) or (
+                    isinstance(parent, ast.IfExp) and not model.values.of(parent.test).tensor):
                 return False
             if isinstance(parent, _BOUNDARIES):
                 function = parent
                 break
+            child = parent
         if not isinstance(function, _FUNCTIONS) or not (self.loops or self.step_functions):
             return False
         for call in model.summaries.call_sites(function):
@@ -226,6 +249,14 @@ class Training:
                     depth < 2 and self.called_every_step(where, call, model, depth + 1)):
                 return True
         return False
+
+
+def _one_shot(branch: ast.If) -> bool:
+    """Does the branch switch off its own test (``if self.log_images: self.log_images = False``,
+    ``if not logged: ...; logged = True``)? It runs once, not on every step."""
+    tested = {ast.unparse(n) for n in walk_tree(branch.test) if isinstance(n, (ast.Name, ast.Attribute))}
+    return any(isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) and any(
+        ast.unparse(target) in tested for target in stmt.targets) for stmt in branch.body)
 
 
 _FINITE = frozenset(("isfinite",))

@@ -89,6 +89,18 @@ def _mentions_backend(node: ast.AST) -> bool:
     return "backend" in _call_name(node.func if isinstance(node, ast.Call) else node).lower()
 
 
+def _tested_against_another(stack, i: int) -> bool:
+    """Is the lookup ``stack[i]`` only compared with another backend's name (nemo 2.5.0 megatron_base_model.py:213,
+    ``cfg.get('ub_tp_comm_bootstrap_backend', 'nccl') == 'mpi'``)? The 'nccl' fallback then just makes the test
+    false: no process group ever gets it."""
+    compare = stack[i - 1] if i else None
+    if not (isinstance(compare, ast.Compare) and all(isinstance(op, (ast.Eq, ast.NotEq)) for op in compare.ops)):
+        return False
+    others = [side for side in (compare.left, *compare.comparators) if side is not stack[i]]
+    return all(isinstance(side, ast.Constant) and isinstance(side.value, str) and "nccl" not in side.value.lower()
+               for side in others)
+
+
 def _asks_the_registry(ctx) -> bool:
     """The function looks the backend up in ``torch.distributed.Backend.default_device_backend_map`` (torchtune
     0.6.1 training/_distributed.py:117-120: ``backend = 'nccl'`` then the map's entry for the device type): torch_npu
@@ -110,7 +122,8 @@ class NcclBackend(Rule):
            "mmcv 1.x's launcher reads); reported for deepspeed's `dist_backend` (used as given) and the HF Trainer's "
            "`ddp_backend` (accelerate rejects anything but 'hccl' on an NPU). Nor is the fallback of a lookup in "
            "`dist.Backend.default_device_backend_map`, which torch_npu fills with 'npu' -> 'hccl', or an NCCL question "
-           "kept in a CUDA flag beside the function's own NPU case. A hybrid backend "
+           "kept in a CUDA flag beside the function's own NPU case, nor the 'nccl' fallback of a lookup only compared "
+           "with another backend (`cfg.get('bootstrap_backend', 'nccl') == 'mpi'`). A hybrid backend "
            "(`'cpu:gloo,cuda:nccl'`) needs `'cpu:gloo,npu:hccl'`. The CUDA calls and devices of the branch a "
            "reported comparison guards (`if backend == 'nccl': torch.cuda.synchronize()`) fold into its finding: "
            "once it says 'hccl' the NPU run takes that branch, and `--fix` ports them with it.")
@@ -134,6 +147,9 @@ class NcclBackend(Rule):
         ("import deepspeed\ndeepspeed.init_distributed(dist_backend='nccl')\n", 2),
         ("from transformers import TrainingArguments\nargs = TrainingArguments('out', ddp_backend='nccl')\n", 2),
         ("cfg = {'backend': 'nccl', 'port': 29500}\n", 1),
+        # near misses of a lookup compared with another backend: compared with a name, or with 'nccl' itself
+        ("if cfg.get('backend', 'nccl') == other:\n    pass\n", 1),
+        ("if os.environ.get('DIST_BACKEND', 'nccl') != 'nccl':\n    pass\n", 1),
         # near misses of a registry lookup and of an NPU flag: no lookup in the function, no NPU case beside
         ("import torch.distributed as dist\ndef get_distributed_backend(device_type):\n    backend = 'nccl'\n"
          "    if device_type == 'cpu':\n        backend = 'gloo'\n    return backend\n", 3),
@@ -178,6 +194,8 @@ class NcclBackend(Rule):
               "parser.add_argument('--backend', choices=['nccl', 'hccl', 'gloo'])\n",
               "from dataclasses import dataclass\n@dataclass\nclass Args:\n    log_prefix: str = 'nccl'\n",
               "name = cfg.get('name', 'nccl')\n",
+              # a lookup's fallback only compared with another backend (nemo 2.5.0 megatron_base_model.py:213)
+              "init_mpi = cfg.get('ub', False) and cfg.get('ub_tp_comm_bootstrap_backend', 'nccl') == 'mpi'\n",
               # the fallback of a lookup in torch's device -> backend map, which torch_npu fills with npu -> hccl
               # (torchtune 0.6.1 training/_distributed.py:117-120)
               "import torch.distributed as dist\ndef get_distributed_backend(device_type):\n"
@@ -239,7 +257,7 @@ class NcclBackend(Rule):
             return _option_of_backend(stack, i - 1)
         if isinstance(holder, ast.Call) and _call_name(holder.func) in _LOOKUPS and len(holder.args) == 2 \
                 and holder.args[1] is (stack[i + 1] if i + 1 < len(stack) else node):  # cfg.get('backend', 'nccl')
-            return _says_backend(holder.args[0])
+            return _says_backend(holder.args[0]) and not _tested_against_another(stack, i)
         if key is not None:
             if key not in frameworks["backend_keywords"]:
                 return False

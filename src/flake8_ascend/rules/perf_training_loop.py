@@ -11,7 +11,7 @@ from typing import Optional
 
 from ..calls import MISSING, argument, callee, is_constant, last_names
 from ..registry import Rule
-from ..semantic.values import DEVICE
+from ..semantic.values import ARRAY, DEVICE, NUMBER
 from ..detect.training import step_words, training
 from ._sources import ADVICE_TABLE, ADVISOR_RULES, OFFICIAL_ADVICE
 from .value_shapes import size_arguments
@@ -138,6 +138,15 @@ _OPTIM_INDEX = ("import torch\nfor batch in data:\n    loss, idx = f(batch)\n   
 _ACCUMULATION = ("for i, x in enumerate(data):\n    loss = f(x)\n    loss.backward()\n    if (i + 1) % accumulation == 0:\n"
                  "        opt.step()\n{log}")
 
+_LOG_GUARD = ("def log_step(loss, step):\n{guard}    print(loss.item())\n"
+              "for step, x in enumerate(data):\n    loss = f(x)\n    loss.backward()\n    log_step(loss, step)\n")
+
+
+_METRIC_HELPER = ("import torch\ndef metrics(p: torch.Tensor, n):\n    masked = p > 0.5\n"
+                  "    avg = p[masked].mean().item() if {test} else 0.0\n    return avg\n"
+                  "for x in data:\n    loss = f(x)\n    loss.backward()\n    metrics(x, len(x))\n")
+
+
 class HostSyncInTrainingLoop(Rule):
     code = "ASC501"
     summary = "host synchronisation on every training step (.item(), .cpu(), .numpy(), print(tensor), float(loss))"
@@ -149,13 +158,19 @@ class HostSyncInTrainingLoop(Rule):
         "`synchronize()` makes the Python thread wait until every queued kernel has finished, so the host "
         "cannot run ahead and the device idles while the next step is dispatched. Once per step this costs "
         "a noticeable share of step time. Fires inside a training loop (a loop that calls `.backward()` or "
-        "`optimizer.step()`), in a function such a loop calls on every step, and in an optimizer's own `step`; "
+        "`optimizer.step()`), in a function such a loop calls on every step (not under an `if` there, nor in a "
+        "conditional expression unless its test is a tensor's truth value: that line waits either way), and in an "
+        "optimizer's own `step`; "
         "not on a tensor built on the host, not where the value steers the step (a branch test, an index, "
         "a slice, a `range`, a tensor's size, directly, through `int()`/`float()`/`round()`/`abs()`, through a "
         "local name, or through the function's `return` where a call of it in the same file steers: reading it "
         "every N steps is no option), not "
-        "outside loops, not in a periodic `if step % N == 0:` logging branch and not in the "
-        "branch a NaN or an infinity takes (`if not torch.isfinite(grad_norm):`, a skipped step)."
+        "outside loops, not in a periodic `if step % N == 0:` logging branch nor after a periodic guard that "
+        "leaves (`if step % N != 0: return`), not in a branch that switches off its own test "
+        "(`if self.log_images: self.log_images = False`, it runs once), not in the "
+        "branch a NaN or an infinity takes (`if not torch.isfinite(grad_norm):`, a skipped step), and not on a "
+        "value already on the host (a numpy array, a number, a CPU tensor: `.numpy()` without `.cpu()` or "
+        "`force=True` only works on one)."
     )
     example = ("for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n    opt.step()\n"
                "    print(loss.item())")
@@ -215,6 +230,17 @@ class HostSyncInTrainingLoop(Rule):
          "    loss = f(F.relu(audio), max_len)\n    loss.backward()\n", 4),
         ("import torch\nfor x, seg in data:\n    stt, end = int(seg[0].item()), 0\n    loss = f(x)\n"
          "    loss.backward()\n    print(stt)\n", 3),
+        # near misses of a periodic guard that leaves: one that does not leave, one that leaves on no period; of a
+        # branch that runs once: one that switches off another flag; of a host value: numpy(force=True) copies
+        (_LOG_GUARD.format(guard="    if step % every != 0:\n        print('skip')\n"), 4),
+        (_LOG_GUARD.format(guard="    if rank != 0:\n        return\n"), 4),
+        ("for x in data:\n    loss = f(x)\n    loss.backward()\n    if self.log_images:\n"
+         "        self.logged = True\n        print(loss.item())\n", 6),
+        ("for x in data:\n    loss = f(x)\n    loss.backward()\n    history.append(loss.detach().numpy(force=True))\n",
+         4),
+        # a helper's conditional expression whose test is a tensor's truth value waits whichever side it takes
+        # (axolotl 0.19.0 integrations/diffusion/trainer.py:273)
+        (_METRIC_HELPER.format(test="masked.any()"), 4),
         # an optimizer's own step runs on every optimizer step (mmpretrain 1.2.0 engine/optimizers/lars.py:105)
         ("import torch\nclass LARS(torch.optim.Optimizer):\n    def step(self, closure=None):\n"
          "        for p in self.params:\n            norm = torch.norm(p).item()\n", 5),
@@ -286,6 +312,18 @@ class HostSyncInTrainingLoop(Rule):
         "    loss.backward()\n",
         # a number, not a tensor: the index after .item() in either branch (espnet 202511 gan_trainer.py:305)
         _OPTIM_INDEX.format(use="    opt = optimizers[idx]\n"),
+        # ... and its near miss: a test of a number, so the read may not run on every call
+        _METRIC_HELPER.format(test="n > 0"),
+        # already on the host: .numpy() raises on a device tensor, so the net trains on the CPU (gluonts 0.16
+        # torch/model/deep_npts/_estimator.py:388); a numpy array's .item()
+        "for x, y in data:\n    loss = f(x, y)\n    loss.backward()\n    optimizer.step()\n"
+        "    total += loss.detach().numpy().item()\n",
+        "import numpy as np\nfor x in data:\n    loss = f(x)\n    loss.backward()\n    v = np.mean(scores).item()\n",
+        # after a periodic guard that returns (nemo 2.5.0 tts/models/spectrogram_enhancer.py:320-326); in a branch
+        # that switches off its own test, run once (nemo 2.5.0 tts/models/fastpitch.py:452-457)
+        _LOG_GUARD.format(guard="    if step % every != 0:\n        return\n"),
+        "for x in data:\n    loss = f(x)\n    loss.backward()\n    if self.log_images and self.logger:\n"
+        "        self.log_images = False\n        print(loss.item())\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -321,8 +359,9 @@ class HostSyncInTrainingLoop(Rule):
             return (f"formatting {_short(node.value)}", "torch.Tensor.__format__") if tensor else None
         func = node.func
         if isinstance(func, ast.Attribute) and ctx.chain(func) is None and not node.args:
-            if func.attr in _SYNC_METHODS and not _syncs_before(func.value) and not ctx.values.on_host(func.value) \
-                    and (func.attr != "tolist" or ctx.is_tensor(func.value)):
+            if func.attr in _SYNC_METHODS and not _syncs_before(func.value) and not _host_value(func.value, ctx) \
+                    and (func.attr != "tolist" or ctx.is_tensor(func.value)) and (
+                    func.attr != "numpy" or is_constant(argument(node, "force"), True)):
                 return _short(node), f"torch.Tensor.{func.attr}"
         if _to_cpu(node) and not _syncs_before(func.value) and ctx.chain(func) is None:
             return _short(node), "torch.Tensor.to"
@@ -334,6 +373,11 @@ class HostSyncInTrainingLoop(Rule):
         if qualname in _SYNCHRONIZE:
             return qualname + "()", qualname
         return None
+
+
+def _host_value(expr: ast.AST, ctx) -> bool:
+    """Already on the host: a CPU tensor, a numpy array or a number (``np.mean(a).item()`` waits for nothing)."""
+    return ctx.values.on_host(expr) or ctx.values.of(expr).kind in (ARRAY, NUMBER)
 
 
 def _device_like(expr, ctx) -> bool:
