@@ -190,6 +190,9 @@ _IDEOGRAM = (
 _RNN_DROPOUT = ("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self, n, dropout_prob: float = 0.0):\n"
                 "        self.rnn = nn.LSTM(n, n, 2, batch_first=True, dropout=dropout_prob)\n")
 
+_HOST_RESIZE = ("import torch\nimport torch.nn.functional as F\ndef load(img, device):\n"
+                "    t = torch.from_numpy(img){moved}\n    return F.interpolate(t, scale_factor=2, mode='bilinear')\n")
+
 _SPARSE_BRANCHES = ("import torch\nfrom torch import Tensor\ndef pairwise_sim(a: Tensor, b: Tensor) -> Tensor:\n"
                     "    if a.is_sparse or b.is_sparse:\n        return {sparse}\n    else:\n        return {dense}\n")
 
@@ -415,7 +418,9 @@ class RestrictedApi(_ApiStatusRule):
         "only hands on keeps its default); a public, registered or subclassed class, a caller that spreads "
         "`**kwargs` and a `None` default (a placeholder the configuration fills) keep the finding. The LSTM, GRU "
         "and RNN of one function that break one restriction (alternatives of a configured cell type) are one "
-        "finding. "
+        "finding. Nor is a call whose tensor lives on the host (`x.cpu()`, `torch.from_numpy(a)`: no NPU kernel "
+        "runs it), an argument passed at torch's own default (`nn.GELU(approximate='none')` is `nn.GELU()`) or a "
+        "`dtype=` that is the operand's own (`torch.sum(q, dtype=q.dtype)` casts nothing). "
         "bf16 counts as listed where torch_npu's autocast runs "
         "the op's kernel in bf16. Notes about hardware models or compatibility switches concern no call. "
         "The message states the fact in English; the CSV Tips keep the original note."
@@ -452,6 +457,10 @@ class RestrictedApi(_ApiStatusRule):
         # a low-precision dtype known at the call, outside a list that names another one
         ("import torch\nx = torch.randn(4)\nr = x.bfloat16().repeat_interleave(2)\n", 3),
         ("import torch.nn.functional as F\ny = F.pad(x.bfloat16(), (1, 1), mode='reflect')\n", 2),
+        # near misses of the passes below: a comparison summed as another tensor's dtype (espnet 202511
+        # nets/pytorch_backend/lm/default.py:132), a host tensor moved to the device
+        ("import torch\ndef count(x, loss_batch):\n    return torch.sum(x[:, 0] != 0, dtype=loss_batch.dtype)\n", 3),
+        (_HOST_RESIZE.format(moved=".to(device)"), 5),
     ]
     passes = [
         "import torch\nx = torch.zeros(3)\n",
@@ -487,6 +496,12 @@ class RestrictedApi(_ApiStatusRule):
         "import torch\nx = torch.randn(4)\nv = x.half().item()\n",
         "import torch\nimg = torch.rand(4)\nimg = (img * 255).to(dtype=torch.uint8, device='cpu').numpy()\n",
         "import torch\n_, ids = torch.unique(c['molecule_iid'].long(), return_inverse=True)\n",
+        # the operand's own dtype casts nothing (mmpretrain 1.2.0 models/losses/swav_loss.py:49); torch's default
+        # passed by name (transformers 4.57.6 models/mpt/modeling_mpt.py:148); an image resized on the host
+        "import torch\ndef norm(Q):\n    return torch.sum(Q, dim=1, keepdim=True, dtype=Q.dtype)\n",
+        "import torch.nn as nn\nact = nn.GELU(approximate=\"none\")\n",
+        _HOST_RESIZE.format(moved=""),
+        "import torch.nn.functional as F\ndef shrink(x):\n    return F.interpolate(x.cpu(), scale_factor=0.5)\n",
         # F.pad's constant mode lists bf16 (its reflect list does not)
         "import torch.nn.functional as F\ny = F.pad(x.bfloat16(), (1, 1), mode='constant')\n",
     ]
@@ -497,7 +512,8 @@ class RestrictedApi(_ApiStatusRule):
 
     def emit(self, node, ctx, api, note, how) -> None:
         facts = ctx.data.restrictions.get(api)
-        broken = restriction_broken(ctx.parent, node, api, facts, ctx) if facts and not in_data_pipeline(ctx.stack) else None
+        broken = restriction_broken(ctx.parent, node, api, facts, ctx) if facts and not in_data_pipeline(
+            ctx.stack) and not _operand_on_host(node, ctx) else None
         if broken or ctx.config.official_lists:  # the official lists' audit reports every restricted call
             ctx.report(node, self.code, f"{api} is supported on NPU with restrictions (torch_npu {ctx.data.version}: "
                        f"{broken or in_english(note)})", api=api, tips=f"supported with restrictions: {note}",
@@ -510,16 +526,21 @@ def _operand_on_host(node: ast.AST, ctx) -> bool:
     call = ctx.parent
     if not (isinstance(call, ast.Call) and call.func is node):
         return False
-    if isinstance(node, ast.Attribute) and ctx.chain(node) is None:
-        operand = node.value
-    elif call.args:
-        operand = call.args[0]
-    else:  # ``torch.histogram(input=theta.cpu(), ...)`` (anomalib 2.7.0 models/video/ai_vad/features.py:284)
-        operand = next((k.value for k in call.keywords if k.arg == "input"), None)
-        if operand is None:
-            return False
+    operand = _operand(call, node, ctx)
+    if operand is None:
+        return False
     moved = isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute) and operand.func.attr == "cpu"
     return moved or ctx.values.on_host(operand)  # ``x.cpu()`` handed to a torch function is a host tensor
+
+
+def _operand(call: ast.Call, node: ast.AST, ctx) -> Optional[ast.AST]:
+    """The tensor an API is called on: a method's receiver, else a function's first argument or its ``input=``
+    (``torch.histogram(input=theta.cpu(), ...)``, anomalib 2.7.0 models/video/ai_vad/features.py:284)."""
+    if isinstance(node, ast.Attribute) and ctx.chain(node) is None:
+        return node.value
+    if call.args:
+        return call.args[0]
+    return next((k.value for k in call.keywords if k.arg == "input"), None)
 
 
 _DTYPES = {  # torch dtype attribute -> the tables' spelling
@@ -574,6 +595,10 @@ def _same(a, b) -> bool:
 # An argument torch does not hand to the kernel when another one is set (torch/nn/functional.py, interpolate: with
 # recompute_scale_factor=True the output size is computed from scale_factor, which is then passed on as None).
 _NOT_PASSED_ON = {("torch.nn.functional.interpolate", "scale_factor"): ("recompute_scale_factor", True)}
+
+# torch's own default of a restricted argument (torch 2.13.0 signatures): passing it is the call without it, which the
+# restriction does not concern (``nn.GELU(approximate="none")`` is ``nn.GELU()``, the erf form every model uses).
+_TORCH_DEFAULTS = {("torch.nn.GELU", "approximate"): "none", ("torch.nn.functional.gelu", "approximate"): "none"}
 
 
 # Recurrent layers apply ``dropout`` only between stacked layers (torch 2.13.0 torch/nn/modules/rnn.py, RNNBase: a
@@ -661,6 +686,15 @@ def _operands(call: ast.Call, node, api: str, params, ctx) -> list:
     return found
 
 
+def _own_dtype(call: ast.Call, node, value: ast.AST, ctx) -> bool:
+    """``torch.sum(q, dtype=q.dtype)``: the dtype of the operand itself, no cast (mmpretrain 1.2.0
+    models/losses/swav_loss.py:49), which a restriction of the ``dtype`` argument does not concern."""
+    if not (isinstance(value, ast.Attribute) and value.attr == "dtype"):
+        return False
+    operand = _operand(call, node, ctx)
+    return operand is not None and ast.dump(operand) == ast.dump(value.value)
+
+
 def restriction_broken(call: ast.Call, node, api: str, facts: dict, ctx) -> Optional[str]:
     """The restriction fact this call plausibly breaks, in English, or None (see ASC103's docs)."""
     keywords = {k.arg: k.value for k in call.keywords}  # key None: ``**kwargs`` may pass anything
@@ -669,6 +703,10 @@ def restriction_broken(call: ast.Call, node, api: str, facts: dict, ctx) -> Opti
         if unless and unless[0] in keywords and _literal(keywords[unless[0]], ctx) == (True, unless[1]):
             continue
         if fact["arg"] == "dropout" and api in _BETWEEN_LAYERS and _one_layer(call, ctx):
+            continue
+        passed = keywords.get(fact["arg"])
+        if passed is not None and (_literal(passed, ctx) == (True, _TORCH_DEFAULTS.get((api, fact["arg"]), _UNSET))
+                                   or fact["arg"] == "dtype" and _own_dtype(call, node, passed, ctx)):
             continue
         broken = _argument_broken(fact, keywords, ctx)
         if broken:
