@@ -81,12 +81,12 @@ class Finding:
 # or in a module of a datasets package's transforms, which prepares samples on the host (detect/loader_names.py)
 _NPU_ADVICE = frozenset(code for code, row in CODES.items() if row.report in (
     Report.AFFINITY_API_CALL, Report.DYNAMIC_SHAPE_HINTS, Report.PERFORMANCE_ADVICE, Report.PRECISION_ADVICE))
-# the advice about tensor operations themselves (their kernels, shapes and precision on the NPU), not about how a
-# loop feeds the device or how a loader is set up: moot on the samples a DataLoader's workers build on the host,
-# in the methods of a dataset or a collator, the modules of a datasets folder and the functions only they call
-# (detect/loader_names.py)
-_OP_ADVICE = frozenset(("ASC301", "ASC302", "ASC303", "ASC304", "ASC401", "ASC402", "ASC403", "ASC508", "ASC601",
-                        "ASC602", "ASC603", "ASC604", "ASC605", "ASC609"))
+# the advice about tensor operations themselves (their kernels, missing or restricted, shapes and precision on the
+# NPU), not about how a loop feeds the device or how a loader is set up: moot on the samples a DataLoader's workers
+# build on the host, in the methods of a dataset or a collator, the modules of a datasets folder and the functions
+# only they call (detect/loader_names.py)
+_OP_ADVICE = frozenset(("ASC101", "ASC103", "ASC301", "ASC302", "ASC303", "ASC304", "ASC401", "ASC402", "ASC403",
+                        "ASC508", "ASC601", "ASC602", "ASC603", "ASC604", "ASC605", "ASC609"))
 
 
 class Context:

@@ -7,7 +7,6 @@ from typing import Optional, Tuple
 from ..calls import MISSING, argument
 from ..detect.api_domain import CUDA_DOMAIN as _CUDA_DOMAIN
 from ..detect.left_default import constant, left_at_default
-from ..detect.loader_names import in_data_pipeline
 from ..registry import Rule
 from .cuda_extension import CPP_EXTENSION
 
@@ -218,7 +217,9 @@ class UnsupportedApi(_ApiStatusRule):
         "`parallelize_module` is its own. FSDP runs on NPU (its table lists the class, with restrictions): the "
         "class's own functions (`FSDP.summon_full_params`, `set_state_dict_type`, `optim_state_dict`), listed "
         "unsupported by the table alone and never traced, configure it and gather its state through collectives "
-        "HCCL serves, and are not reported (`--official-lists` reports them)."
+        "HCCL serves, and are not reported (`--official-lists` reports them). Nor is an op on the samples the loader's "
+        "workers build on the host: in a dataset's or collator's methods, a datasets folder, or a function only they "
+        "call."
     )
     example = "eigenvalues = torch.linalg.eig(a)"
     use_instead = "Use a supported equivalent, move that computation to the CPU explicitly, or pick a newer torch_npu."
@@ -450,7 +451,8 @@ class RestrictedApi(_ApiStatusRule):
         "and RNN of one function that break one restriction (alternatives of a configured cell type) are one "
         "finding. Nor is a call whose tensor lives on the host (`x.cpu()`, `torch.from_numpy(a)`: no NPU kernel "
         "runs it), an argument passed at torch's own default (`nn.GELU(approximate='none')` is `nn.GELU()`) or a "
-        "`dtype=` that is the operand's own (`torch.sum(q, dtype=q.dtype)` casts nothing). "
+        "`dtype=` that is the operand's own (`torch.sum(q, dtype=q.dtype)` casts nothing), or a call on the samples "
+        "the loader's workers build (a dataset's or collator's methods, a datasets folder, a function only they call). "
         "bf16 counts as listed where torch_npu's autocast runs "
         "the op's kernel in bf16. Notes about hardware models or compatibility switches concern no call. "
         "The message states the fact in English; the CSV Tips keep the original note."
@@ -542,8 +544,8 @@ class RestrictedApi(_ApiStatusRule):
 
     def emit(self, node, ctx, api, note, how) -> None:
         facts = ctx.data.restrictions.get(api)
-        broken = restriction_broken(ctx.parent, node, api, facts, ctx) if facts and not in_data_pipeline(
-            ctx.stack) and not _operand_on_host(node, ctx) else None
+        broken = restriction_broken(ctx.parent, node, api, facts, ctx) if facts and not _operand_on_host(
+            node, ctx) else None
         if broken or ctx.config.official_lists:  # the official lists' audit reports every restricted call
             ctx.report(node, self.code, f"{api} is supported on NPU with restrictions (torch_npu {ctx.data.version}: "
                        f"{broken or in_english(note)})", api=api, tips=f"supported with restrictions: {note}",
