@@ -192,6 +192,9 @@ _RNN_DROPOUT = ("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __ini
 _FSDP = ("import torch.nn as nn\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType\n"
          "from torch.distributed.tensor.parallel import parallelize_module\n\ndef gather(model, mesh, plan):\n")
 
+_CSR_FALLBACK = ("import torch\ndef rows(e: torch.Tensor):\n    try:\n        {body}\n    except {error}:\n"
+                 "        {handler}\n    return x\n")
+
 _HOST_RESIZE = ("import torch\nimport torch.nn.functional as F\ndef load(img, device):\n"
                 "    t = torch.from_numpy(img){moved}\n    return F.interpolate(t, scale_factor=2, mode='bilinear')\n")
 
@@ -217,7 +220,9 @@ class UnsupportedApi(_ApiStatusRule):
         "`parallelize_module` is its own. FSDP runs on NPU (its table lists the class, with restrictions): the "
         "class's own functions (`FSDP.summon_full_params`, `set_state_dict_type`, `optim_state_dict`), listed "
         "unsupported by the table alone and never traced, configure it and gather its state through collectives "
-        "HCCL serves, and are not reported (`--official-lists` reports them). Nor is an op on the samples the loader's "
+        "HCCL serves, and are not reported (`--official-lists` reports them). Nor is an op in the body of a `try` whose "
+        "handler catches `NotImplementedError`, what torch raises for an op with no kernel on the device: the code "
+        "has its own fallback. Nor is an op on the samples the loader's "
         "workers build on the host: in a dataset's or collator's methods, a datasets folder, or a function only they "
         "call."
     )
@@ -229,7 +234,8 @@ class UnsupportedApi(_ApiStatusRule):
             return
         found = status_of(node, ctx, self.wanted)
         if found and not found[0].startswith(CPP_EXTENSION) and not _operand_on_host(node, ctx) and not (
-                found[0] == _TO_DENSE and _strided_receiver(node, ctx)) and not _wrapper_function(found, ctx):
+                found[0] == _TO_DENSE and _strided_receiver(node, ctx)) and not _wrapper_function(found, ctx) \
+                and not _missing_kernel_handled(node, ctx):
             # not when the op runs on the CPU already (diffusers pipeline_ideogram4.py:90: ndtri of a CPU linspace)
             api, _, note, how = found
             self.emit(where(node), ctx, api, note, how)
@@ -261,6 +267,9 @@ class UnsupportedApi(_ApiStatusRule):
         # the tensor-parallel API, neither a function of FSDP
         (_FSDP + "    return nn.DataParallel(model)\n", 6),
         (_FSDP + "    return parallelize_module(model, mesh, plan)\n", 6),
+        # near misses of a handled missing kernel: the op in the handler, a handler for another error
+        (_CSR_FALLBACK.format(body="x = e.float()", error="NotImplementedError", handler="x = e.to_sparse_csr()"), 6),
+        (_CSR_FALLBACK.format(body="x = e.to_sparse_csr()", error="ValueError", handler="x = e"), 4),
     ]
     passes = [
         "import pandas as pd\nm = pd.DataFrame({'a': [1]}).mode()\n",
@@ -300,6 +309,10 @@ class UnsupportedApi(_ApiStatusRule):
         _SPARSE_BRANCHES.format(sparse="(a * b).sum(dim=-1)", dense="(a * b).sum(dim=-1).to_dense()"),
         "import torch\ndef f(dist, a):\n    return torch.from_numpy(-dist).float().to(a.device).to_dense()\n",
         "import torch\ndef f(x: torch.Tensor):\n    if not x.is_sparse:\n        return x.to_dense()\n",
+        # a try whose handler catches what a missing kernel raises and redoes the op on the CPU (sentence-transformers
+        # 5.x sparse_encoder/model.py:1203)
+        _CSR_FALLBACK.format(body="x = e.to_sparse_csr()", error="NotImplementedError",
+                             handler="x = e.cpu().to_sparse_csr()"),
         # FSDP's own functions: state-dict plumbing over HCCL collectives (audiocraft 1.3.0 optim/fsdp.py:41,
         # verl utils/fsdp_utils.py:740)
         _FSDP + "    FSDP.set_state_dict_type(model, StateDictType.FULL_STATE_DICT)\n",
@@ -322,6 +335,25 @@ _TP_PLAN = "tensor-parallel plan"
 def _parallel_style(api: str) -> bool:
     """A ``ParallelStyle`` class of ``torch.distributed.tensor.parallel`` (its name is capitalised)."""
     return api.startswith("torch.distributed.tensor.parallel.") and api.rsplit(".", 1)[-1][:1].isupper()
+
+
+def _missing_kernel_handled(node: ast.AST, ctx) -> bool:
+    """In the body of a ``try`` whose handler catches ``NotImplementedError``, what torch raises for an op with no
+    kernel on the device: the code has its own fallback (sentence-transformers 5.x sparse_encoder/model.py:1203,
+    ``except NotImplementedError: embeddings.cpu().to_sparse_csr()``)."""
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return False
+        if isinstance(parent, ast.Try) and any(child is s for s in parent.body) and any(
+                _catches(handler.type, "NotImplementedError") for handler in parent.handlers):
+            return True
+    return False
+
+
+def _catches(kind: Optional[ast.AST], name: str) -> bool:
+    """``except name`` or ``except (..., name, ...)``."""
+    kinds = kind.elts if isinstance(kind, ast.Tuple) else [kind]
+    return any(isinstance(k, ast.Name) and k.id == name for k in kinds)
 
 
 # torch_npu runs FSDP: its table lists the class, with restrictions. The class's own functions (summon_full_params,
