@@ -89,6 +89,32 @@ def test_op_advice_stays_out_of_dataset_methods_and_datasets_folders():
     assert _codes(LOADER, path="mmdet/datasets/builder.py", select=advisory) == ["ASC404", "ASC503", "ASC504"]
 
 
+# an op without an NPU kernel and a restricted argument (ASC101, ASC103) on a sample, and the same lines in a model
+RESCALE = """\
+import torch
+import torch.nn.functional as F
+def rescale(img, ratio):
+    background = torch.mode(img.flatten()).values
+    return F.interpolate(img[None] - background, scale_factor=ratio, mode='bilinear')
+"""
+SAMPLE = """\
+import torch
+import torch.nn.functional as F
+class Resized(torch.utils.data.Dataset):
+    def __getitem__(self, index):
+        img = self.load(index)
+        background = torch.mode(img.flatten()).values
+        return F.interpolate(img[None] - background, scale_factor=0.5, mode='bilinear')
+"""
+
+
+def test_kernel_findings_stay_out_of_dataset_methods_and_datasets_folders():
+    kernels = {"ASC101", "ASC103"}
+    assert _codes(RESCALE, select=kernels) == ["ASC101", "ASC103"]  # near miss: a model's helper
+    assert _codes(RESCALE, path="pkg/datasets/transforms/resize.py", select=kernels) == []
+    assert _codes(SAMPLE, select=kernels) == []
+
+
 # transformers 4.57.6 data/data_collator.py:1088-1091-style masking in a collator, and the same lines in a module
 COLLATED = """\
 import torch

@@ -44,8 +44,9 @@ class Code:
     level: Level
     default_off: bool = False  # in flake8's extended default ignore: named explicitly to be reported
     fixable: bool = False  # the rule attaches a typed ``Rewrite`` that ``--fix`` applies
-    # advice on a tensor operation itself (its kernel, shapes, precision on the NPU), not on how a loop feeds the
-    # device or a loader is set up: moot on the samples a DataLoader's workers build on the host (Context.report)
+    # about a tensor operation itself (its kernel, missing or restricted, its shapes, its precision on the NPU), not
+    # about how a loop feeds the device or a loader is set up: moot on the samples a DataLoader's workers build on
+    # the host (Context.report)
     tensor_op: bool = False
 
 
@@ -53,9 +54,9 @@ _W, _N = Level.WARNING, Level.NOTE
 _PERF, _PREC, _HINTS = Report.PERFORMANCE_ADVICE, Report.PRECISION_ADVICE, Report.DYNAMIC_SHAPE_HINTS
 
 CODES: Dict[str, Code] = {
-    "ASC101": Code("api_support.UnsupportedApi", Report.UNSUPPORTED_API, _W),
+    "ASC101": Code("api_support.UnsupportedApi", Report.UNSUPPORTED_API, _W, tensor_op=True),
     "ASC102": Code("api_support.UnknownApi", Report.UNKNOWN_API, _W, default_off=True),
-    "ASC103": Code("api_support.RestrictedApi", Report.UNSUPPORTED_API, _N, default_off=True),
+    "ASC103": Code("api_support.RestrictedApi", Report.UNSUPPORTED_API, _N, default_off=True, tensor_op=True),
     "ASC104": Code("third_party_api.UnsupportedThirdPartyApi", Report.UNSUPPORTED_API, _W),
     "ASC201": Code("cuda_api.CudaApi", Report.CUDA_OP_LIST, _W, fixable=True),
     "ASC202": Code("cuda_device.HardCodedCudaDevice", Report.CUDA_OP_LIST, _W, fixable=True),

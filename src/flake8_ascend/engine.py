@@ -81,7 +81,7 @@ class Finding:
 # or in a module of a datasets package's transforms, which prepares samples on the host (detect/loader_names.py)
 _NPU_ADVICE = frozenset(code for code, row in CODES.items() if row.report in (
     Report.AFFINITY_API_CALL, Report.DYNAMIC_SHAPE_HINTS, Report.PERFORMANCE_ADVICE, Report.PRECISION_ADVICE))
-# advice on tensor operations themselves (``Code.tensor_op``): also moot in the methods of a dataset or a collator,
+# findings on tensor operations themselves (``Code.tensor_op``): also moot in the methods of a dataset or a collator,
 # the modules of a datasets folder and the functions only they call (detect/loader_names.py)
 _OP_ADVICE = frozenset(code for code, row in CODES.items() if row.tensor_op)
 

@@ -7,7 +7,6 @@ from typing import Optional, Tuple
 from ..calls import MISSING, argument
 from ..detect.api_domain import CUDA_DOMAIN as _CUDA_DOMAIN
 from ..detect.left_default import constant, left_at_default
-from ..detect.loader_names import in_data_pipeline
 from ..registry import Rule
 from .cuda_extension import CPP_EXTENSION
 
@@ -190,6 +189,15 @@ _IDEOGRAM = (
 _RNN_DROPOUT = ("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self, n, dropout_prob: float = 0.0):\n"
                 "        self.rnn = nn.LSTM(n, n, 2, batch_first=True, dropout=dropout_prob)\n")
 
+_FSDP = ("import torch.nn as nn\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType\n"
+         "from torch.distributed.tensor.parallel import parallelize_module\n\ndef gather(model, mesh, plan):\n")
+
+_CSR_FALLBACK = ("import torch\ndef rows(e: torch.Tensor):\n    try:\n        {body}\n    except {error}:\n"
+                 "        {handler}\n    return x\n")
+
+_HOST_RESIZE = ("import torch\nimport torch.nn.functional as F\ndef load(img, device):\n"
+                "    t = torch.from_numpy(img){moved}\n    return F.interpolate(t, scale_factor=2, mode='bilinear')\n")
+
 _SPARSE_BRANCHES = ("import torch\nfrom torch import Tensor\ndef pairwise_sim(a: Tensor, b: Tensor) -> Tensor:\n"
                     "    if a.is_sparse or b.is_sparse:\n        return {sparse}\n    else:\n        return {dense}\n")
 
@@ -209,7 +217,13 @@ class UnsupportedApi(_ApiStatusRule):
         "`x.to_dense()` returns a strided `x` itself, dispatching nothing: not reported on a tensor made by "
         "`torch.from_numpy` or in the branch an `is_sparse` test leaves dense. The styles of one tensor-parallel "
         "plan (`RowwiseParallel`, `PrepareModuleInput`, ...) are one finding per function or statement; "
-        "`parallelize_module` is its own."
+        "`parallelize_module` is its own. FSDP runs on NPU (its table lists the class, with restrictions): the "
+        "class's own functions (`FSDP.summon_full_params`, `set_state_dict_type`, `optim_state_dict`), listed "
+        "unsupported by the table alone and never traced, configure it and gather its state through collectives "
+        "HCCL serves, and are not reported (`--official-lists` reports them). Nor is an op in the body of a `try` "
+        "whose handler catches `NotImplementedError`, what torch raises for an op with no kernel on the device: the "
+        "code has its own fallback. Nor is an op on the samples the loader's workers build on the host: in a "
+        "dataset's or collator's methods, a datasets folder, or a function only they call."
     )
     example = "eigenvalues = torch.linalg.eig(a)"
     use_instead = "Use a supported equivalent, move that computation to the CPU explicitly, or pick a newer torch_npu."
@@ -219,7 +233,8 @@ class UnsupportedApi(_ApiStatusRule):
             return
         found = status_of(node, ctx, self.wanted)
         if found and not found[0].startswith(CPP_EXTENSION) and not _operand_on_host(node, ctx) and not (
-                found[0] == _TO_DENSE and _strided_receiver(node, ctx)):
+                found[0] == _TO_DENSE and _strided_receiver(node, ctx)) and not _wrapper_function(found, ctx) \
+                and not _missing_kernel_handled(node, ctx):
             # not when the op runs on the CPU already (diffusers pipeline_ideogram4.py:90: ndtri of a CPU linspace)
             api, _, note, how = found
             self.emit(where(node), ctx, api, note, how)
@@ -247,6 +262,13 @@ class UnsupportedApi(_ApiStatusRule):
         # near misses of a strided receiver: the branch the sparse test takes; a sparse tensor made from numpy
         (_SPARSE_BRANCHES.format(sparse="(a * b).sum(dim=-1).to_dense()", dense="(a * b).sum(dim=-1)"), 5),
         ("import torch\ndef f(a, device):\n    return torch.from_numpy(a).to(device).to_sparse().float().to_dense()\n", 3),
+        # near misses of FSDP's own functions below: a wrapper class the table lists unsupported, and a function of
+        # the tensor-parallel API, neither a function of FSDP
+        (_FSDP + "    return nn.DataParallel(model)\n", 6),
+        (_FSDP + "    return parallelize_module(model, mesh, plan)\n", 6),
+        # near misses of a handled missing kernel: the op in the handler, a handler for another error
+        (_CSR_FALLBACK.format(body="x = e.float()", error="NotImplementedError", handler="x = e.to_sparse_csr()"), 6),
+        (_CSR_FALLBACK.format(body="x = e.to_sparse_csr()", error="ValueError", handler="x = e"), 4),
     ]
     passes = [
         "import pandas as pd\nm = pd.DataFrame({'a': [1]}).mode()\n",
@@ -286,6 +308,14 @@ class UnsupportedApi(_ApiStatusRule):
         _SPARSE_BRANCHES.format(sparse="(a * b).sum(dim=-1)", dense="(a * b).sum(dim=-1).to_dense()"),
         "import torch\ndef f(dist, a):\n    return torch.from_numpy(-dist).float().to(a.device).to_dense()\n",
         "import torch\ndef f(x: torch.Tensor):\n    if not x.is_sparse:\n        return x.to_dense()\n",
+        # a try whose handler catches what a missing kernel raises and redoes the op on the CPU (sentence-transformers
+        # 5.x sparse_encoder/model.py:1203)
+        _CSR_FALLBACK.format(body="x = e.to_sparse_csr()", error="NotImplementedError",
+                             handler="x = e.cpu().to_sparse_csr()"),
+        # FSDP's own functions: state-dict plumbing over HCCL collectives (audiocraft 1.3.0 optim/fsdp.py:41,
+        # verl utils/fsdp_utils.py:740)
+        _FSDP + "    FSDP.set_state_dict_type(model, StateDictType.FULL_STATE_DICT)\n",
+        _FSDP + "    with FSDP.summon_full_params(model, writeback=False, offload_to_cpu=True):\n        pass\n",
     ]
 
     def emit(self, node, ctx, api, note, how) -> None:
@@ -304,6 +334,41 @@ _TP_PLAN = "tensor-parallel plan"
 def _parallel_style(api: str) -> bool:
     """A ``ParallelStyle`` class of ``torch.distributed.tensor.parallel`` (its name is capitalised)."""
     return api.startswith("torch.distributed.tensor.parallel.") and api.rsplit(".", 1)[-1][:1].isupper()
+
+
+def _missing_kernel_handled(node: ast.AST, ctx) -> bool:
+    """In the body of a ``try`` whose handler catches ``NotImplementedError``, what torch raises for an op with no
+    kernel on the device: the code has its own fallback (sentence-transformers 5.x sparse_encoder/model.py:1203,
+    ``except NotImplementedError: embeddings.cpu().to_sparse_csr()``)."""
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return False
+        if isinstance(parent, ast.Try) and any(child is s for s in parent.body) and any(
+                _catches(handler.type, "NotImplementedError") for handler in parent.handlers):
+            return True
+    return False
+
+
+def _catches(kind: Optional[ast.AST], name: str) -> bool:
+    """``except name`` or ``except (..., name, ...)``."""
+    kinds = kind.elts if isinstance(kind, ast.Tuple) else [kind]
+    return any(isinstance(k, ast.Name) and k.id == name for k in kinds)
+
+
+# torch_npu runs FSDP: its table lists the class, with restrictions. The class's own functions (summon_full_params,
+# set_state_dict_type, optim_state_dict, ...) configure it and gather or reshard its state through collectives HCCL
+# serves; they dispatch no kernel of their own, and their "unsupported" rows are table entries no trace checked
+# (verl's Ascend backend calls them on every checkpoint and rollout).
+_WRAPPERS = ("torch.distributed.fsdp.FullyShardedDataParallel",)
+
+
+def _wrapper_function(found: tuple, ctx) -> bool:
+    """A function of a wrapper class the table supports, listed unsupported by the table alone (``how`` is
+    ``docs``: never traced); ``--official-lists`` keeps the table's word."""
+    api, _, _, how = found
+    owner = api.rpartition(".")[0]
+    row = ctx.data.api_status(owner) if owner in _WRAPPERS else None
+    return bool(row) and row[0] != "unsupported" and how == "docs" and not ctx.config.official_lists
 
 
 # torch 2.13 ``Tensor.to_dense`` returns ``self`` for a strided tensor (traced on CPU: no ATen op); only a sparse
@@ -415,7 +480,10 @@ class RestrictedApi(_ApiStatusRule):
         "only hands on keeps its default); a public, registered or subclassed class, a caller that spreads "
         "`**kwargs` and a `None` default (a placeholder the configuration fills) keep the finding. The LSTM, GRU "
         "and RNN of one function that break one restriction (alternatives of a configured cell type) are one "
-        "finding. "
+        "finding. Nor is a call whose tensor lives on the host (`x.cpu()`, `torch.from_numpy(a)`: no NPU kernel "
+        "runs it), an argument passed at torch's own default (`nn.GELU(approximate='none')` is `nn.GELU()`) or a "
+        "`dtype=` that is the operand's own (`torch.sum(q, dtype=q.dtype)` casts nothing), or a call on the samples "
+        "the loader's workers build (a dataset's or collator's methods, a datasets folder, a function only they call). "
         "bf16 counts as listed where torch_npu's autocast runs "
         "the op's kernel in bf16. Notes about hardware models or compatibility switches concern no call. "
         "The message states the fact in English; the CSV Tips keep the original note."
@@ -452,6 +520,10 @@ class RestrictedApi(_ApiStatusRule):
         # a low-precision dtype known at the call, outside a list that names another one
         ("import torch\nx = torch.randn(4)\nr = x.bfloat16().repeat_interleave(2)\n", 3),
         ("import torch.nn.functional as F\ny = F.pad(x.bfloat16(), (1, 1), mode='reflect')\n", 2),
+        # near misses of the passes below: a comparison summed as another tensor's dtype (espnet 202511
+        # nets/pytorch_backend/lm/default.py:132), a host tensor moved to the device
+        ("import torch\ndef count(x, loss_batch):\n    return torch.sum(x[:, 0] != 0, dtype=loss_batch.dtype)\n", 3),
+        (_HOST_RESIZE.format(moved=".to(device)"), 5),
     ]
     passes = [
         "import torch\nx = torch.zeros(3)\n",
@@ -487,6 +559,12 @@ class RestrictedApi(_ApiStatusRule):
         "import torch\nx = torch.randn(4)\nv = x.half().item()\n",
         "import torch\nimg = torch.rand(4)\nimg = (img * 255).to(dtype=torch.uint8, device='cpu').numpy()\n",
         "import torch\n_, ids = torch.unique(c['molecule_iid'].long(), return_inverse=True)\n",
+        # the operand's own dtype casts nothing (mmpretrain 1.2.0 models/losses/swav_loss.py:49); torch's default
+        # passed by name (transformers 4.57.6 models/mpt/modeling_mpt.py:148); an image resized on the host
+        "import torch\ndef norm(Q):\n    return torch.sum(Q, dim=1, keepdim=True, dtype=Q.dtype)\n",
+        "import torch.nn as nn\nact = nn.GELU(approximate=\"none\")\n",
+        _HOST_RESIZE.format(moved=""),
+        "import torch.nn.functional as F\ndef shrink(x):\n    return F.interpolate(x.cpu(), scale_factor=0.5)\n",
         # F.pad's constant mode lists bf16 (its reflect list does not)
         "import torch.nn.functional as F\ny = F.pad(x.bfloat16(), (1, 1), mode='constant')\n",
     ]
@@ -497,7 +575,8 @@ class RestrictedApi(_ApiStatusRule):
 
     def emit(self, node, ctx, api, note, how) -> None:
         facts = ctx.data.restrictions.get(api)
-        broken = restriction_broken(ctx.parent, node, api, facts, ctx) if facts and not in_data_pipeline(ctx.stack) else None
+        broken = restriction_broken(ctx.parent, node, api, facts, ctx) if facts and not _operand_on_host(
+            node, ctx) else None
         if broken or ctx.config.official_lists:  # the official lists' audit reports every restricted call
             ctx.report(node, self.code, f"{api} is supported on NPU with restrictions (torch_npu {ctx.data.version}: "
                        f"{broken or in_english(note)})", api=api, tips=f"supported with restrictions: {note}",
@@ -510,16 +589,21 @@ def _operand_on_host(node: ast.AST, ctx) -> bool:
     call = ctx.parent
     if not (isinstance(call, ast.Call) and call.func is node):
         return False
-    if isinstance(node, ast.Attribute) and ctx.chain(node) is None:
-        operand = node.value
-    elif call.args:
-        operand = call.args[0]
-    else:  # ``torch.histogram(input=theta.cpu(), ...)`` (anomalib 2.7.0 models/video/ai_vad/features.py:284)
-        operand = next((k.value for k in call.keywords if k.arg == "input"), None)
-        if operand is None:
-            return False
+    operand = _operand(call, node, ctx)
+    if operand is None:
+        return False
     moved = isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute) and operand.func.attr == "cpu"
     return moved or ctx.values.on_host(operand)  # ``x.cpu()`` handed to a torch function is a host tensor
+
+
+def _operand(call: ast.Call, node: ast.AST, ctx) -> Optional[ast.AST]:
+    """The tensor an API is called on: a method's receiver, else a function's first argument or its ``input=``
+    (``torch.histogram(input=theta.cpu(), ...)``, anomalib 2.7.0 models/video/ai_vad/features.py:284)."""
+    if isinstance(node, ast.Attribute) and ctx.chain(node) is None:
+        return node.value
+    if call.args:
+        return call.args[0]
+    return next((k.value for k in call.keywords if k.arg == "input"), None)
 
 
 _DTYPES = {  # torch dtype attribute -> the tables' spelling
@@ -574,6 +658,10 @@ def _same(a, b) -> bool:
 # An argument torch does not hand to the kernel when another one is set (torch/nn/functional.py, interpolate: with
 # recompute_scale_factor=True the output size is computed from scale_factor, which is then passed on as None).
 _NOT_PASSED_ON = {("torch.nn.functional.interpolate", "scale_factor"): ("recompute_scale_factor", True)}
+
+# torch's own default of a restricted argument (torch 2.13.0 signatures): passing it is the call without it, which the
+# restriction does not concern (``nn.GELU(approximate="none")`` is ``nn.GELU()``, the erf form every model uses).
+_TORCH_DEFAULTS = {("torch.nn.GELU", "approximate"): "none", ("torch.nn.functional.gelu", "approximate"): "none"}
 
 
 # Recurrent layers apply ``dropout`` only between stacked layers (torch 2.13.0 torch/nn/modules/rnn.py, RNNBase: a
@@ -661,6 +749,15 @@ def _operands(call: ast.Call, node, api: str, params, ctx) -> list:
     return found
 
 
+def _own_dtype(call: ast.Call, node, value: ast.AST, ctx) -> bool:
+    """``torch.sum(q, dtype=q.dtype)``: the dtype of the operand itself, no cast (mmpretrain 1.2.0
+    models/losses/swav_loss.py:49), which a restriction of the ``dtype`` argument does not concern."""
+    if not (isinstance(value, ast.Attribute) and value.attr == "dtype"):
+        return False
+    operand = _operand(call, node, ctx)
+    return operand is not None and ast.dump(operand) == ast.dump(value.value)
+
+
 def restriction_broken(call: ast.Call, node, api: str, facts: dict, ctx) -> Optional[str]:
     """The restriction fact this call plausibly breaks, in English, or None (see ASC103's docs)."""
     keywords = {k.arg: k.value for k in call.keywords}  # key None: ``**kwargs`` may pass anything
@@ -669,6 +766,10 @@ def restriction_broken(call: ast.Call, node, api: str, facts: dict, ctx) -> Opti
         if unless and unless[0] in keywords and _literal(keywords[unless[0]], ctx) == (True, unless[1]):
             continue
         if fact["arg"] == "dropout" and api in _BETWEEN_LAYERS and _one_layer(call, ctx):
+            continue
+        passed = keywords.get(fact["arg"])
+        if passed is not None and (_literal(passed, ctx) == (True, _TORCH_DEFAULTS.get((api, fact["arg"]), _UNSET))
+                                   or fact["arg"] == "dtype" and _own_dtype(call, node, passed, ctx)):
             continue
         broken = _argument_broken(fact, keywords, ctx)
         if broken:
