@@ -26,15 +26,6 @@ def test_max_pool2d_function_is_silent_in_both_modes():
     assert texts(source, "2.6.0", ["ASC10"]) == texts(source, "2.6.0", ["ASC10"], official_lists=True) == []
 
 
-def test_fsdp_functions_are_silent_by_default_and_reported_in_parity_mode():
-    """The table lists FSDP with restrictions and its own functions unsupported, untraced: the class wins."""
-    source = ("from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
-              "with FSDP.summon_full_params(model, writeback=False):\n    pass\n")
-    assert texts(source, "2.13.0", ["ASC101"]) == []
-    (found,) = texts(source, "2.13.0", ["ASC101"], official_lists=True)
-    assert found.startswith("2:ASC101 torch.distributed.fsdp.FullyShardedDataParallel.summon_full_params is not")
-
-
 def test_parity_mode_keeps_rows_the_evidence_agrees_with():
     source = "import torch\nx = torch.randn(3, 3)\ny = x.mode()\n"
     assert texts(source, "2.6.0", ["ASC101"]) == texts(source, "2.6.0", ["ASC101"], official_lists=True)

@@ -189,9 +189,6 @@ _IDEOGRAM = (
 _RNN_DROPOUT = ("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self, n, dropout_prob: float = 0.0):\n"
                 "        self.rnn = nn.LSTM(n, n, 2, batch_first=True, dropout=dropout_prob)\n")
 
-_FSDP = ("import torch.nn as nn\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType\n"
-         "from torch.distributed.tensor.parallel import parallelize_module\n\ndef gather(model, mesh, plan):\n")
-
 _CSR_FALLBACK = ("import torch\ndef rows(e: torch.Tensor):\n    try:\n        {body}\n    except {error}:\n"
                  "        {handler}\n    return x\n")
 
@@ -217,12 +214,9 @@ class UnsupportedApi(_ApiStatusRule):
         "`x.to_dense()` returns a strided `x` itself, dispatching nothing: not reported on a tensor made by "
         "`torch.from_numpy` or in the branch an `is_sparse` test leaves dense. The styles of one tensor-parallel "
         "plan (`RowwiseParallel`, `PrepareModuleInput`, ...) are one finding per function or statement; "
-        "`parallelize_module` is its own. FSDP runs on NPU (its table lists the class, with restrictions): the "
-        "class's own functions (`FSDP.summon_full_params`, `set_state_dict_type`, `optim_state_dict`), listed "
-        "unsupported by the table alone and never traced, configure it and gather its state through collectives "
-        "HCCL serves, and are not reported (`--official-lists` reports them). Nor is an op in the body of a `try` "
-        "whose handler catches `NotImplementedError`, what torch raises for an op with no kernel on the device: the "
-        "code has its own fallback. Nor is an op on the samples the loader's workers build on the host: in a "
+        "`parallelize_module` is its own. Not reported: an op in the body of a `try` whose handler catches "
+        "`NotImplementedError`, what torch raises for an op with no kernel on the device: the code has its own "
+        "fallback. Nor is an op on the samples the loader's workers build on the host: in a "
         "dataset's or collator's methods, a datasets folder, or a function only they call."
     )
     example = "eigenvalues = torch.linalg.eig(a)"
@@ -233,7 +227,7 @@ class UnsupportedApi(_ApiStatusRule):
             return
         found = status_of(node, ctx, self.wanted)
         if found and not found[0].startswith(CPP_EXTENSION) and not _operand_on_host(node, ctx) and not (
-                found[0] == _TO_DENSE and _strided_receiver(node, ctx)) and not _wrapper_function(found, ctx) \
+                found[0] == _TO_DENSE and _strided_receiver(node, ctx)) \
                 and not _missing_kernel_handled(node, ctx):
             # not when the op runs on the CPU already (diffusers pipeline_ideogram4.py:90: ndtri of a CPU linspace)
             api, _, note, how = found
@@ -262,10 +256,6 @@ class UnsupportedApi(_ApiStatusRule):
         # near misses of a strided receiver: the branch the sparse test takes; a sparse tensor made from numpy
         (_SPARSE_BRANCHES.format(sparse="(a * b).sum(dim=-1).to_dense()", dense="(a * b).sum(dim=-1)"), 5),
         ("import torch\ndef f(a, device):\n    return torch.from_numpy(a).to(device).to_sparse().float().to_dense()\n", 3),
-        # near misses of FSDP's own functions below: a wrapper class the table lists unsupported, and a function of
-        # the tensor-parallel API, neither a function of FSDP
-        (_FSDP + "    return nn.DataParallel(model)\n", 6),
-        (_FSDP + "    return parallelize_module(model, mesh, plan)\n", 6),
         # near misses of a handled missing kernel: the op in the handler, a handler for another error
         (_CSR_FALLBACK.format(body="x = e.float()", error="NotImplementedError", handler="x = e.to_sparse_csr()"), 6),
         (_CSR_FALLBACK.format(body="x = e.to_sparse_csr()", error="ValueError", handler="x = e"), 4),
@@ -312,10 +302,6 @@ class UnsupportedApi(_ApiStatusRule):
         # 5.x sparse_encoder/model.py:1203)
         _CSR_FALLBACK.format(body="x = e.to_sparse_csr()", error="NotImplementedError",
                              handler="x = e.cpu().to_sparse_csr()"),
-        # FSDP's own functions: state-dict plumbing over HCCL collectives (audiocraft 1.3.0 optim/fsdp.py:41,
-        # verl utils/fsdp_utils.py:740)
-        _FSDP + "    FSDP.set_state_dict_type(model, StateDictType.FULL_STATE_DICT)\n",
-        _FSDP + "    with FSDP.summon_full_params(model, writeback=False, offload_to_cpu=True):\n        pass\n",
     ]
 
     def emit(self, node, ctx, api, note, how) -> None:
@@ -353,22 +339,6 @@ def _catches(kind: Optional[ast.AST], name: str) -> bool:
     """``except name`` or ``except (..., name, ...)``."""
     kinds = kind.elts if isinstance(kind, ast.Tuple) else [kind]
     return any(isinstance(k, ast.Name) and k.id == name for k in kinds)
-
-
-# torch_npu runs FSDP: its table lists the class, with restrictions. The class's own functions (summon_full_params,
-# set_state_dict_type, optim_state_dict, ...) configure it and gather or reshard its state through collectives HCCL
-# serves; they dispatch no kernel of their own, and their "unsupported" rows are table entries no trace checked
-# (verl's Ascend backend calls them on every checkpoint and rollout).
-_WRAPPERS = ("torch.distributed.fsdp.FullyShardedDataParallel",)
-
-
-def _wrapper_function(found: tuple, ctx) -> bool:
-    """A function of a wrapper class the table supports, listed unsupported by the table alone (``how`` is
-    ``docs``: never traced); ``--official-lists`` keeps the table's word."""
-    api, _, _, how = found
-    owner = api.rpartition(".")[0]
-    row = ctx.data.api_status(owner) if owner in _WRAPPERS else None
-    return bool(row) and row[0] != "unsupported" and how == "docs" and not ctx.config.official_lists
 
 
 # torch 2.13 ``Tensor.to_dense`` returns ``self`` for a strided tensor (traced on CPU: no ATen op); only a sparse
