@@ -181,15 +181,15 @@ def _spelled(node: ast.AST) -> str:
     return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else ""
 
 
-def _spelling(path: str, spelled: Callable[[str], object], name: str) -> Iterator[Tuple[str, str]]:
+def _spelling(path: str, spelled: Optional[Callable[[str], object]], name: str) -> Iterator[Tuple[str, str]]:
     """(path, text) of each other module of the package of the module at ``path`` whose text has
-    ``name`` and passes ``spelled``: the modules worth parsing for a call."""
+    ``name`` and passes ``spelled`` (if given): the modules worth parsing for a call."""
     package = package_of(path)
     if package is None:
         return
     here = os.path.abspath(path)
     for module, text in _modules(package).items():
-        if module != here and name in text and spelled(text):
+        if module != here and name in text and (spelled is None or spelled(text)):
             yield module, text
 
 
@@ -281,7 +281,7 @@ def imported_elsewhere(path: str) -> bool:
     target = _dotted(os.path.abspath(path), package)
     leaf = target.rpartition(".")[2]
     named = re.compile(rf"\b{re.escape(leaf)}\b")
-    for module, text in _spelling(path, named.search, leaf):
+    for module, text in _spelling(path, None, leaf):  # the import statements are searched, not the whole text
         if not any(named.search(statement) for statement in _import_statements(module, text)):
             continue
         tree = _tree(module, text)
