@@ -299,8 +299,13 @@ def _assigned_name(node: ast.AST, ctx, program: bool = False) -> Optional[ast.Na
     arithmetic, f-strings, ``torch.device(...)`` and conversions lie between ``node`` and the name; None otherwise.
     ``program``: a module-level name too, of a module no other module imports (``ctx.program``), whose names no
     one else reads."""
-    first = True
-    for parent, child in ctx.lineage(node):
+    return _bound_name(ctx.lineage(node), ctx, program)
+
+
+def _bound_name(lineage, ctx, program: bool, first: bool = True) -> Optional[ast.Name]:
+    """``_assigned_name`` along ``lineage``, the (parent, child) pairs from a node outwards; ``first``: the node
+    itself may be the function of the call that carries it (``torch.cuda.is_available`` in ``...()``)."""
+    for parent, child in lineage:
         if isinstance(parent, (ast.Assign, ast.AnnAssign)):
             targets = assign_targets(parent)
             if child is not parent.value or len(targets) != 1 or not isinstance(targets[0], ast.Name):
@@ -380,10 +385,25 @@ def shown_through_name(node: ast.AST, ctx) -> bool:
     figure differs; nothing runs differently. A name also read by anything else (``.to(device)``, an ``if``, a
     return, another call) is not."""
     name = _assigned_name(node, ctx, program=True)
-    if name is None:
-        return False
+    return name is not None and _only_shown(name, ctx, _CARRIED_DEPTH)
+
+
+# how many local names a shown value may pass through (``memory_change = memory_after - memory_before``)
+_CARRIED_DEPTH = 2
+
+
+def _only_shown(name: ast.Name, ctx, depth: int) -> bool:
+    """Every read of the local ``name`` shows it to a person, directly or through another local name bound to a
+    value carrying it whose every read does (ms-swift 4.4.0 rlhf_trainers/utils.py:424-458, ``memory_after``
+    logged, and logged again as ``memory_change = memory_after - memory_before``)."""
     reads = ctx.model.reads(ctx.model.function(name) or ctx.tree, name.id)
-    return bool(reads) and all(_shown(read) for read in reads)
+    return bool(reads) and all(_shown(read) or (depth > 0 and _shown_through(read, ctx, depth - 1)) for read in reads)
+
+
+def _shown_through(read, ctx, depth: int) -> bool:
+    """``read`` is carried into another local name that is only shown (``_only_shown``)."""
+    name = _bound_name(zip(read.path, (read.node,) + tuple(read.path[:-1])), ctx, program=True, first=False)
+    return name is not None and _only_shown(name, ctx, depth)
 
 
 def names_a_type(node: ast.AST, ctx) -> bool:

@@ -59,6 +59,12 @@ _MEMORY_LINE = ("import torch\nMB = 1024.0 * 1024.0\ndef log_every(engine, logge
                 "    if torch.cuda.is_available():\n        cuda_max_mem = {value}\n"
                 "    logger.info(' | '.join([f'Epoch {{engine.epoch}}', cuda_max_mem]))\n")
 
+# memory figures logged, and logged again through a difference (ms-swift 4.4.0 rlhf_trainers/utils.py:424-458)
+_PROFILED = ("import torch\ndef profile_memory(name):\n    before = torch.cuda.memory_allocated() / 1024**3\n"
+             "    logger.info(f'[{{name}}] Before: {{before:.2f}} GiB')\n    yield\n"
+             "    after = torch.cuda.memory_allocated() / 1024**3\n    change = after - before\n"
+             "    logger.info(f'[{{name}}] After: {{after:.2f}} GiB, Change = {{change:+.2f}} GiB')\n{end}")
+
 # a device default chosen at definition; the one construction in the file passes the device (gluonts 0.16.2
 # nursery/robust-mts-attack/attack_modules/attack_var.py:137-143, 197-200)
 CHOSEN_DEFAULT = ("import torch\nfrom torch import nn\nclass AttackLoss(nn.Module):\n"
@@ -97,7 +103,8 @@ class CudaApi(Rule):
         "SM version, which no NPU has) asked after a CUDA test or of a tensor's device, a CUDA case that only raises, a memory figure that only goes into a print, a log or text formatted with words, a "
         "local name (or one at the top of a program, a module nothing imports) holding the answer or a device built "
         "from it whose every read only prints, logs or formats it "
-        "into a message, the default of a device parameter that every call of it passes, a model-complexity tool "
+        "into a message, directly or through another local name only shown (a change of two logged memory "
+        "figures), the default of a device parameter that every call of it passes, a model-complexity tool "
         "that imports a FLOP counter), "
         "where the function also chooses the NPU (a test for it, or `'npu'` as a value) or a flag holding the answer "
         "is only tested in such functions, in a CUDA implementation (a module importing cupy, pycuda or numba's "
@@ -185,6 +192,8 @@ class CudaApi(Rule):
         # near misses of a value only reported, a tensor's dispatch and a type: the statistic kept for later use,
         # a self.is_cuda flag set from the configuration (timm 1.0.31 data/loader.py:127-135), a runtime type check
         ("import torch\ndef peak():\n    used = torch.cuda.max_memory_allocated()\n    return used\n", 3),
+        # near miss of a figure shown through another name: that name is also returned
+        (_PROFILED.format(end="    return change\n"), 3),
         # near miss of a name at the top of a program only shown: a function of the module also reads it
         ("import torch\nnum_gpus = torch.cuda.device_count()\nprint(' > Number of GPUs: ', num_gpus)\n"
          "def main():\n    return Trainer(num_gpus=num_gpus)\n", 2),
@@ -326,12 +335,14 @@ class CudaApi(Rule):
         "            custom_print('No GPUs available')\n    except Exception as e:\n"
         "        custom_print(f'An error occurred while checking GPU connectivity: {e}')\n",
         # a local name whose every read only shows it: printed (litgpt 0.5.13 api.py:703-704), formatted into the
-        # text of an environment report (diffusers 0.42.1 commands/env.py:80, 164)
+        # text of an environment report (diffusers 0.42.1 commands/env.py:80, 164), logged itself and through a
+        # difference that is only logged (ms-swift 4.4.0 rlhf_trainers/utils.py:424-458)
         "import torch\ndef benchmark_dict_to_markdown_table():\n"
         "    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n    print(f'Device: {device}\\n')\n",
         "import torch\ndef run(pt_version):\n    pt_cuda_available = 'NA'\n    if is_torch_available():\n"
         "        pt_cuda_available = torch.cuda.is_available()\n"
         "    info = {'PyTorch version (GPU?)': f'{pt_version} ({pt_cuda_available})'}\n    print(info)\n    return info\n",
+        _PROFILED.format(end=""),
         # a name at the top of a program that only a print reads (coqui-tts 0.27.2 bin/train_encoder.py:37-39)
         "import torch\nnum_gpus = torch.cuda.device_count()\nprint(' > Number of GPUs: ', num_gpus)\n",
         # the same with the CUDA question first (mmseg 1.2.2 models/losses/focal_loss.py:272)
