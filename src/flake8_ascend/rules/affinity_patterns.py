@@ -165,6 +165,13 @@ _TOKEN_TYPES = ("import torch\nfrom typing import List\nclass Template:\n    def
                 "        input_ids = torch.tensor(input_ids)\n        mm_token_type_ids = torch.zeros_like(input_ids)\n"
                 "        mm_token_type_ids[input_ids == media_token_id] = 1\n        return mm_token_type_ids\n")
 
+# timm 1.0.31 models/davit.py:204-211 and edgenext.py:165-173: the tokens of a (B, N, C) input put last, so
+# ``q @ k`` sums over them (channel attention)
+_QKV_HEADS = ("import torch\nimport torch.nn.functional as F\nclass Attention:\n    def forward(self, x):\n"
+              "        B, N, C = x.shape\n        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, -1).permute({order})\n"
+              "        q, k, v = qkv.unbind(0)\n        attn = ({scores}) * self.scale\n        attn = attn.softmax(dim=-1)\n"
+              "        return (attn @ v).transpose(1, 2).reshape(B, N, C)\n")
+
 _WEIGHTS_OUT = ("import torch\ndef attend(q, k, v):\n    attn = torch.softmax(q @ k.transpose(-2, -1), dim=-1)\n"
                 "    return {out}\n")
 
@@ -209,7 +216,7 @@ class AffinityPattern(Rule):
         "SwiGLU, attention and add+LayerNorm run as chains of small kernels that torch_npu has single fused "
         "kernels for. An attention's two products each sum over one head dimension, as the fused kernel does (an "
         "`einsum` that contracts several indices at once, channels attended across time and frequency, is no "
-        "match). Nor is an add+LayerNorm whose norm the constructor binds in several branches, when its literal "
+        "match), nor one whose first product sums over the tokens (channel attention, XCA and DaViT: `permute(2, 0, 3, 4, 1)` or `k.transpose(-1, -2) @ v` on a `(B, N, C)` input), whose head size would be the token count, past the kernel's 512. Nor is an add+LayerNorm whose norm the constructor binds in several branches, when its literal "
         "defaults pick one that is no LayerNorm (`norm=\"batch\"` choosing a BatchNorm): the LayerNorm needs an "
         "option. "
         "Not reported where the code runs once per object, per call of an inference entry point (a "
@@ -240,6 +247,8 @@ class AffinityPattern(Rule):
         # near miss of the meta skeleton below: a default device that may be the NPU
         (_TOKEN_TYPES.format(device="self.device"), 10),
         (_CAIT_ATTENTION, 11),  # the matmul-softmax-matmul, reported alone (ASC303 keeps quiet about q @ k.T)
+        # near miss of channel attention: the usual layout keeps each head's features last
+        (_QKV_HEADS.format(order="2, 0, 3, 1, 4", scores="q @ k.transpose(-2, -1)"), 8),
         ("import torch\ndef f(boxes):\n    boxes[boxes < 0] = 0\n    return boxes\n", 3),
         # near miss of labels masked in a processor: the model's own head does it on the device
         (_MASKED_LABELS.format(cls="LMHead"), 7),
@@ -345,6 +354,9 @@ class AffinityPattern(Rule):
         # attention whose weights the function returns (neuralforecast 3.0.2 tft.py:253-269, kept for
         # interpretability): the fused kernel does not give them
         _WEIGHTS_OUT.format(out="attn @ v, attn"),
+        # channel attention (XCA; DaViT's k^T @ v): q @ k sums over the tokens, the fused kernel's head size
+        _QKV_HEADS.format(order="2, 0, 3, 4, 1", scores="F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)"),
+        _QKV_HEADS.format(order="2, 0, 3, 1, 4", scores="k.transpose(-1, -2) @ v"),
         # an ONNX export entry (diffusers 0.42.1 safety_checker.py:106-127): the graph must keep standard operators
         "import torch\nclass Checker:\n    def forward_onnx(self, images, scores):\n        flagged = torch.any(scores > 0, dim=1)\n"
         "        images[flagged] = 0.0\n        return images\n",
