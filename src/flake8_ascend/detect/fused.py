@@ -196,7 +196,7 @@ class Patterns:
         if found and found[0] == "chunk" and len(found[1]) >= 2 and isinstance(found[2], ast.Call):
             pieces = found[1][1]
             dims = [k.value for k in found[2].keywords if k.arg == "dim"] + found[1][2:3]
-            if isinstance(pieces, ast.Constant) and pieces.value == 2 and dims and _minus_one(dims[0]):
+            if isinstance(pieces, ast.Constant) and pieces.value == 2 and dims and _constant(dims[0]) == -1:
                 return found[1][0], index, f"chunk {id(found[2])}"
         return None
 
@@ -349,7 +349,8 @@ class Patterns:
                 elements = binding.value.elts
                 return self._axes(elements[binding.index], depth + 1) if binding.index < len(elements) else None
             found = self.op(binding.value, follow=False)
-            if not found or found[0] != "unbind" or not found[1] or (len(found[1]) > 1 and _constant(found[1][1])):
+            if not found or found[0] != "unbind" or not found[1] or any(
+                    _constant(dim) != 0 for dim in found[1][1:2] + [k.value for k in found[2].keywords]):
                 return None  # only ``qkv.unbind(0)``: q, k and v along the first axis
             axes = self._axes(found[1][0], depth + 1)
             return axes[1:] if axes else None
@@ -430,11 +431,6 @@ def _constant(node: ast.AST) -> Optional[int]:
     return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
 
 
-def _minus_one(node: ast.AST) -> bool:
-    return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) \
-        and isinstance(node.operand, ast.Constant) and node.operand.value == 1
-
-
 def _product_operands(found) -> List[ast.AST]:
     """The two tensors of a product ``op`` found: ``matmul``/``bmm`` (``a @ b``), or ``einsum`` given an equation
     and exactly two operands; none for anything else."""
@@ -460,7 +456,7 @@ def _contracts_many(found) -> bool:
 
 def _last_dim(call: ast.Call) -> bool:
     dims = [k.value for k in call.keywords if k.arg in ("dim", "axis")] + list(call.args[1:2])
-    return bool(dims) and _minus_one(dims[0])
+    return bool(dims) and _constant(dims[0]) == -1
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
