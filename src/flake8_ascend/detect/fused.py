@@ -30,6 +30,7 @@ _CASTS = frozenset(("float", "half", "bfloat16", "double", "to", "type", "type_a
 _BINARY = frozenset(("add", "sub", "mul", "div"))
 _SCORE_STEPS = _BINARY | {"masked_fill", "masked_fill_"} | _CASTS  # between q @ k and softmax
 _PROB_STEPS = frozenset(("dropout", "mul", "div")) | _CASTS  # between softmax and @ v (head masks too)
+_TOKENS = "tokens"  # the token axis of an attention input (``Patterns._axes``)
 # the call names a detector can start from (cheap pre-filter on the hot path)
 STARTS = frozenset(("rsqrt", "sqrt", "cat", "concat", "concatenate", "layer_norm", "matmul", "bmm", "einsum"))
 
@@ -195,7 +196,7 @@ class Patterns:
         if found and found[0] == "chunk" and len(found[1]) >= 2 and isinstance(found[2], ast.Call):
             pieces = found[1][1]
             dims = [k.value for k in found[2].keywords if k.arg == "dim"] + found[1][2:3]
-            if isinstance(pieces, ast.Constant) and pieces.value == 2 and dims and _minus_one(dims[0]):
+            if isinstance(pieces, ast.Constant) and pieces.value == 2 and dims and _constant(dims[0]) == -1:
                 return found[1][0], index, f"chunk {id(found[2])}"
         return None
 
@@ -323,10 +324,64 @@ class Patterns:
             scores = self._search(probs[1][0], ("matmul", "bmm"), _SCORE_STEPS) or self._search(
                 probs[1][0], ("einsum",), _SCORE_STEPS)
             if scores is None or not _product_operands(scores) or self._returned(weights, found[2]) \
-                    or _contracts_many(scores) or _contracts_many(found):
+                    or _contracts_many(scores) or _contracts_many(found) \
+                    or (self._axes(_product_operands(scores)[0]) or [None])[-1] == _TOKENS:
                 continue
             return scores[2], node
         return None
+
+    def _axes(self, expr: ast.AST, depth: int = 0) -> Optional[List[Optional[str]]]:
+        """The axes of ``expr``, the token axis marked, when it is (through local names, ``unbind(0)``, ``[i]``,
+        scaling, ``F.normalize``, ``permute`` and ``transpose``) a ``reshape``/``view`` of a ``(B, N, C)`` input
+        whose second size is its token count ``N`` (``B, N, C = x.shape``); None when unknown. A ``q @ k`` whose
+        first operand has the tokens last sums over the tokens (channel attention: timm 1.0.31 edgenext.py:166-170,
+        ``permute(2, 0, 3, 4, 1)``; davit.py:204-209, ``k.transpose(-1, -2) @ v``): its head size would be the
+        token count, past the fused kernel's limit of 512."""
+        if depth > MAX_DEPTH:
+            return None
+        if isinstance(expr, ast.Name):
+            binding = self.flow.binding(expr)
+            if binding is None or binding.value is None:
+                return None
+            if binding.index is None:
+                return self._axes(binding.value, depth + 1)
+            if isinstance(binding.value, (ast.Tuple, ast.List)):
+                elements = binding.value.elts
+                return self._axes(elements[binding.index], depth + 1) if binding.index < len(elements) else None
+            found = self.op(binding.value, follow=False)
+            if not found or found[0] != "unbind" or not found[1] or any(
+                    _constant(dim) != 0 for dim in found[1][1:2] + [k.value for k in found[2].keywords]):
+                return None  # only ``qkv.unbind(0)``: q, k and v along the first axis
+            axes = self._axes(found[1][0], depth + 1)
+            return axes[1:] if axes else None
+        if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant):
+            axes = self._axes(expr.value, depth + 1)
+            return axes[1:] if axes else None
+        found = self.op(expr, follow=False)
+        if not found or not found[1]:
+            return None
+        name, args = found[0], found[1]
+        if name in ("mul", "div", "normalize") or name in _CASTS:
+            return self._axes(args[0], depth + 1)
+        if name in ("reshape", "view") and len(args) >= 5:  # tensor, B, N, ... (at least 4 sizes)
+            return [_TOKENS if i == 1 and self._token_count(size) else None for i, size in enumerate(args[1:])]
+        axes = self._axes(args[0], depth + 1) if name in ("permute", "transpose") else None
+        order = [_constant(a) for a in args[1:]]
+        if axes is None or None in order:
+            return None
+        if name == "permute" and sorted(order) == list(range(len(axes))):
+            return [axes[i] for i in order]
+        if name == "transpose" and len(order) == 2 and all(-len(axes) <= i < len(axes) for i in order):
+            axes = list(axes)
+            axes[order[0]], axes[order[1]] = axes[order[1]], axes[order[0]]
+            return axes
+        return None
+
+    def _token_count(self, size: ast.AST) -> bool:
+        """``size`` is the second of the names a ``.shape`` unpacks to (``B, N, C = x.shape``)."""
+        binding = self.flow.binding(size) if isinstance(size, ast.Name) else None
+        return binding is not None and binding.index == 1 and isinstance(binding.value, ast.Attribute) \
+            and binding.value.attr == "shape"
 
     def _returned(self, weights: ast.AST, product: ast.AST) -> bool:
         """The attention weights leave the function other than through ``product`` (``return out, attn_prob``:
@@ -368,9 +423,12 @@ def _is_full(element: ast.AST) -> bool:
     return isinstance(element, ast.Slice) and element.lower is None and element.upper is None and element.step is None
 
 
-def _minus_one(node: ast.AST) -> bool:
-    return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) \
-        and isinstance(node.operand, ast.Constant) and node.operand.value == 1
+def _constant(node: ast.AST) -> Optional[int]:
+    """The value of an integer literal (``-1`` included), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _constant(node.operand)
+        return None if value is None else -value
+    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
 
 
 def _product_operands(found) -> List[ast.AST]:
@@ -398,7 +456,7 @@ def _contracts_many(found) -> bool:
 
 def _last_dim(call: ast.Call) -> bool:
     dims = [k.value for k in call.keywords if k.arg in ("dim", "axis")] + list(call.args[1:2])
-    return bool(dims) and _minus_one(dims[0])
+    return bool(dims) and _constant(dims[0]) == -1
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)

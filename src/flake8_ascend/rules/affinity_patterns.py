@@ -129,8 +129,10 @@ def _mask_of(mask: ast.AST, shaped: List[ast.Name], flow: Flow, depth: int = 0) 
     return False
 
 
-# the name of a boolean mask: ``mask``, ``masks``, ``padding_mask``, ``mask_out``
-_MASK_NAME = re.compile(r"(^|_)masks?($|_)")
+# the name of a boolean mask: ``mask``, ``masks``, ``padding_mask``, ``mask_out``; not one whose last word names
+# positions or a key (``mask_idx`` from ``torch.nonzero``, espnet 202511 asr/maskctc_model.py:309-337; a dict's
+# ``mask_key``, unsloth studio inference/diffusion_cfg_batch.py:996)
+_MASK_NAME = re.compile(r"(^|_)masks?($|_(?!(idx|idxs|id|ids|key|keys)$))")
 
 
 def _owner(ctx) -> ast.AST:
@@ -163,6 +165,13 @@ _TOKEN_TYPES = ("import torch\nfrom typing import List\nclass Template:\n    def
                 "        input_ids = torch.tensor(input_ids)\n        mm_token_type_ids = torch.zeros_like(input_ids)\n"
                 "        mm_token_type_ids[input_ids == media_token_id] = 1\n        return mm_token_type_ids\n")
 
+# timm 1.0.31 models/davit.py:204-211 and edgenext.py:165-173: the tokens of a (B, N, C) input put last, so
+# ``q @ k`` sums over them (channel attention)
+_QKV_HEADS = ("import torch\nimport torch.nn.functional as F\nclass Attention:\n    def forward(self, x):\n"
+              "        B, N, C = x.shape\n        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, -1).permute({order})\n"
+              "        q, k, v = qkv.unbind(0)\n        attn = ({scores}) * self.scale\n        attn = attn.softmax(dim=-1)\n"
+              "        return (attn @ v).transpose(1, 2).reshape(B, N, C)\n")
+
 _WEIGHTS_OUT = ("import torch\ndef attend(q, k, v):\n    attn = torch.softmax(q @ k.transpose(-2, -1), dim=-1)\n"
                 "    return {out}\n")
 
@@ -175,10 +184,11 @@ class AffinityPattern(Rule):
     """A statement or expression pattern with an NPU affinity or fused replacement.
 
     *Index put*: ``x[mask] = value`` where ``mask`` (in any index position) is a boolean mask by the value
-    model (docs/value_model.md) or an unplaced value named for a mask (``masks``, ``batch.padding_mask``), ``value``
-    a Python number or a tensor (or any value when ``x`` is a known tensor or the mask a known one), and ``x`` a
-    tensor: known, or unknown inside a function that never uses numpy/pandas/cupy. Lists, dicts, numpy arrays, pandas
-    ``.loc`` and ``state_dict[k] = v`` never fire. ``x[mask] = number`` gets the affinity API; the rewrite
+    model (docs/value_model.md) or an unplaced value named for a mask (``masks``, ``batch.padding_mask``; not
+    ``mask_idx``, ``mask_key``, which name positions or a key), ``value`` a Python number or a tensor (or any
+    value when ``x`` is a known tensor or the mask a known one), and ``x`` a tensor: known, or unknown inside a
+    function that never uses numpy/pandas/cupy. Lists, dicts, numpy arrays, pandas ``.loc`` and
+    ``state_dict[k] = v`` never fire. ``x[mask] = number`` gets the affinity API; the rewrite
     ``x = npu_fast_condition_index_put(x, mask, value)`` rebinds ``x``, so it is offered only when ``x`` is a
     local name bound in the same body to a newly allocated tensor and not stored anywhere else afterwards, and
     only when the mask is computed elementwise from a tensor of ``x``'s own shape (``x > 0``, ``~torch.isnan(x)``,
@@ -200,11 +210,13 @@ class AffinityPattern(Rule):
     trigger_words = ("torch",)
     api_type = "special"
     why = (
-        "A boolean-mask assignment becomes an IndexPut that runs on the AI CPU; hand-written RMSNorm, RoPE, "
+        "A boolean-mask assignment becomes an IndexPut that runs on the AI CPU (an index the code does not show "
+        "to be a mask counts when its name says so: `masks`, `padding_mask`, not `mask_idx` or `mask_key`, which "
+        "name positions or a key); hand-written RMSNorm, RoPE, "
         "SwiGLU, attention and add+LayerNorm run as chains of small kernels that torch_npu has single fused "
         "kernels for. An attention's two products each sum over one head dimension, as the fused kernel does (an "
         "`einsum` that contracts several indices at once, channels attended across time and frequency, is no "
-        "match). Nor is an add+LayerNorm whose norm the constructor binds in several branches, when its literal "
+        "match), nor one whose first product sums over the tokens (channel attention, XCA and DaViT: `permute(2, 0, 3, 4, 1)` or `k.transpose(-1, -2) @ v` on a `(B, N, C)` input), whose head size would be the token count, past the kernel's 512. Nor is an add+LayerNorm whose norm the constructor binds in several branches, when its literal "
         "defaults pick one that is no LayerNorm (`norm=\"batch\"` choosing a BatchNorm): the LayerNorm needs an "
         "option. "
         "Not reported where the code runs once per object, per call of an inference entry point (a "
@@ -235,6 +247,8 @@ class AffinityPattern(Rule):
         # near miss of the meta skeleton below: a default device that may be the NPU
         (_TOKEN_TYPES.format(device="self.device"), 10),
         (_CAIT_ATTENTION, 11),  # the matmul-softmax-matmul, reported alone (ASC303 keeps quiet about q @ k.T)
+        # near miss of channel attention: the usual layout keeps each head's features last
+        (_QKV_HEADS.format(order="2, 0, 3, 1, 4", scores="q @ k.transpose(-2, -1)"), 8),
         ("import torch\ndef f(boxes):\n    boxes[boxes < 0] = 0\n    return boxes\n", 3),
         # near miss of labels masked in a processor: the model's own head does it on the device
         (_MASKED_LABELS.format(cls="LMHead"), 7),
@@ -278,6 +292,9 @@ class AffinityPattern(Rule):
         ("import torch\ndef grpo_step(self, trajectory, context_length):\n    pi_logits = self._model(trajectory.query)\n"
          "    pi_logprobs = rlhf.logits_to_logprobs(pi_logits, context_length)\n"
          "    pi_logprobs[trajectory.response_padding_masks] = 1.0\n    return pi_logprobs\n", 5),
+        # a mask named for the positions it picks (espnet 202511 ssl/utils/mask.py:97, wav2vec's boolean mask)
+        ("import torch\ndef apply(self, x: torch.Tensor, mask_indices):\n"
+         "    x[mask_indices] = self.mask_embedding.to(x.dtype)\n    return x\n", 3),
         # a setting put through a mask into a known tensor (torchtune 0.6.1 recipes/ppo_full_finetune_single_device.py:849)
         ("import torch\ndef generate_trajectory(self, scores, seq_lens):\n    scores = scores.gather(1, seq_lens[:, None])\n"
          "    reward_penalty_mask = rlhf.get_reward_penalty_mask(seq_lens)\n"
@@ -325,6 +342,8 @@ class AffinityPattern(Rule):
         "import torch\ndef f(x):\n    mask = [0, 2]\n    x[mask] = 0\n",
         "import torch\ndef f(x, masks, i):\n    x[masks[i]] = 0\n",
         "import torch\ndef f(x, masking_ratio):\n    x[masking_ratio] = 0\n",
+        "import torch\ndef f(y_in, pred, mask_idx):\n    y_in[0][mask_idx] = pred[0][mask_idx].argmax(dim=-1)\n",
+        "import torch\ndef pad(kw, mask_key, mask):\n    kw[mask_key] = mask\n",
         # a value of unknown kind put into an unknown through a comparison of unknowns: a data transform's keypoint
         # array (mmaction2 1.2.0 datasets/transforms/processing.py:841)
         "import torch\ndef _flip_kps(kps, img_width):\n    kp_x = kps[..., 0]\n"
@@ -335,6 +354,9 @@ class AffinityPattern(Rule):
         # attention whose weights the function returns (neuralforecast 3.0.2 tft.py:253-269, kept for
         # interpretability): the fused kernel does not give them
         _WEIGHTS_OUT.format(out="attn @ v, attn"),
+        # channel attention (XCA; DaViT's k^T @ v): q @ k sums over the tokens, the fused kernel's head size
+        _QKV_HEADS.format(order="2, 0, 3, 4, 1", scores="F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)"),
+        _QKV_HEADS.format(order="2, 0, 3, 1, 4", scores="k.transpose(-1, -2) @ v"),
         # an ONNX export entry (diffusers 0.42.1 safety_checker.py:106-127): the graph must keep standard operators
         "import torch\nclass Checker:\n    def forward_onnx(self, images, scores):\n        flagged = torch.any(scores > 0, dim=1)\n"
         "        images[flagged] = 0.0\n        return images\n",
