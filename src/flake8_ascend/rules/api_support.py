@@ -443,7 +443,8 @@ class RestrictedApi(_ApiStatusRule):
         "the call (its `dtype=` argument, an explicit cast of its tensor such as `x.double()`) outside the "
         "list, or a restricted argument in use (`F.interpolate(x, scale_factor=2)`, `topk(..., sorted=False)`, "
         "`x.to(memory_format=torch.channels_last)`); an argument left at its off value (`dropout=0.0`) or that "
-        "torch does not hand to the kernel (`scale_factor` with `recompute_scale_factor=True`, the `dropout` of a "
+        "torch does not hand to the kernel (`scale_factor` with `recompute_scale_factor=True` or `mode='area'`: torch "
+        "computes the output size and the kernel gets no scale; the `dropout` of a "
         "one-layer LSTM/GRU/RNN, which acts only between stacked layers) is not in use. So is a value that "
         "crosses a function boundary: a parameter (or the `self.x` stored from one) that defaults to off, or a "
         "`num_layers` that defaults to 1, where no call in the package passes another value (a class the package "
@@ -481,6 +482,10 @@ class RestrictedApi(_ApiStatusRule):
         ("import torch\ndef rnn(idim, cdim, elayers, dropout):\n"
          "    return torch.nn.LSTM(idim, cdim, elayers, batch_first=True, dropout=dropout)\n", 3),
         ("import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2, recompute_scale_factor=False)\n", 2),
+        # near miss of area mode: bicubic hands the scale to its upsample kernel (mmagic 1.2.0
+        # basicvsr_plusplus_net.py:307)
+        ("import torch.nn.functional as F\nlqs_downsample = F.interpolate(\n    lqs.view(-1, c, h, w), scale_factor=0.25,"
+         " mode='bicubic').view(n, t, c, h // 4, w // 4)\n", 2),
         ("import torch.nn.functional as F\nclass Seg:\n    def __init__(self, encoder_resolution: float = None):\n"
          "        self.encoder_resolution = encoder_resolution\n\n    def encode(self, inputs):\n"
          "        return F.interpolate(inputs, scale_factor=self.encoder_resolution, mode='bilinear')\n", 7),
@@ -514,6 +519,10 @@ class RestrictedApi(_ApiStatusRule):
         "import torch.nn as nn\nclass Attractor(nn.Module):\n    def __init__(self, n_units, encoder_dropout=0.1):\n"
         "        super().__init__()\n        self.encoder = nn.GRU(n_units, n_units, batch_first=True, dropout=encoder_dropout)\n",
         "import torch.nn.functional as F\ny = F.interpolate(x, scale_factor=2, recompute_scale_factor=True)\n",
+        # area mode pools to the size torch computes, even with recompute_scale_factor=False (mmagic 1.2.0
+        # real_basicvsr.py:106)
+        "import torch.nn.functional as F\ngt_clean = F.interpolate(\n    gt_clean,\n    scale_factor=0.25,\n"
+        "    mode='area',\n    recompute_scale_factor=False)\n",
         "import torch\nv, i = torch.topk(x, 5)\nw = x.to(memory_format=torch.contiguous_format)\n",
         # yolov5 7.0 utils/dataloaders.py:925: a collate_fn runs in the DataLoader workers, on the host
         "import torch.nn.functional as F\nclass LoadImages:\n    @staticmethod\n    def collate_fn4(batch):\n"
@@ -625,9 +634,11 @@ def _same(a, b) -> bool:
     return type(a) is type(b) and a == b  # True is not 1
 
 
-# An argument torch does not hand to the kernel when another one is set (torch/nn/functional.py, interpolate: with
-# recompute_scale_factor=True the output size is computed from scale_factor, which is then passed on as None).
-_NOT_PASSED_ON = {("torch.nn.functional.interpolate", "scale_factor"): ("recompute_scale_factor", True)}
+# An argument torch does not hand to the kernel when another one is set (torch 2.13.0 torch/nn/functional.py,
+# interpolate: with recompute_scale_factor=True the output size is computed from scale_factor, which is then passed on
+# as None; mode="area" takes that path whatever recompute_scale_factor says and runs adaptive_avg_pool, no upsample).
+_NOT_PASSED_ON = {("torch.nn.functional.interpolate", "scale_factor"): (("recompute_scale_factor", True),
+                                                                       ("mode", "area"))}
 
 # torch's own default of a restricted argument (torch 2.13.0 signatures): passing it is the call without it, which the
 # restriction does not concern (``nn.GELU(approximate="none")`` is ``nn.GELU()``, the erf form every model uses).
@@ -732,8 +743,8 @@ def restriction_broken(call: ast.Call, node, api: str, facts: dict, ctx) -> Opti
     """The restriction fact this call plausibly breaks, in English, or None (see ASC103's docs)."""
     keywords = {k.arg: k.value for k in call.keywords}  # key None: ``**kwargs`` may pass anything
     for fact in facts.get("args", ()):
-        unless = _NOT_PASSED_ON.get((api, fact["arg"]))
-        if unless and unless[0] in keywords and _literal(keywords[unless[0]], ctx) == (True, unless[1]):
+        if any(arg in keywords and _literal(keywords[arg], ctx) == (True, value)
+               for arg, value in _NOT_PASSED_ON.get((api, fact["arg"]), ())):
             continue
         if fact["arg"] == "dropout" and api in _BETWEEN_LAYERS and _one_layer(call, ctx):
             continue
