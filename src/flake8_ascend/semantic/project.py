@@ -18,6 +18,8 @@ from collections import OrderedDict
 from functools import lru_cache
 from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
 
+from ..walk import walk_tree
+
 MAX_MODULES = 3000
 MAX_BYTES = 2_000_000
 # parsed modules kept for the next questions: files rarely ask about a module another file asked about before them
@@ -72,7 +74,7 @@ def _small_file(path: str) -> bool:
 
 _trees: "OrderedDict[str, Optional[ast.Module]]" = OrderedDict()  # the last MAX_TREES parsed, the newest last
 # per parsed module: its import statements, and its calls by the name called (``f(...)``, ``x.f(...)``), each with
-# its place in ``ast.walk`` order: one walk per module serves every question about its callers
+# its place in walk order (``walk_tree``): one walk per module serves every question about its callers
 _indexes: Dict[str, Tuple[List[ast.stmt], Dict[str, List[Tuple[int, ast.Call]]]]] = {}
 _statements: Dict[str, List[str]] = {}  # path -> its import statements' texts (``_import_statements``)
 # an import statement's text, parenthesised names included: ``from .net import (\n    DBNet,\n)``
@@ -131,7 +133,7 @@ def _index(path: str, tree: ast.Module) -> Tuple[List[ast.stmt], Dict[str, List[
     if found is None:
         imports: List[ast.stmt] = []
         calls: Dict[str, List[Tuple[int, ast.Call]]] = {}
-        for order, node in enumerate(ast.walk(tree)):
+        for order, node in enumerate(walk_tree(tree)):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 imports.append(node)
             elif isinstance(node, ast.Call):
@@ -263,7 +265,7 @@ def callers_elsewhere(path: str, name: str, possible: Callable[[str, str], bool]
         if tree is None:
             return None
         if module not in definitions:
-            definitions[module] = [node for node in ast.walk(tree) if isinstance(node, _DEFINITIONS)]
+            definitions[module] = [node for node in walk_tree(tree) if isinstance(node, _DEFINITIONS)]
         around = [node for node in definitions[module]
                   if node.lineno <= call.lineno and call.end_lineno <= node.end_lineno]
         found.append((os.path.relpath(module, top), sorted(around, key=lambda node: (node.lineno, -node.end_lineno))))
@@ -478,7 +480,7 @@ def public(path: str, name: str) -> bool:
     tree = _tree(init, text) if text and name in text else None
     return tree is not None and any(
         isinstance(node, (ast.ImportFrom, ast.Import)) and any((a.asname or a.name) == name for a in node.names)
-        for node in ast.walk(tree))
+        for node in walk_tree(tree))
 
 
 # the files whose words may name a function of the project: its modules, its configs (mm* ``type='Name'``,
