@@ -73,9 +73,12 @@ def _small_file(path: str) -> bool:
 
 
 _trees: "OrderedDict[str, Optional[ast.Module]]" = OrderedDict()  # the last MAX_TREES parsed, the newest last
-# per parsed module: its import statements, and its calls by the name called (``f(...)``, ``x.f(...)``), each with
-# its place in walk order (``walk_tree``): one walk per module serves every question about its callers
-_indexes: Dict[str, Tuple[List[ast.stmt], Dict[str, List[Tuple[int, ast.Call]]]]] = {}
+# per parsed module: its import statements, its calls by the name called (``f(...)``, ``x.f(...)``), each with its
+# place in walk order (``walk_tree``), and its classes and functions: one walk per module serves every question about
+# its callers
+_Index = Tuple[List[ast.stmt], Dict[str, List[Tuple[int, ast.Call]]], List[ast.AST]]
+_indexes: Dict[str, _Index] = {}
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _statements: Dict[str, List[str]] = {}  # path -> its import statements' texts (``_import_statements``)
 # an import statement's text, parenthesised names included: ``from .net import (\n    DBNet,\n)``
 _IMPORTS = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)", re.M)
@@ -127,22 +130,26 @@ def _outline(path: str, text: str) -> Optional[Tuple[Dict[str, Tuple[str, ...]],
     return _outlines[path]
 
 
-def _index(path: str, tree: ast.Module) -> Tuple[List[ast.stmt], Dict[str, List[Tuple[int, ast.Call]]]]:
-    """The import statements and the calls by called name of the module ``_tree`` parsed from ``path``."""
+def _index(path: str, tree: ast.Module) -> _Index:
+    """The import statements, the calls by called name and the classes and functions of the module ``_tree`` parsed
+    from ``path``."""
     found = _indexes.get(path)
     if found is None:
         imports: List[ast.stmt] = []
         calls: Dict[str, List[Tuple[int, ast.Call]]] = {}
+        definitions: List[ast.AST] = []
         for order, node in enumerate(walk_tree(tree)):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 imports.append(node)
+            elif isinstance(node, _DEFINITIONS):
+                definitions.append(node)
             elif isinstance(node, ast.Call):
                 func = node.func
                 called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) \
                     else None
                 if called is not None:
                     calls.setdefault(called, []).append((order, node))
-        found = _indexes[path] = (imports, calls)
+        found = _indexes[path] = (imports, calls, definitions)
     return found
 
 
@@ -249,9 +256,6 @@ def calls_elsewhere(path: str, name: str) -> List[ast.Call]:
     return [call for _, _, call in _calls_elsewhere(path, name)]
 
 
-_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
 def callers_elsewhere(path: str, name: str, possible: Callable[[str, str], bool]) -> Optional[
         List[Tuple[str, List[ast.AST]]]]:
     """For each call of ``calls_elsewhere``: the calling module's path from the folder above the package, and the
@@ -260,13 +264,10 @@ def callers_elsewhere(path: str, name: str, possible: Callable[[str, str], bool]
     a name that many modules import (transformers' ``eager_attention_forward``) is then settled cheaply."""
     top = os.path.dirname(package_of(path) or "")
     found = []
-    definitions: Dict[str, List[ast.AST]] = {}  # per calling module, walked once however many calls it makes
     for module, tree, call in _calls_elsewhere(path, name, lambda m, text: possible(os.path.relpath(m, top), text)):
         if tree is None:
             return None
-        if module not in definitions:
-            definitions[module] = [node for node in walk_tree(tree) if isinstance(node, _DEFINITIONS)]
-        around = [node for node in definitions[module]
+        around = [node for node in _index(module, tree)[2]
                   if node.lineno <= call.lineno and call.end_lineno <= node.end_lineno]
         found.append((os.path.relpath(module, top), sorted(around, key=lambda node: (node.lineno, -node.end_lineno))))
     return found
@@ -290,7 +291,7 @@ def _calls_elsewhere(path: str, name: str, possible: Optional[Callable[[str, str
         tree = _tree(module, text)
         if tree is None:
             continue
-        imports, calls = _index(module, tree)
+        imports, calls, _ = _index(module, tree)
         names, modules = _bindings(imports, module, target, name)
         if not names and not modules:
             continue
