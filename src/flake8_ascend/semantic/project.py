@@ -23,7 +23,7 @@ from ..walk import walk_tree
 MAX_MODULES = 3000
 MAX_BYTES = 2_000_000
 # parsed modules kept for the next questions: files rarely ask about a module another file asked about before them
-# (deepspeed 0.19.8, ultralytics 8.4.190, mmdet 3.3.0: 25-46 modules parsed, none again beyond the last 8), and a tree
+# (deepspeed 0.19.8, ultralytics 8.4.190, mmdet 3.1.0: 25-46 modules parsed, none again beyond the last 8), and a tree
 # held for the rest of the process makes every full collection of the garbage collector walk it again
 MAX_TREES = 8
 
