@@ -58,6 +58,14 @@ def callee(call: ast.Call, ctx, lasts: AbstractSet[str]) -> Optional[str]:
     return ctx.chain(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
 
 
+def integer(node: ast.AST) -> Optional[int]:
+    """The int an integer literal spells (``1``, ``-1``), else None (``True`` is no int here)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = integer(node.operand)
+        return None if inner is None else -inner
+    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
+
+
 def is_constant(node, *values) -> bool:
     """Is ``node`` a literal equal to one of ``values`` (``True`` does not match ``1``)?"""
     return isinstance(node, ast.Constant) and any(

@@ -15,6 +15,7 @@ import operator
 import re
 from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 
+from ..calls import integer
 from ..semantic.flow import MAX_DEPTH, Flow
 from ..semantic.summaries import enclosing_class
 from .left_default import left_at_default
@@ -196,7 +197,7 @@ class Patterns:
         if found and found[0] == "chunk" and len(found[1]) >= 2 and isinstance(found[2], ast.Call):
             pieces = found[1][1]
             dims = [k.value for k in found[2].keywords if k.arg == "dim"] + found[1][2:3]
-            if isinstance(pieces, ast.Constant) and pieces.value == 2 and dims and _constant(dims[0]) == -1:
+            if isinstance(pieces, ast.Constant) and pieces.value == 2 and dims and integer(dims[0]) == -1:
                 return found[1][0], index, f"chunk {id(found[2])}"
         return None
 
@@ -350,7 +351,7 @@ class Patterns:
                 return self._axes(elements[binding.index], depth + 1) if binding.index < len(elements) else None
             found = self.op(binding.value, follow=False)
             if not found or found[0] != "unbind" or not found[1] or any(
-                    _constant(dim) != 0 for dim in found[1][1:2] + [k.value for k in found[2].keywords]):
+                    integer(dim) != 0 for dim in found[1][1:2] + [k.value for k in found[2].keywords]):
                 return None  # only ``qkv.unbind(0)``: q, k and v along the first axis
             axes = self._axes(found[1][0], depth + 1)
             return axes[1:] if axes else None
@@ -366,7 +367,7 @@ class Patterns:
         if name in ("reshape", "view") and len(args) >= 5:  # tensor, B, N, ... (at least 4 sizes)
             return [_TOKENS if i == 1 and self._token_count(size) else None for i, size in enumerate(args[1:])]
         axes = self._axes(args[0], depth + 1) if name in ("permute", "transpose") else None
-        order = [_constant(a) for a in args[1:]]
+        order = [integer(a) for a in args[1:]]
         if axes is None or None in order:
             return None
         if name == "permute" and sorted(order) == list(range(len(axes))):
@@ -423,14 +424,6 @@ def _is_full(element: ast.AST) -> bool:
     return isinstance(element, ast.Slice) and element.lower is None and element.upper is None and element.step is None
 
 
-def _constant(node: ast.AST) -> Optional[int]:
-    """The value of an integer literal (``-1`` included), else None."""
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        value = _constant(node.operand)
-        return None if value is None else -value
-    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
-
-
 def _product_operands(found) -> List[ast.AST]:
     """The two tensors of a product ``op`` found: ``matmul``/``bmm`` (``a @ b``), or ``einsum`` given an equation
     and exactly two operands; none for anything else."""
@@ -456,7 +449,7 @@ def _contracts_many(found) -> bool:
 
 def _last_dim(call: ast.Call) -> bool:
     dims = [k.value for k in call.keywords if k.arg in ("dim", "axis")] + list(call.args[1:2])
-    return bool(dims) and _constant(dims[0]) == -1
+    return bool(dims) and integer(dims[0]) == -1
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)

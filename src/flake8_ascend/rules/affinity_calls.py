@@ -4,20 +4,13 @@ from __future__ import annotations
 import ast
 from typing import Optional, Tuple
 
-from ..calls import passed
+from ..calls import integer, passed
 from ..detect import affinity
 from ..detect.fused import attention_fallback, attention_scores
 from ..registry import Rule
 from ..rewrite import Kind, Rewrite
 
 _TRANSPOSE_LAST_TWO = ({-2, -1},)
-
-
-def _int(node: ast.AST) -> Optional[int]:
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = _int(node.operand)
-        return None if inner is None else -inner
-    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
 
 
 def transposed_last_two(expr: ast.AST, ctx) -> bool:
@@ -35,7 +28,7 @@ def transposed_last_two(expr: ast.AST, ctx) -> bool:
         dims, operand = expr.args, expr.func.value
     else:
         return False
-    return len(dims) == 2 and {_int(d) for d in dims} in _TRANSPOSE_LAST_TWO and not _conjugated(operand, ctx)
+    return len(dims) == 2 and {integer(d) for d in dims} in _TRANSPOSE_LAST_TWO and not _conjugated(operand, ctx)
 
 
 _CONJUGATES = frozenset(("conj", "conj_physical", "resolve_conj"))
@@ -59,9 +52,9 @@ def _pair(node: Optional[ast.AST]) -> bool:
 def roll_over_h_w(call: ast.Call) -> Tuple[bool, str]:
     """(fires, why it is not rewritten) for ``torch.roll``: the affinity roll shifts dims (1, 2) of NHWC."""
     shifts, dims = passed(call, "shifts", 1), passed(call, "dims", 2)
-    if not isinstance(dims, (ast.Tuple, ast.List)) or [_int(d) for d in dims.elts] != [1, 2]:
+    if not isinstance(dims, (ast.Tuple, ast.List)) or [integer(d) for d in dims.elts] != [1, 2]:
         return False, ""
-    if shifts is None or _int(shifts) is not None:
+    if shifts is None or integer(shifts) is not None:
         return False, ""
     if isinstance(shifts, (ast.Tuple, ast.List)) and len(shifts.elts) != 2:
         return False, ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import ast
 from typing import ClassVar, FrozenSet
 
-from ..calls import MISSING, argument, callee, is_constant, last_names
+from ..calls import MISSING, argument, callee, integer, is_constant, last_names
 from ..registry import Rule
 from ..semantic.values import NUMBER
 from ..detect.fused import attention_fallback
@@ -339,14 +339,6 @@ _NEW_FACTORIES = frozenset({"new_ones", "new_zeros", "new_empty"})
 _REDUCTIONS = frozenset({"sum", "mean", "max", "min", "norm", "prod", "amax", "amin"})  # with no dim: one number
 
 
-def _integer(node: ast.AST):
-    """The int ``node`` spells (``1``, ``-1``), or None."""
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = _integer(node.operand)
-        return -inner if inner is not None else None
-    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
-
-
 def _assigned(expr: ast.AST, ctx) -> ast.AST:
     """``expr``, or for a local name the single expression last assigned to it (``x = t.reshape(B, K, 1, -1)``)."""
     if not isinstance(expr, ast.Name):
@@ -398,7 +390,7 @@ def _size_args(args: list) -> list:
 
 def _sizes_given(args: list, ctx):
     """How many sizes ``args`` give; None where a starred size, or one name that may hold a whole shape, hides it."""
-    if len(args) == 1 and not isinstance(args[0], (ast.Tuple, ast.List)) and _integer(args[0]) is None and \
+    if len(args) == 1 and not isinstance(args[0], (ast.Tuple, ast.List)) and integer(args[0]) is None and \
             ctx.values.of(args[0]).kind != NUMBER:
         return None
     sizes = _size_args(args)
@@ -456,7 +448,7 @@ def _trailing_ones(expr: ast.AST, ctx, depth: int = 0) -> tuple:
     if call is not None:
         receiver, name, args = call
         if name in ("unsqueeze", "unsqueeze_") and len(args) == 1:
-            dim = _integer(args[0])
+            dim = integer(args[0])
             if dim in (-1, -2):
                 return dim == -2, dim == -1
             rank = _rank(receiver, ctx, depth + 1) if dim is not None and dim >= 0 else None
@@ -466,7 +458,7 @@ def _trailing_ones(expr: ast.AST, ctx, depth: int = 0) -> tuple:
         if name in ("reshape", "view", "expand"):  # expand's -1 keeps a size: only a literal 1 tells
             sizes = _size_args(args)
             if len(sizes) >= 2:
-                return _integer(sizes[-2]) == 1, _integer(sizes[-1]) == 1
+                return integer(sizes[-2]) == 1, integer(sizes[-1]) == 1
             return False, False
         if name in _SAME_SHAPE:
             return _trailing_ones(receiver, ctx, depth + 1)
@@ -544,7 +536,7 @@ def _last_sizes(expr: ast.AST, ctx, depth: int = 0) -> tuple:
             return _CV2_MATRICES[ctx.qualname(args[0].func)]
         return _literal_matrix(args[0]) if args else (None, None)
     if qualname == "torch.eye" and args:
-        return _integer(args[0]), _integer(args[1] if len(args) > 1 else args[0])
+        return integer(args[0]), integer(args[1] if len(args) > 1 else args[0])
     if qualname == "torch.stack" and args and isinstance(args[0], (ast.List, ast.Tuple)) and args[0].elts and \
             not any(isinstance(e, ast.Starred) for e in args[0].elts):
         return _stacked(args[0].elts, argument(expr, "dim", 1), ctx, depth)
@@ -552,14 +544,14 @@ def _last_sizes(expr: ast.AST, ctx, depth: int = 0) -> tuple:
         return None, None
     if func.attr in ("reshape", "view"):  # ``reshape(*x.shape[:-1], 2, 2)``: the last two are what count
         sizes = _size_args(args)
-        return (_integer(sizes[-2]), _integer(sizes[-1])) if len(sizes) >= 2 else (None, None)
-    if (func.attr == "t" and not args) or (func.attr == "transpose" and {_integer(a) for a in args} == {-1, -2}):
+        return (integer(sizes[-2]), integer(sizes[-1])) if len(sizes) >= 2 else (None, None)
+    if (func.attr == "t" and not args) or (func.attr == "transpose" and {integer(a) for a in args} == {-1, -2}):
         rows, columns = _last_sizes(func.value, ctx, depth + 1)
         return columns, rows
     if func.attr in _SAME_SHAPE:
         return _last_sizes(func.value, ctx, depth + 1)
-    if (func.attr == "unsqueeze" and len(args) == 1 and _integer(args[0]) == 0) or (
-            func.attr == "repeat" and len(args) >= 2 and _integer(args[-1]) == _integer(args[-2]) == 1):
+    if (func.attr == "unsqueeze" and len(args) == 1 and integer(args[0]) == 0) or (
+            func.attr == "repeat" and len(args) >= 2 and integer(args[-1]) == integer(args[-2]) == 1):
         sizes = _last_sizes(func.value, ctx, depth + 1)  # dim -2 known: 2-D or more, whose last two dims stay
         return sizes if sizes[0] is not None else (None, None)
     return None, None
@@ -569,9 +561,9 @@ def _stacked(tensors: list, dim: ast.AST, ctx, depth: int) -> tuple:
     """The last two sizes of ``torch.stack(tensors, dim)`` for ``dim`` -1 or -2: the count of tensors becomes that
     dim; the other is the tensors' own last size (stack wants one shape)."""
     last = next((s for s in (_last_sizes(t, ctx, depth + 1)[1] for t in tensors) if s is not None), None)
-    if _integer(dim) == -1:
+    if integer(dim) == -1:
         return last, len(tensors)
-    return (len(tensors), last) if _integer(dim) == -2 else (None, None)
+    return (len(tensors), last) if integer(dim) == -2 else (None, None)
 
 
 def small_contraction(left: ast.AST, right: ast.AST, ctx) -> bool:
@@ -612,7 +604,7 @@ def _one_column(index: ast.AST, ctx) -> bool:
     value = _sole_value(index, ctx) if isinstance(index, ast.Name) else index
     call = _method(value, ctx) if value is not None else None
     return value is not None and (_trailing_ones(value, ctx)[1] or (
-        call is not None and call[1] == "unsqueeze" and len(call[2]) == 1 and _integer(call[2][0]) == 1))
+        call is not None and call[1] == "unsqueeze" and len(call[2]) == 1 and integer(call[2][0]) == 1))
 
 
 def one_hot_rows(expr: ast.AST, ctx) -> bool:
@@ -633,7 +625,7 @@ def one_hot_rows(expr: ast.AST, ctx) -> bool:
     here = (name.lineno, name.col_offset)
     fills = {id(n.func.value) for n in walk_tree(owner) if isinstance(n, ast.Call)
              and isinstance(n.func, ast.Attribute) and n.func.attr == "scatter_" and len(n.args) == 3
-             and not n.keywords and _integer(n.args[0]) in (1, -1) and ctx.values.of(n.args[2]).kind == NUMBER
+             and not n.keywords and integer(n.args[0]) in (1, -1) and ctx.values.of(n.args[2]).kind == NUMBER
              and _one_column(n.args[1], ctx)}
     earlier = [n for n in walk_tree(owner) if isinstance(n, ast.Name) and n.id == name.id
                and isinstance(n.ctx, ast.Load) and (n.lineno, n.col_offset) < here]
