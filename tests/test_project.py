@@ -554,3 +554,53 @@ def test_a_name_at_the_top_of_a_program_only_shown(tmp_path, importer, expected)
     (package / "train_encoder.py").write_text(TRAIN_ENCODER)
     (package / "trainer.py").write_text(importer)
     assert _codes(tmp_path, "pkg/train_encoder.py", "ASC201") == expected
+
+
+# mmpose 1.3.2 .mim/tools/misc/keypoints2coco_without_mmdet.py: a tool of the mmpose 0.x era, whose
+# ``from mmpose.apis import init_pose_model`` fails on the package it ships with
+SCRIPT = "import torch\n{imports}\nmodel = build()\nmodel.cuda()\n"
+
+
+def _tool_project(tmp_path: Path, imports: str, files: Dict[str, str] = None) -> Path:
+    (tmp_path / "setup.py").write_text("")
+    layout = {"pkg/__init__.py": "", "pkg/apis/__init__.py": "from .inference import init_model\n",
+              "pkg/apis/inference.py": "def init_model(config):\n    return config\n",
+              "pkg/models/__init__.py": "from .backbones import *  # noqa: F401,F403\n",
+              "pkg/models/backbones.py": "__all__ = ['ResNet']\nclass ResNet:\n    pass\n",
+              "tools/misc/tool.py": SCRIPT.format(imports=imports), **(files or {})}
+    for rel, text in layout.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize("imports", [
+    "from pkg.apis import init_model, init_pose_model",  # a name the package does not bind
+    "from pkg.localization import load_proposals",  # a module gone from the package (mmaction2 1.2.0)
+    "from pkg.models import ResNet, TopDown",  # not bound by the module nor by what it star-imports
+])
+def test_a_script_whose_import_of_its_own_package_fails_is_left_out(tmp_path, imports):
+    root = _tool_project(tmp_path, imports)
+    assert _codes(root, "tools/misc/tool.py", "ASC202") == []
+
+
+@pytest.mark.parametrize("imports, files", [
+    ("from pkg.apis import init_model", {}),
+    ("from pkg.models import ResNet", {}),  # bound by a module the package star-imports
+    ("from pkg import apis", {}),  # a submodule
+    ("try:\n    from pkg.apis import init_pose_model\nexcept ImportError:\n    pass", {}),  # may be meant to fail
+    # a module beside the script is found first (mmagic 1.2.0 .mim/tools/gui/utils.py)
+    ("from utils import layout2widget", {"utils/__init__.py": "", "tools/misc/utils.py": "layout2widget = 1\n"}),
+    # modules that may bind names they never spell: a module __getattr__, a star import from outside the package
+    ("from pkg.lazy import anything", {"pkg/lazy.py": "def __getattr__(name):\n    return name\n"}),
+    ("from pkg.nn import Linear", {"pkg/nn.py": "from torch.nn import *  # noqa: F403\n"}),
+    ("from pkg.fast import kernel", {"pkg/fast.cpython-311-x86_64-linux-gnu.so": ""}),  # a compiled module
+])
+def test_near_miss_a_script_whose_imports_may_work_is_linted(tmp_path, imports, files):
+    root = _tool_project(tmp_path, imports, files)
+    assert _codes(root, "tools/misc/tool.py", "ASC202") == [imports.count("\n") + 4]
+
+
+def test_near_miss_a_module_of_the_package_is_no_script(tmp_path):
+    root = _tool_project(tmp_path, "", {"pkg/old.py": SCRIPT.format(imports="from pkg.apis import init_pose_model")})
+    assert _codes(root, "pkg/old.py", "ASC202") == [4]

@@ -327,10 +327,17 @@ def _cuda_twin(path: str, config: Config) -> bool:
     return located is not None and project.npu_counterpart(located) is not None
 
 
+def _stale(path: str, tree: ast.AST, config: Config) -> bool:
+    """Is the file a script whose import of its own project's package fails (``project.stale_script``)? No rule
+    reports in it: none of its lines runs."""
+    located = module_path(path, config)
+    return located is not None and project.stale_script(located, tree)
+
+
 def _active_rules(source: str, rules: Iterable[Type[Rule]], config: Config, left_out: bool = False) -> List[Rule]:
     """Rules whose trigger words occur in the file (the cheap pre-filter), less those with nothing to report under
     ``config`` (ASC104 without a third_party list); none in a file ``left_out`` (test code, another framework's,
-    the CUDA twin of an NPU module)."""
+    the CUDA twin of an NPU module, a script whose imports fail)."""
     if left_out:
         return []
     rules = list(rules)
@@ -378,7 +385,7 @@ def lint(
     """
     source = "".join(lines)
     left_out = (not config.lint_tests and is_test_path(path)) or for_another_framework(tree) or \
-        _cuda_twin(path, config)
+        _cuda_twin(path, config) or _stale(path, tree, config)
     active = [*_active_rules(source, all_rules() if rules is None else rules, config, left_out), *visitors]
     if not active:
         return []

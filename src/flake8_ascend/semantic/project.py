@@ -564,3 +564,85 @@ def _texts(root: str) -> Optional[List[bytes]]:
             except OSError:
                 continue
     return texts
+
+
+# what a module may bind without spelling the name, besides a star import: a module ``__getattr__``, a lazy module
+_OPEN_MODULE = re.compile(r"\b__getattr__\b|\bsys\.modules\b|\bglobals\(\)|\bsetattr\(|[Ll]azy")
+_STAR = re.compile(r"^from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*\*", re.M)
+MAX_STARS = 4  # star imports followed from a module to the modules that bind its names
+
+
+def stale_script(path: str, tree: ast.AST) -> bool:
+    """Is the module at ``path`` a script (in no package) whose top-level import of its own project's package fails:
+    ``from pkg.mod import name`` where the project's ``pkg/mod`` is missing or binds no ``name``? Python stops at
+    that line, so no line of it runs: a tool left from an older release of its package (mmaction2 1.2.0
+    ``.mim/tools/analysis_tools/benchmark.py``, ``from mmaction.datasets import build_dataloader``; mmpose 1.3.2
+    ``.mim/tools/misc/keypoints2coco_without_mmdet.py``, ``from mmpose.apis import init_pose_model``, both from the
+    mmcv 1.x era). Only unconditional imports count (one in a ``try`` or under an ``if`` may be meant to fail), only
+    a package found on the way from the script (parsed as ``tree``) up to its project's root."""
+    folder = os.path.dirname(os.path.abspath(path))
+    root = project_root(folder) if package_of(path) is None else None
+    if root is None:
+        return False
+    for statement in getattr(tree, "body", ()):
+        if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+            package = _own_package(folder, root, statement.module.partition(".")[0])
+            if package is not None and _lacks(package, statement.module, [a.name for a in statement.names]):
+                return True
+    return False
+
+
+def _own_package(folder: str, root: str, name: str) -> Optional[str]:
+    """The folder of the package ``name`` that the project holds above ``folder``, up to ``root``; None where a
+    module so named sits beside the script (mmagic 1.2.0 ``.mim/tools/gui/utils.py``): Python finds that one first."""
+    if _present(os.path.join(folder, name)):
+        return None
+    while True:
+        candidate = os.path.join(folder, name)
+        if os.path.isfile(os.path.join(candidate, "__init__.py")):
+            return candidate
+        if folder == root or os.path.dirname(folder) == folder:
+            return None
+        folder = os.path.dirname(folder)
+
+
+def _present(base: str) -> bool:
+    """Is there a module or package at ``base`` (a path without suffix): ``.py``, a folder, a compiled extension?"""
+    folder, leaf = os.path.split(base)
+    return os.path.isdir(base) or any(n == leaf + ".py" or n.startswith(leaf + ".") and n.endswith((".so", ".pyd",
+                                      ".pyi")) for n in _names(folder))
+
+
+def _lacks(package: str, dotted: str, names: List[str]) -> bool:
+    """Does the package at ``package`` lack the module ``dotted``, or does that module bind none of some name in
+    ``names``?"""
+    base = os.path.join(os.path.dirname(package), *dotted.split("."))
+    if not _present(base):
+        return os.path.isdir(os.path.dirname(base))  # the module is gone from a folder that is there
+    return any(name != "*" and _may_bind(package, base, name, MAX_STARS) is False for name in names)
+
+
+@lru_cache(maxsize=1024)
+def _may_bind(package: str, base: str, name: str, stars: int) -> Optional[bool]:
+    """May the module at ``base`` (a path without suffix) bind ``name``: a submodule so named, the name spelled in
+    its text, or bound by a module of the package it star-imports? None where that cannot be read (a compiled or
+    namespace module, a module that binds names it does not spell, a star import from outside the package, too
+    many star imports)."""
+    if _present(os.path.join(base, name)):
+        return True
+    init = os.path.join(base, "__init__.py")
+    source = _read(base + ".py") if os.path.isfile(base + ".py") else _read(init) if os.path.isfile(init) else None
+    if source is None or _OPEN_MODULE.search(source):
+        return None
+    if name.encode() in words(source.encode()):
+        return True
+    here = init if os.path.isfile(init) else base + ".py"
+    for star in _STAR.findall(source):
+        source_module = absolute(star, here) if star.startswith(".") else star
+        if stars == 0 or source_module is None or source_module.partition(".")[0] != os.path.basename(package):
+            return None
+        found = _may_bind(package, os.path.join(os.path.dirname(package), *source_module.split(".")), name,
+                          stars - 1)
+        if found is not False:
+            return found
+    return False
