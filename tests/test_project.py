@@ -90,7 +90,8 @@ class KMeansOptimizer(BaseOptimizer):
 """
 
 
-BUILT = "from .net import KMeansOptimizer\n\n\ndef main(args, data):\n    return KMeansOptimizer(10, dataset=data{passed})\n"
+BUILT = ("from .net import KMeansOptimizer\n\n\ndef main(args, data):\n"
+         "    return KMeansOptimizer(10, dataset=data{passed})\n")
 
 
 @pytest.mark.parametrize("caller,init,expected", [
@@ -104,6 +105,27 @@ def test_a_base_class_default_every_construction_of_its_subclasses_overrides(tmp
     package = _package(tmp_path, caller)
     (package / "net.py").write_text(OPTIMIZERS)
     (package / "__init__.py").write_text(init)
+    assert _lint(tmp_path, "pkg/net.py") == expected
+
+
+FAST = OPTIMIZERS + """
+
+class FastOptimizer(KMeansOptimizer):
+    def __init__(self, **kwargs):
+        super().__init__(1, **kwargs)
+"""
+
+
+@pytest.mark.parametrize("passed,expected", [
+    (", device=args.device", []),
+    # near miss: the subclass of the subclass is built without the device
+    ("", [(2, "ASC202")]),
+])
+def test_subclasses_of_subclasses_are_followed(tmp_path, passed, expected):
+    package = _package(tmp_path, BUILT.format(passed=", device=args.device").replace(
+        "import KMeansOptimizer", "import FastOptimizer, KMeansOptimizer") + f"\n\ndef fast(args):\n"
+        f"    return FastOptimizer(dataset=None{passed})\n")
+    (package / "net.py").write_text(FAST)
     assert _lint(tmp_path, "pkg/net.py") == expected
 
 

@@ -10,6 +10,7 @@ from ..calls import MISSING, argument
 from ..walk import defaulted_parameters
 
 CUDA_STRING = re.compile(r"cuda(:\d+)?")
+_DEPTH = 3  # subclasses of subclasses followed down (``_subclass_calls``)
 
 
 def in_unused_default(node: ast.AST, ctx) -> bool:
@@ -89,14 +90,16 @@ def default_unused(ctx, function: Optional[ast.AST], arg: ast.arg) -> bool:
     return ctx.memo(f"cuda_default_unused.{id(function)}", build)
 
 
-def _subclass_calls(ctx, function: ast.AST, arg: ast.arg) -> Optional[List[Tuple[ast.Call, ast.AST, ast.arg]]]:
+def _subclass_calls(ctx, function: ast.AST, arg: ast.arg, depth: int = 0) -> Optional[
+        List[Tuple[ast.Call, ast.AST, ast.arg]]]:
     """The constructions of a module-level class through its subclasses in the file, each with the function and
     parameter that must receive the device: a subclass's ``super().__init__(...)``, or where that call hands on
-    the subclass's own ``**kwargs`` for it, every construction of the subclass (``package_calls``), which must name
-    the device (mmyolo 0.6.0 .mim/tools/analysis_tools/optimize_anchors.py:130, three optimizers built with
-    ``device=args.device`` whose ``__init__(**kwargs)`` calls ``super().__init__(**kwargs)``). None where a
-    subclass's part is not known: it inherits ``__init__`` or calls it other than through ``super()``, keeps a
-    device of its own, or no construction of it shows (its users may leave the device out)."""
+    the subclass's own ``**kwargs`` for it, every construction of the subclass (``package_calls``, and through its
+    own subclasses, ``_DEPTH`` levels down), which must name the device (mmyolo 0.6.0
+    .mim/tools/analysis_tools/optimize_anchors.py:130, three optimizers built with ``device=args.device`` whose
+    ``__init__(**kwargs)`` calls ``super().__init__(**kwargs)``). None where a subclass's part is not known: it
+    inherits ``__init__`` or calls it other than through ``super()``, keeps a device of its own, or no
+    construction of it shows (its users may leave the device out)."""
     model = ctx.model
     name = exported_name(function, ctx)
     found = []
@@ -113,13 +116,16 @@ def _subclass_calls(ctx, function: ast.AST, arg: ast.arg) -> Optional[List[Tuple
         for call in supers:
             kwargs = init.args.kwarg
             if _given(call, function, arg, True) is not None or kwargs is None or not any(
-                    k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwargs.arg for k in call.keywords):
-                found.append((call, function, arg))
+                    k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwargs.arg
+                    for k in call.keywords):
+                found.append((call, function, arg))  # passes the device, or leaves it out, itself
                 continue
+            own = [a.arg for a in init.args.posonlyargs + init.args.args + init.args.kwonlyargs]
             built = package_calls(ctx, init)
-            if not built or any(a.arg == arg.arg for a in init.args.posonlyargs + init.args.args + init.args.kwonlyargs):
+            deeper = _subclass_calls(ctx, init, arg, depth + 1) if depth < _DEPTH else None
+            if arg.arg in own or built is None or deeper is None or not built + deeper:
                 return None
-            found += [(construction, init, arg) for construction in built]
+            found += [(construction, init, arg) for construction in built] + deeper
     return found
 
 

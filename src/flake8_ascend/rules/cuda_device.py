@@ -181,8 +181,9 @@ _CONTIGUOUS = ("def attend(query_states, key_states, causal_mask):\n"
 
 # a base class built only through its subclasses, which hand their ``**kwargs`` to ``super().__init__`` (mmyolo 0.6.0
 # .mim/tools/analysis_tools/optimize_anchors.py:125-137, 206-216, 609-631)
-SUBCLASS_BUILT = ("class BaseOptimizer:\n    def __init__(self, dataset, device='cuda:0'):\n        self.device = device\n"
-                  "class KMeansOptimizer(BaseOptimizer):\n    def __init__(self, iters, {own}**kwargs):\n"
+SUBCLASS_BUILT = ("class BaseOptimizer:\n    def __init__(self, dataset, device='cuda:0'):\n"
+                  "        self.device = device\nclass KMeansOptimizer(BaseOptimizer):\n"
+                  "    def __init__(self, iters, {own}**kwargs):\n"
                   "        super().__init__(**kwargs)\n"
                   "def main(args, dataset):\n    return KMeansOptimizer(iters=10, dataset=dataset{passed})\n")
 
@@ -259,8 +260,8 @@ class HardCodedCudaDevice(Rule):
         # subclass keeps the device to itself, nothing builds the subclass (only the base, with the device)
         (SUBCLASS_BUILT.format(own="", passed=""), 2),
         (SUBCLASS_BUILT.format(own="device='npu', ", passed=", device=args.device"), 2),
-        (SUBCLASS_BUILT.format(own="", passed=", device=args.device").replace("KMeansOptimizer(iters=10, ",
-                                                                             "BaseOptimizer("), 2),
+        (SUBCLASS_BUILT.format(own="", passed=", device=args.device").replace(
+            "KMeansOptimizer(iters=10, ", "BaseOptimizer("), 2),
         # near miss of a constructor default: one construction relies on it
         ("import torch\nclass Prefetcher:\n    def __init__(self, loader, device=torch.device('cuda')):\n"
          "        self.device = device\n\ndef make(loader, device):\n    return Prefetcher(loader, device=device), "
