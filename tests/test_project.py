@@ -76,6 +76,59 @@ def test_near_miss_a_default_some_call_may_rely_on_is_reported(tmp_path, caller,
     assert _lint(tmp_path, "pkg/net.py") == expected
 
 
+# mmyolo 0.6.0 .mim/tools/analysis_tools/optimize_anchors.py:125-137, 206-216: a base class built only through
+# subclasses that hand their ``**kwargs`` to ``super().__init__``, here built in another module
+OPTIMIZERS = """\
+class BaseOptimizer:
+    def __init__(self, dataset, device='cuda:0'):
+        self.device = device
+
+
+class KMeansOptimizer(BaseOptimizer):
+    def __init__(self, iters, **kwargs):
+        super().__init__(**kwargs)
+"""
+
+
+BUILT = ("from .net import KMeansOptimizer\n\n\ndef main(args, data):\n"
+         "    return KMeansOptimizer(10, dataset=data{passed})\n")
+
+
+@pytest.mark.parametrize("caller,init,expected", [
+    (BUILT.format(passed=", device=args.device"), "", []),
+    # near misses: a construction of the subclass that leaves the device out; a subclass of the package's public
+    # interface, whose users build it as they like
+    (BUILT.format(passed=""), "", [(2, "ASC202")]),
+    (BUILT.format(passed=", device=args.device"), "from .net import KMeansOptimizer\n", [(2, "ASC202")]),
+])
+def test_a_base_class_default_every_construction_of_its_subclasses_overrides(tmp_path, caller, init, expected):
+    package = _package(tmp_path, caller)
+    (package / "net.py").write_text(OPTIMIZERS)
+    (package / "__init__.py").write_text(init)
+    assert _lint(tmp_path, "pkg/net.py") == expected
+
+
+FAST = OPTIMIZERS + """
+
+class FastOptimizer(KMeansOptimizer):
+    def __init__(self, **kwargs):
+        super().__init__(1, **kwargs)
+"""
+
+
+@pytest.mark.parametrize("passed,expected", [
+    (", device=args.device", []),
+    # near miss: the subclass of the subclass is built without the device
+    ("", [(2, "ASC202")]),
+])
+def test_subclasses_of_subclasses_are_followed(tmp_path, passed, expected):
+    package = _package(tmp_path, BUILT.format(passed=", device=args.device").replace(
+        "import KMeansOptimizer", "import FastOptimizer, KMeansOptimizer") + f"\n\ndef fast(args):\n"
+        f"    return FastOptimizer(dataset=None{passed})\n")
+    (package / "net.py").write_text(FAST)
+    assert _lint(tmp_path, "pkg/net.py") == expected
+
+
 def test_near_miss_a_module_in_no_package_has_no_known_callers(tmp_path):
     _package(tmp_path, init=False)
     assert _lint(tmp_path, "pkg/net.py") == [(2, "ASC202"), (6, "ASC202")]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from ..calls import MISSING, argument
 from ..walk import defaulted_parameters
 
 CUDA_STRING = re.compile(r"cuda(:\d+)?")
+_DEPTH = 3  # subclasses of subclasses followed down (``_subclass_calls``)
 
 
 def in_unused_default(node: ast.AST, ctx) -> bool:
@@ -37,9 +38,14 @@ def _cuda_default_parameter(function: ast.AST) -> Optional[ast.arg]:
 
 def _passes(call: ast.Call, function: ast.AST, arg: ast.arg, method: bool) -> bool:
     """Does ``call`` give ``arg`` a value (by keyword, by position, or through ``*args``/``**kwargs``)?"""
+    return _given(call, function, arg, method) is not MISSING
+
+
+def _given(call: ast.Call, function: ast.AST, arg: ast.arg, method: bool):
+    """What ``call`` passes for ``arg``: ``calls.argument``."""
     positional = [a.arg for a in function.args.posonlyargs + function.args.args][1 if method else 0:]
     index = positional.index(arg.arg) if arg.arg in positional else None
-    return argument(call, arg.arg, index) is not MISSING
+    return argument(call, arg.arg, index)
 
 
 def default_unused(ctx, function: Optional[ast.AST], arg: ast.arg) -> bool:
@@ -62,14 +68,15 @@ def default_unused(ctx, function: Optional[ast.AST], arg: ast.arg) -> bool:
         method = model.scope(function).is_class and not any(
             isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list)
         own = package_calls(c, function)
-        if own is None:
+        inherited = _subclass_calls(c, function, arg) if function.name == "__init__" else []
+        if own is None or inherited is None:
             return False
         group = [(function, arg)]
         if method:
             owner = next(n for n in reversed(c.stack) if isinstance(n, ast.ClassDef))
             group += [(f, _cuda_default_parameter(f)) for f in owner.body
                       if f is not function and _cuda_default_parameter(f) is not None]
-        calls = [(call, function, arg) for call in own] + [
+        calls = [(call, function, arg) for call in own] + inherited + [
             (call, f, a) for f, a in group[1:] for call in model.summaries.call_sites(f)]
         if method and not calls and not exported_name(function, c):
             # no ``self.f(...)`` in its class: ``x.f(...)`` in the file (a subclass's override, called from the
@@ -81,6 +88,45 @@ def default_unused(ctx, function: Optional[ast.AST], arg: ast.arg) -> bool:
                 (call, f, a) for f, a in named for call in c.calls_elsewhere(f.name, method=True)]
         return bool(calls) and all(_passes(call, f, a, method) for call, f, a in calls)
     return ctx.memo(f"cuda_default_unused.{id(function)}", build)
+
+
+def _subclass_calls(ctx, function: ast.AST, arg: ast.arg, depth: int = 0) -> Optional[
+        List[Tuple[ast.Call, ast.AST, ast.arg]]]:
+    """The constructions of a module-level class through its subclasses in the file, each with the function and
+    parameter that must receive the device: a subclass's ``super().__init__(...)``, or where that call hands on
+    the subclass's own ``**kwargs`` for it, every construction of the subclass (``package_calls``, and through its
+    own subclasses, ``_DEPTH`` levels down), which must name the device (mmyolo 0.6.0
+    .mim/tools/analysis_tools/optimize_anchors.py:130, three optimizers built with ``device=args.device`` whose
+    ``__init__(**kwargs)`` calls ``super().__init__(**kwargs)``). None where a subclass's part is not known: it
+    inherits ``__init__`` or calls it other than through ``super()``, keeps a device of its own, or no
+    construction of it shows (its users may leave the device out)."""
+    model = ctx.model
+    name = exported_name(function, ctx)
+    found = []
+    for scope in model.scopes.values():
+        if not (name and scope.is_class and model.scope(scope.node) is model.module and any(
+                isinstance(b, ast.Name) and b.id == name for b in scope.node.bases)):
+            continue
+        init = next((f for f in scope.node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+        supers = [call for call in model.calls("__init__") if init is not None and model.function(call) is init
+                  and isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Call)
+                  and isinstance(call.func.value.func, ast.Name) and call.func.value.func.id == "super"]
+        if not supers:
+            return None
+        for call in supers:
+            kwargs = init.args.kwarg
+            if _given(call, function, arg, True) is not None or kwargs is None or not any(
+                    k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwargs.arg
+                    for k in call.keywords):
+                found.append((call, function, arg))  # passes the device, or leaves it out, itself
+                continue
+            own = [a.arg for a in init.args.posonlyargs + init.args.args + init.args.kwonlyargs]
+            built = package_calls(ctx, init)
+            deeper = _subclass_calls(ctx, init, arg, depth + 1) if depth < _DEPTH else None
+            if arg.arg in own or built is None or deeper is None or not built + deeper:
+                return None
+            found += [(construction, init, arg) for construction in built] + deeper
+    return found
 
 
 def package_calls(ctx, function: ast.AST) -> Optional[List[ast.Call]]:

@@ -179,6 +179,15 @@ _CONTIGUOUS = ("def attend(query_states, key_states, causal_mask):\n"
                "    return query_states @ key_states\n")
 
 
+# a base class built only through its subclasses, which hand their ``**kwargs`` to ``super().__init__`` (mmyolo 0.6.0
+# .mim/tools/analysis_tools/optimize_anchors.py:125-137, 206-216, 609-631)
+SUBCLASS_BUILT = ("class BaseOptimizer:\n    def __init__(self, dataset, device='cuda:0'):\n"
+                  "        self.device = device\nclass KMeansOptimizer(BaseOptimizer):\n"
+                  "    def __init__(self, iters, {own}**kwargs):\n"
+                  "        super().__init__(**kwargs)\n"
+                  "def main(args, dataset):\n    return KMeansOptimizer(iters=10, dataset=dataset{passed})\n")
+
+
 # a kernel's device check that only raises (axolotl 0.19.0 integrations/kernels/libs/sonicmoe/experts.py:141-160)
 SONICMOE_CHECK = ("def {name}(self, hidden_states, top_k_index, top_k_weights):\n"
                   "    from transformers.integrations.sonicmoe import sonicmoe_experts_forward\n"
@@ -205,7 +214,8 @@ class HardCodedCudaDevice(Rule):
         "named after it, or after a function's own import of it), nor a device bound to a local name whose every read "
         "only prints, logs or formats it into a message (directly or through another local name that is only shown), "
         "nor a `device='cuda'` parameter default (or `'cuda' if ... else 'cpu'`) when the file calls the function (or the "
-        "class's methods sharing that default) and every call passes the device; nor in a model-complexity tool "
+        "class's methods sharing that default, or builds the class through subclasses that hand it their `**kwargs`) "
+        "and every call passes the device; nor in a model-complexity tool "
         "(a module that imports a FLOP counter: the count is the same on the CPU); nor in a CUDA implementation (a "
         "module importing cupy, pycuda or numba's CUDA target unconditionally: it needs another implementation, "
         "ASC206's finding); nor a configured "
@@ -246,6 +256,12 @@ class HardCodedCudaDevice(Rule):
         # espnet2/main_funcs/collect_stats.py:52)
         ("def collect(itr, ngpu, model):\n    for keys, batch in itr:\n"
          "        batch = to_device(batch, 'cuda' if ngpu > 0 else 'cpu')\n        model(**batch)\n", 3),
+        # near misses of a base class built through a subclass: the construction leaves the device out, the
+        # subclass keeps the device to itself, nothing builds the subclass (only the base, with the device)
+        (SUBCLASS_BUILT.format(own="", passed=""), 2),
+        (SUBCLASS_BUILT.format(own="device='npu', ", passed=", device=args.device"), 2),
+        (SUBCLASS_BUILT.format(own="", passed=", device=args.device").replace(
+            "KMeansOptimizer(iters=10, ", "BaseOptimizer("), 2),
         # near miss of a constructor default: one construction relies on it
         ("import torch\nclass Prefetcher:\n    def __init__(self, loader, device=torch.device('cuda')):\n"
          "        self.device = device\n\ndef make(loader, device):\n    return Prefetcher(loader, device=device), "
@@ -368,6 +384,7 @@ class HardCodedCudaDevice(Rule):
         # data/naflex_loader.py:36 and :415)
         "import torch\nclass Prefetcher:\n    def __init__(self, loader, device=torch.device('cuda')):\n"
         "        self.device = device\n\ndef make(loader, device):\n    return Prefetcher(loader, device=device)\n",
+        SUBCLASS_BUILT.format(own="", passed=", device=args.device"),
         # a CUDA case that only asserts (mmpose 1.3.2 .mim/tools/analysis_tools/get_flops.py:122-124)
         "import torch\ndef main(args):\n    if args.device == 'cuda:0':\n        assert torch.cuda.is_available(), 'no CUDA'\n"
         "    run(args)\n",
