@@ -144,8 +144,9 @@ _NO_GRAD_CALL = "    @torch.no_grad()\n    def __call__(self, latents, mask, tim
 
 # diffusers 0.42.1 pipeline_stable_diffusion_3_controlnet_inpainting.py:863, called at :1252 in a loop over the
 # control images that prepares each one and appends it to a list (:1251-1264)
-_MASK_IMAGE = ("    def mask_image(self, image: torch.Tensor, mask: torch.Tensor):\n        masked_image = image.clone()\n"
-               "        masked_image[(mask > 0.5).repeat(1, 3, 1, 1)] = -1\n        return masked_image\n")
+_MASK_IMAGE = ("    def mask_image(self, image: torch.Tensor, mask: torch.Tensor):\n"
+               "        masked_image = image.clone()\n        masked_image[(mask > 0.5).repeat(1, 3, 1, 1)] = -1\n"
+               "        return masked_image\n")
 
 
 @pytest.mark.parametrize("source,code,line", [

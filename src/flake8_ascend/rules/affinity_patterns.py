@@ -30,7 +30,7 @@ _LABELS = {
     "add_layer_norm": "add + layer_norm",
 }
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)  # statements that run all they hold
+_SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)  # statements with no branch inside
 _AUGMENTED = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.FloorDiv: "//"}
 
 
@@ -194,12 +194,13 @@ _TOKEN_TYPES = ("import torch\nfrom typing import List\nclass Template:\n    def
                 "        input_ids = torch.tensor(input_ids)\n        mm_token_type_ids = torch.zeros_like(input_ids)\n"
                 "        mm_token_type_ids[input_ids == media_token_id] = 1\n        return mm_token_type_ids\n")
 
+# pyannote 3.3.2 pipelines/speaker_verification.py:176-197: lengths of a batch the pipeline built on the host
+_WAV_LENS = ("import torch\nclass Embedding:\n    def __call__(self, waveforms, masks):\n"
+             "        wav_lens = masks.sum(dim=1)\n        too_short = wav_lens < self.min_num_samples\n"
+             "        wav_lens[too_short] = wav_lens.max()\n{move}")
+
 # timm 1.0.31 models/davit.py:204-211 and edgenext.py:165-173: the tokens of a (B, N, C) input put last, so
 # ``q @ k`` sums over them (channel attention)
-# pyannote 3.3.2 pipelines/speaker_verification.py:176-197: lengths of a batch the pipeline built on the host
-_WAV_LENS = ("import torch\nclass Embedding:\n    def __call__(self, waveforms, masks):\n        wav_lens = masks.sum(dim=1)\n"
-             "        too_short = wav_lens < self.min_num_samples\n        wav_lens[too_short] = wav_lens.max()\n{move}")
-
 _QKV_HEADS = ("import torch\nimport torch.nn.functional as F\nclass Attention:\n    def forward(self, x):\n"
               "        B, N, C = x.shape\n        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, -1).permute({order})\n"
               "        q, k, v = qkv.unbind(0)\n        attn = ({scores}) * self.scale\n        attn = attn.softmax(dim=-1)\n"
@@ -262,9 +263,9 @@ class AffinityPattern(Rule):
         "method, a collate function, a datasets folder, or a top-level function only these call in the project "
         "(a sequence-packing helper); nor on a tensor a function builds with no device in a file whose default "
         "device is only ever `cpu` or `meta`, or moves to a device after the put (`x.to(device)` on every path, not "
-        "just beside another tensor: `labels.to(logits.device)`). Nor in a branch that the values its parameters keep never take: an "
-        "`if binary:` (or the `else` of `if not self.flag:`) where every call in the package leaves the parameter at a "
-        "default that skips it."
+        "just beside another tensor: `labels.to(logits.device)`). Nor in a branch that the values its parameters keep "
+        "never take: an `if binary:` (or the `else` of `if not self.flag:`) where every call in the package leaves the "
+        "parameter at a default that skips it."
     )
     example = "boxes[boxes < 0] = 0\nx = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)"
     use_instead = (
@@ -296,7 +297,8 @@ class AffinityPattern(Rule):
         # near misses of a tensor built on the host: built on the input's device; moved to a device afterwards
         ("import torch\ndef f(x, sparsity):\n    b = torch.zeros(x.shape, device=x.device)\n    b[x < sparsity] = -1\n"
          "    return b\n", 4),
-        ("import torch\ndef f(x, y, device):\n    m = torch.zeros(4)\n    m[x > 0] = 1\n    return m, y.to(device)\n", 4),
+        ("import torch\ndef f(x, y, device):\n    m = torch.zeros(4)\n    m[x > 0] = 1\n    return m, y.to(device)\n",
+         4),
         # near misses of a put moved to a device afterwards: a move beside another tensor (which may already be on a
         # device), a move in a branch of its own
         (_WAV_LENS.format(move="        return self.model_(waveforms, wav_lens.to(waveforms.device))\n"), 6),
