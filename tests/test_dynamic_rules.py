@@ -142,6 +142,13 @@ _PIPE = "import torch\nclass Pipe:\n"
 _NO_GRAD_CALL = "    @torch.no_grad()\n    def __call__(self, latents, mask, timesteps):\n"
 
 
+# diffusers 0.42.1 pipeline_stable_diffusion_3_controlnet_inpainting.py:863, called at :1252 in a loop over the
+# control images that prepares each one and appends it to a list (:1251-1264)
+_MASK_IMAGE = ("    def mask_image(self, image: torch.Tensor, mask: torch.Tensor):\n"
+               "        masked_image = image.clone()\n        masked_image[(mask > 0.5).repeat(1, 3, 1, 1)] = -1\n"
+               "        return masked_image\n")
+
+
 @pytest.mark.parametrize("source,code,line", [
     # inside the denoising loop of the entry point: once per step
     (_PIPE + _NO_GRAD_CALL + "        for t in timesteps:\n            n = mask.sum().item()\n"
@@ -154,6 +161,9 @@ _NO_GRAD_CALL = "    @torch.no_grad()\n    def __call__(self, latents, mask, tim
      "        return torch.split(h, mask.sum(dim=1).tolist())\n", "ASC403", 4),
     # ``__call__`` without no_grad / inference_mode is no inference entry point
     (_PIPE + "    def __call__(self, h, mask):\n        return torch.split(h, mask.sum(dim=1).tolist())\n", "ASC403", 4),
+    # near miss of a loop that maps each input: this one carries the latents from step to step
+    (_PIPE + _MASK_IMAGE + _NO_GRAD_CALL + "        for t in timesteps:\n"
+     "            latents = self.mask_image(latents, mask)\n            frames.append(latents)\n", "ASC304", 5),
     # a module function only called inside the loop
     ("import torch\ndef trim(latents, mask):\n    return latents[:, : mask.sum().item()]\n" + _PIPE + _NO_GRAD_CALL
      + "        for t in timesteps:\n            latents = trim(latents, mask)\n", "ASC403", 3),
@@ -196,6 +206,13 @@ def test_runs_every_step_still_fires(source, code, line):
     ("import torch\ndef _lens_to_mask(lengths):\n    length = int(lengths.amax().item())\n"
      "    return torch.arange(length)[None, :] < lengths[:, None]\n" + _PIPE + _NO_GRAD_CALL
      + "        m = _lens_to_mask(mask)\n", "ASC403"),
+    # a loop of the entry point that only prepares each input and appends it, like a comprehension (diffusers 0.42.1
+    # pipeline_stable_diffusion_3_controlnet_inpainting.py:1251-1264)
+    (_PIPE + _MASK_IMAGE + _NO_GRAD_CALL + "        images = []\n        for image_ in latents:\n"
+     "            image_ = self.mask_image(image_, mask)\n            images.append(image_)\n"
+     "        for t in timesteps:\n            pass\n", "ASC304"),
+    (_PIPE + _MASK_IMAGE + _NO_GRAD_CALL + "        for i, image_ in enumerate(latents):\n"
+     "            images.append(self.mask_image(image_, mask))\n", "ASC304"),
     # a lookup read through a truth test and a comparison (diffusers scheduling_consistency_decoder.py:198)
     ("import torch\ndef step(timesteps: torch.Tensor, timestep, x):\n    idx = torch.where(timesteps == timestep)[0]\n"
      "    if idx == len(timesteps) - 1:\n        return x\n", "ASC401"),

@@ -17,7 +17,10 @@ reuse it. The definitions:
   per call (a call site inside a loop of the entry point runs per step). A method nobody in the file calls is the
   entry class's public API (``encode_prompt``), called once per request like ``__call__``; a module-level function
   nobody calls is not known to be part of a pipeline. Loops inside the helpers (over the prompts of a batch) do
-  not count as steps.
+  not count as steps, nor, like a comprehension, does a loop of the entry point that only maps each item on its
+  own: every statement rebinds the loop's own names or appends to a list (``for image_ in control_image: image_ =
+  self.prepare_image(image_); images.append(image_)``). A step loop carries a state from one step to the next
+  (``latents = self.step(latents, t)``).
 - A *metric class* has a base named ``...Metric`` (torchmetrics and ignite ``Metric``, mmengine ``BaseMetric``):
   the evaluation loop calls its ``update``/``process`` per batch and its ``compute``/``compute_metrics`` once, on
   what the batches gathered (mmengine moves them to the CPU first). So ``compute``/``compute_metrics``, a method
@@ -134,14 +137,32 @@ def _error_path(node: ast.AST, ancestors: Sequence[ast.AST]) -> bool:
 
 
 def _in_loop(ancestors: Sequence[ast.AST], function: ast.AST) -> bool:
-    """Is a loop of ``function`` among ``ancestors`` (below ``function``)?"""
+    """Is a loop of ``function`` that may carry a state among ``ancestors`` (below ``function``)?"""
     inside = False
     for node in ancestors:
         if node is function:
             inside = True
-        elif inside and isinstance(node, _LOOPS):
+        elif inside and isinstance(node, _LOOPS) and not _maps(node):
             return True
     return False
+
+
+def _maps(loop: ast.AST) -> bool:
+    """Does ``loop`` only map each item on its own, as a comprehension would: a ``for`` whose every statement
+    rebinds the loop's own plain names or appends to a list (diffusers 0.42.1 pipeline_stable_diffusion_3_controlnet_
+    inpainting.py:1251-1264, one control image prepared per item)?"""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)) or loop.orelse:
+        return False
+    own = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    for stmt in loop.body:
+        if isinstance(stmt, ast.Assign):
+            if not all(isinstance(n, ast.Name) and n.id in own for t in stmt.targets
+                       for n in (t.elts if isinstance(t, ast.Tuple) else [t])):
+                return False
+        elif not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+                  and isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr == "append"):
+            return False
+    return True
 
 
 def _metric_class(cls: ast.ClassDef) -> bool:

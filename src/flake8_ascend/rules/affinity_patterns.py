@@ -6,13 +6,14 @@ import re
 from types import SimpleNamespace
 from typing import List
 
+from ..calls import passed
 from ..detect import affinity
 from ..semantic.flow import Flow
 from ..detect.fused import STARTS, attention_fallback, function_patterns, other_branch_calls, untaken_branch
 from ..detect.once_per_call import runs_once
 from ..detect.training import last_name
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
-from ..semantic.values import ARRAY, BUILT_ON_HOST, COMPARE, HOST, MASK, NUMBER, TENSOR, UNKNOWN
+from ..semantic.values import ARRAY, BUILT_ON_HOST, COMPARE, DEVICE, HOST, MASK, NUMBER, TENSOR, UNKNOWN
 from ..registry import Rule
 from ..rewrite import Kind, Rewrite
 from .affinity_calls import _CAIT_ATTENTION, _TIMM_SDPA_OR_MANUAL
@@ -29,6 +30,7 @@ _LABELS = {
     "add_layer_norm": "add + layer_norm",
 }
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)  # statements with no branch inside
 _AUGMENTED = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.FloorDiv: "//"}
 
 
@@ -154,6 +156,33 @@ def _built_on_host(x: ast.AST, ctx) -> bool:
     return device == BUILT_ON_HOST and values.host_side(x)
 
 
+def _moved_after(node: ast.stmt, x: ast.AST, ctx) -> bool:
+    """After the put, on every path, the function moves ``x`` itself to a device (pyannote 3.3.2
+    pipelines/speaker_verification.py:192-197, ``wav_lens[too_short] = max_len`` then ``wav_lens.to(self.device)``):
+    the put ran on the host. Not a move beside another tensor (``labels.to(logits.device)`` only puts them together),
+    nor one in a branch of its own (``if not x.is_cuda: x = x.cuda()``), nor a tensor the code places on a device."""
+    owner = ctx.enclosing(*_FUNCTIONS)
+    if owner is None or not isinstance(x, ast.Name) or ctx.values.of(x).device == DEVICE:
+        return False
+    later = []  # the statements after the put's own, in its block and in each block around it up to the function
+    for parent, child in ctx.lineage(node):
+        block = next((b for b in (getattr(parent, f, None) for f in ("body", "orelse", "finalbody"))
+                      if isinstance(b, list) and any(s is child for s in b)), [])
+        later += block[next((i for i, s in enumerate(block) if s is child), len(block)) + 1:]
+        if parent is owner:
+            break
+    flow = ctx.model.flow(owner)
+    for call, _ in ctx.values.data_placements(owner):
+        func, where = call.func, passed(call, "device", 0)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == x.id \
+                and flow.binding(func.value) is flow.binding(x) \
+                and not (isinstance(where, ast.Attribute) and where.attr == "device"
+                         and isinstance(where.value, ast.Name) and where.value.id != "self") \
+                and any(isinstance(s, _SIMPLE) and s.lineno <= call.lineno <= s.end_lineno for s in later):
+            return True
+    return False
+
+
 _FROM_NUMPY = ("import torch\ndef load_map(array, codes, weights, device):\n    tensor = torch.from_numpy(array)\n{moved}"
                "    for code, ordinal in codes.items():\n        tensor[tensor == code] = ordinal\n    return tensor\n")
 
@@ -164,6 +193,11 @@ _TOKEN_TYPES = ("import torch\nfrom typing import List\nclass Template:\n    def
                 "    def create_mm_token_type_ids(self, input_ids: List[int], media_token_id):\n"
                 "        input_ids = torch.tensor(input_ids)\n        mm_token_type_ids = torch.zeros_like(input_ids)\n"
                 "        mm_token_type_ids[input_ids == media_token_id] = 1\n        return mm_token_type_ids\n")
+
+# pyannote 3.3.2 pipelines/speaker_verification.py:176-197: lengths of a batch the pipeline built on the host
+_WAV_LENS = ("import torch\nclass Embedding:\n    def __call__(self, waveforms, masks):\n"
+             "        wav_lens = masks.sum(dim=1)\n        too_short = wav_lens < self.min_num_samples\n"
+             "        wav_lens[too_short] = wav_lens.max()\n{move}")
 
 # timm 1.0.31 models/davit.py:204-211 and edgenext.py:165-173: the tokens of a (B, N, C) input put last, so
 # ``q @ k`` sums over them (channel attention)
@@ -220,16 +254,18 @@ class AffinityPattern(Rule):
         "defaults pick one that is no LayerNorm (`norm=\"batch\"` choosing a BatchNorm): the LayerNorm needs an "
         "option. "
         "Not reported where the code runs once per object, per call of an inference entry point (a "
-        "no_grad pipeline `__call__` or `infer`/`inference` method, outside its loops) or per evaluation (a "
+        "no_grad pipeline `__call__` or `infer`/`inference` method, outside the loops that carry a state from step to "
+        "step; a loop that only prepares each input and appends it to a list counts as once) or per evaluation (a "
         "metric's `compute`/`compute_metrics` and the helpers only it reaches; `update`/`process` run per batch). "
         "Nor in code that only exports the model (a function named for `onnx`, `export` or `deploy`, or one only "
         "they reach): the exported graph must keep standard operators, as for every advice code. Nor on the "
         "samples a DataLoader's workers build on the host: in a dataset's, collator's or energon task encoder's "
         "method, a collate function, a datasets folder, or a top-level function only these call in the project "
         "(a sequence-packing helper); nor on a tensor a function builds with no device in a file whose default "
-        "device is only ever `cpu` or `meta`. Nor in a branch that the values its parameters keep never take: an "
-        "`if binary:` (or the `else` of `if not self.flag:`) where every call in the package leaves the parameter at a "
-        "default that skips it."
+        "device is only ever `cpu` or `meta`, or moves to a device after the put (`x.to(device)` on every path, not "
+        "just beside another tensor: `labels.to(logits.device)`). Nor in a branch that the values its parameters keep "
+        "never take: an `if binary:` (or the `else` of `if not self.flag:`) where every call in the package leaves the "
+        "parameter at a default that skips it."
     )
     example = "boxes[boxes < 0] = 0\nx = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)"
     use_instead = (
@@ -261,7 +297,13 @@ class AffinityPattern(Rule):
         # near misses of a tensor built on the host: built on the input's device; moved to a device afterwards
         ("import torch\ndef f(x, sparsity):\n    b = torch.zeros(x.shape, device=x.device)\n    b[x < sparsity] = -1\n"
          "    return b\n", 4),
-        ("import torch\ndef f(x, device):\n    m = torch.zeros(4)\n    m[x > 0] = 1\n    return m.to(device)\n", 4),
+        ("import torch\ndef f(x, y, device):\n    m = torch.zeros(4)\n    m[x > 0] = 1\n    return m, y.to(device)\n",
+         4),
+        # near misses of a put moved to a device afterwards: a move beside another tensor (which may already be on a
+        # device), a move in a branch of its own
+        (_WAV_LENS.format(move="        return self.model_(waveforms, wav_lens.to(waveforms.device))\n"), 6),
+        (_WAV_LENS.format(move="        if self.on_device:\n            wav_lens = wav_lens.to(self.device)\n"
+                               "        return self.model_(waveforms, wav_lens)\n"), 6),
         ("import torch\ndef norm(x, eps):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n", 3),
         # near miss of diffusers' RMSNorm below: the other branch is not the advised NPU API
         (_RMS_NORM_BRANCHES.format(npu="torch.nn.functional.rms_norm(x, (x.shape[-1],), w, eps)"), 9),
@@ -366,6 +408,10 @@ class AffinityPattern(Rule):
         # a label map read from a file into a host tensor (torchgeo 0.8.1 datasets/bigearthnet.py:839-842)
         _FROM_NUMPY.format(moved=""),
         _TOKEN_TYPES.format(device="'meta'"),
+        # a put into a tensor the function then moves to a device: it ran on the host (pyannote 3.3.2
+        # pipelines/speaker_verification.py:192-197)
+        _WAV_LENS.format(move="        return self.model_(waveforms.to(self.device), wav_lens.to(self.device))\n"),
+        "import torch\ndef f(x, device):\n    m = torch.zeros(4)\n    m[x > 0] = 1\n    return m.to(device)\n",
     ]
 
     def check(self, node, ctx) -> None:
@@ -392,7 +438,7 @@ class AffinityPattern(Rule):
         masks = [p for p in parts if isinstance(p, (ast.Compare, ast.UnaryOp, ast.BinOp, ast.Name, ast.Call,
                                                     ast.Subscript, ast.Attribute)) and self._mask(p, ctx)]
         if len(masks) != 1 or not self._tensor(x, masks[0], ctx) or runs_once(node, ctx) or _built_on_host(x, ctx) \
-                or untaken_branch(node, ctx):
+                or _moved_after(node, x, ctx) or untaken_branch(node, ctx):
             return  # a put the NPU never runs: once per call, on a host tensor (the loader's workers: Context.report)
         value = ctx.values.of(node.value)
         if isinstance(node, ast.AugAssign):

@@ -52,7 +52,8 @@ class BooleanMaskRead(Rule):
         "Indexing with a boolean mask returns as many rows as the mask holds True values, so the result's shape "
         "changes from batch to batch and the NPU recompiles the ops that consume it. As for ASC401 and ASC403, a "
         "read that runs once per object, per call of an inference entry point (a pipeline's `encode_prompt`, "
-        "outside the denoising loop; a no_grad `infer`/`inference` method outside its loops) or per evaluation (a "
+        "outside the denoising loop; a no_grad `infer`/`inference` method outside its loops; a loop that only "
+        "prepares each input and appends it to a list counts as once) or per evaluation (a "
         "metric's `compute`/`compute_metrics`) brings one shape that the steps after it reuse, and is not reported."
     )
     example = "positives = scores[scores > 0.5]"
