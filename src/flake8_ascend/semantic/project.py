@@ -540,6 +540,29 @@ def word_count(root: str, word: bytes) -> Optional[int]:
     return sum(len(whole.findall(text)) for text in texts if word in text)
 
 
+@lru_cache(maxsize=1024)
+def sole_binding(root: str, word: bytes) -> Optional[bytes]:
+    """The one indented line below ``root`` that binds ``word`` (``word: bool = False``, a class's field) where every
+    other occurrence of the word in the project's text files reads it as an attribute (``cfg.word``, never assigned
+    to): no call, configuration file, command line or document sets it. None otherwise, and for a project too
+    large to read."""
+    texts = _texts(root)
+    if texts is None:
+        return None
+    spelled = re.escape(word)
+    whole = re.compile(rb"(?<![A-Za-z0-9_])" + spelled + rb"(?![A-Za-z0-9_])")
+    read = re.compile(rb"\." + spelled + rb"(?![A-Za-z0-9_])(?![ \t]*(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=))")
+    binding = re.compile(rb"^[ \t]+" + spelled + rb"[ \t]*(?::[^=\n]*)?=(?!=)[^\n]*$", re.M)
+    found: List[bytes] = []
+    for text in texts:
+        if word in text:
+            bound = binding.findall(text)
+            if len(whole.findall(text)) != len(read.findall(text)) + len(bound):
+                return None
+            found += bound
+    return found[0] if len(found) == 1 else None
+
+
 @lru_cache(maxsize=2)
 def _texts(root: str) -> Optional[List[bytes]]:
     """The text files below ``root`` (hidden folders, ``__pycache__`` and files over ``MAX_BYTES`` left out); None
