@@ -597,6 +597,9 @@ class CausalSelfAttention(torch.nn.Module):
     ({"pkg/model.py": LITGPT_MODEL + "\n\ndef mix(q, cos, sin):\n    return apply_rope_interleave(q, cos, sin)\n"},
      [8, 16]),
     ({"pkg/config.py": LITGPT_CONFIG + "\n\nclass Gemma(Config):\n    rope_interleave: bool = True\n"}, [8, 16]),
+    # a function's local of that name, no class's field
+    ({"pkg/config.py": LITGPT_CONFIG.replace("    rope_interleave: bool = False\n", "\n\ndef defaults():\n"
+                                             "    rope_interleave: bool = False\n    return 0\n")}, [8, 16]),
 ])
 def test_a_function_only_an_unset_field_calls_is_silent(tmp_path, extra, lines):
     _write_package(tmp_path, "", {"config.py": LITGPT_CONFIG, "model.py": LITGPT_MODEL})
