@@ -593,6 +593,7 @@ class CausalSelfAttention(torch.nn.Module):
     ({"pkg/configs.py": "configs = [dict(name='x', rope_interleave=True)]\n"}, [8, 16]),
     ({"configs/x.yaml": "rope_interleave: true\n"}, [8, 16]),
     ({"pkg/train.py": "def setup(config):\n    config.rope_interleave = True\n"}, [8, 16]),
+    ({"pkg/train.py": "class Setup:\n    def __init__(self):\n        self.rope_interleave: bool = True\n"}, [8, 16]),
     ({"pkg/other.py": "from .model import apply_rope_interleave\n"}, [8, 16]),
     ({"pkg/model.py": LITGPT_MODEL + "\n\ndef mix(q, cos, sin):\n    return apply_rope_interleave(q, cos, sin)\n"},
      [8, 16]),

@@ -584,7 +584,8 @@ def untaken_branch(node: ast.AST, ctx) -> bool:
     if _in_untaken(ctx.lineage(node), ctx):
         return True
     top = ctx.stack[1] if len(ctx.stack) > 1 else None
-    return isinstance(top, _FUNCTIONS) and ctx.memo(f"fused.called_untaken.{id(top)}", lambda c: _called_untaken(c, top))
+    return isinstance(top, _FUNCTIONS) and ctx.memo(f"fused.called_untaken.{id(top)}",
+                                                    lambda c: _called_untaken(c, top))
 
 
 def _called_untaken(ctx, function: ast.AST) -> bool:

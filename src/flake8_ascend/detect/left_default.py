@@ -30,11 +30,12 @@ def left_at_default(ctx, expr: ast.AST, depth: int = 0, called: bool = False) ->
     """(True, value) where ``expr`` is a parameter, or ``self.x`` that its class's ``__init__`` stores from one
     and nothing else assigns, of a module-level function or class that is no public interface
     (``package_calls``), has no subclass and whose every call in the package passes the same literal or nothing
-    for it (the default then: a literal). The literal may differ from the default (mmagic 1.2.0
-    stable_diffusion/vae.py: ``attn_num_head_channels=1`` by default, None in both constructions). A call that spreads ``*args``/``**kwargs`` may pass anything; a call in
-    the file may pass a parameter of its own caller, followed up to ``_DEPTH`` functions. No call at all leaves
-    the default: a class the package only hands on (``cls_model=GRU``) is built as its configuration says, and the
-    default is the configuration the package ships; but only where the package shows every call
+    for it (the default then: a literal), which may differ from the default (mmagic 1.2.0 stable_diffusion/vae.py
+    ``UNetMidBlock2D``: ``attn_num_head_channels=1`` by default, None in both constructions). A call that spreads
+    ``*args``/``**kwargs`` may pass anything; a call in the file may pass a parameter of its own caller, followed up
+    to ``_DEPTH`` functions. No call at all leaves the default: a class the package only hands on
+    (``cls_model=GRU``) is built as its configuration says, and the default is the configuration the package
+    ships; but only where the package shows every call
     (``project.hidden_callers``: a snippet, a script or a package too large to read has callers no one knows).
     ``called``: only where the package shows at least one call (a class no call builds may be built from a user's
     configuration file with any value)."""

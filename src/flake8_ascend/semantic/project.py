@@ -551,7 +551,9 @@ def sole_binding(root: str, word: bytes) -> Optional[bytes]:
         return None
     spelled = re.escape(word)
     whole = re.compile(rb"(?<![A-Za-z0-9_])" + spelled + rb"(?![A-Za-z0-9_])")
-    read = re.compile(rb"\." + spelled + rb"(?![A-Za-z0-9_])(?![ \t]*(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=))")
+    # ``.word`` not followed by ``=``, ``+=``..., nor by ``:`` and a ``=`` (``self.word: bool = True``)
+    read = re.compile(rb"\." + spelled
+                      + rb"(?![A-Za-z0-9_])(?![ \t]*(?:(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)|:[^\n]*=))")
     binding = re.compile(rb"^[ \t]+" + spelled + rb"[ \t]*(?::[^=\n]*)?=(?!=)[^\n]*$", re.M)
     found = []  # (text, match) of each binding
     for text in texts:
