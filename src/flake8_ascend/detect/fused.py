@@ -609,10 +609,10 @@ def _in_untaken(lineage, ctx) -> bool:
     with at least one call), and that value decides it (coqui 0.27.2 utils/measures.py:13, ``if binary:`` where no
     call passes ``binary=True``; espnet 202511 uhifigan/sine_generator.py:66, the ``else`` of ``if not
     self.flag_for_pulse:`` where the one construction leaves it False); or ``self.x`` that ``__init__`` computes
-    once from such parameters (mmagic 1.2.0 stable_diffusion/vae.py:291, ``self.num_heads = channels //
-    num_head_channels if num_head_channels is not None else 1`` where every construction passes None); or a field
-    that the project only reads (``field_left_at_default``: litgpt 0.5.13 model.py:506,
-    ``if self.config.rope_interleave:``)."""
+    once from such parameters, not from constants alone (mmagic 1.2.0 stable_diffusion/vae.py:291,
+    ``self.num_heads = channels // num_head_channels if num_head_channels is not None else 1`` where every
+    construction passes None); or a field that the project only reads (``field_left_at_default``: litgpt 0.5.13
+    model.py:506, ``if self.config.rope_interleave:``)."""
     reading = set()  # the ``self.x`` being computed: a class whose stores read each other decides nothing
 
     def known(expr: ast.AST) -> object:
@@ -622,8 +622,9 @@ def _in_untaken(lineage, ctx) -> bool:
         if found:
             return value
         stored = ctx.model.stored(expr)
-        if stored is None or id(stored) in reading:
-            return _UNDECIDED
+        if stored is None or id(stored) in reading or not any(
+                ctx.model.parameter(n) for n in ast.walk(stored) if isinstance(n, ast.Name)):
+            return _UNDECIDED  # a flag ``__init__`` sets to a constant, that others turn on (yolov5 ``m.export = True``)
         reading.add(id(stored))
         value = _decided(stored, known)
         reading.discard(id(stored))
