@@ -624,7 +624,7 @@ def _in_untaken(lineage, ctx) -> bool:
         stored = ctx.model.stored(expr)
         if stored is None or id(stored) in reading or not any(
                 ctx.model.parameter(n) for n in ast.walk(stored) if isinstance(n, ast.Name)):
-            return _UNDECIDED  # a flag ``__init__`` sets to a constant, that others turn on (yolov5 ``m.export = True``)
+            return _UNDECIDED  # a flag ``__init__`` sets to a constant: others turn it on (yolov5 ``m.export = True``)
         reading.add(id(stored))
         value = _decided(stored, known)
         reading.discard(id(stored))
