@@ -543,6 +543,134 @@ def test_near_miss_a_branch_some_value_may_take_is_reported(tmp_path, caller, in
     assert _codes(tmp_path, "pkg/measures.py", "ASC304") == [7, 21]
 
 
+# mmagic 1.2.0 editors/stable_diffusion/vae.py:261-345, 384-451, 617-624: ``__init__`` computes ``self.num_heads`` from
+# a parameter that both constructions set to None (not the default, 1), so the ``num_heads > 1`` branch never runs
+VAE = """\
+import torch
+import torch.nn as nn
+
+
+class AttentionBlock(nn.Module):
+    def __init__(self, channels, num_head_channels=None):
+        super().__init__()
+        self.num_heads = channels // num_head_channels if num_head_channels is not None else 1
+        self.query = nn.Linear(channels, channels)
+        self.key = nn.Linear(channels, channels)
+
+    def forward(self, x):
+        query, key = self.query(x), self.key(x)
+        if self.num_heads > 1:
+            return torch.matmul(query, key.transpose(-1, -2))
+        return torch.baddbmm(x, query, key)
+
+
+class UNetMidBlock2D(nn.Module):
+    def __init__(self, channels, attn_num_head_channels=1):
+        super().__init__()
+        self.attention = AttentionBlock(channels, num_head_channels=attn_num_head_channels)
+
+
+class Encoder(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.mid_block = UNetMidBlock2D(channels, attn_num_head_channels=None)
+
+
+class Decoder(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.mid_block = UNetMidBlock2D(channels, attn_num_head_channels=None)
+"""
+
+
+@pytest.mark.parametrize("vae, lines", [
+    (VAE, []),
+    # near misses: a construction that leaves the default (1 head channel: many heads), one that passes another
+    # value; ``num_heads`` set again in a method
+    (VAE[:VAE.rindex(", attn_num_head_channels=None")] + ")\n", [15]),
+    (VAE[:VAE.rindex("None")] + "64)\n", [15]),
+    (VAE.replace("        return torch.baddbmm", "        self.num_heads = 2\n        return torch.baddbmm"), [15]),
+    # a constant ``__init__`` stores: another module may change it (yolov5 7.0 export.py:720, ``m.export = True``)
+    (VAE.replace("channels // num_head_channels if num_head_channels is not None else 1", "1"), [15]),
+])
+def test_a_branch_a_value_init_computes_never_takes_is_silent(tmp_path, vae, lines):
+    _write_package(tmp_path, "", {"vae.py": vae})
+    assert _codes(tmp_path, "pkg/vae.py", "ASC303") == lines
+
+
+# litgpt 0.5.13 config.py:87 and model.py:506-508, 1176-1206: a configuration field that no configuration sets, and
+# the function only its branch calls
+LITGPT_CONFIG = """\
+from dataclasses import dataclass
+
+
+@dataclass
+class Config:
+    n_head: int = 8
+    rope_interleave: bool = False
+"""
+LITGPT_MODEL = """\
+import torch
+
+
+def apply_rope(x, cos, sin):
+    half = x.size(-1) // 2
+    x1 = x[..., :half]
+    x2 = x[..., half:]
+    rotated = torch.cat((-x2, x1), dim=-1)
+    return x * cos + rotated * sin
+
+
+def apply_rope_interleave(x, cos, sin):
+    half = x.size(-1) // 2
+    x1 = x[..., :half]
+    x2 = x[..., half:]
+    rotated = torch.cat((-x2, x1), dim=-1)
+    return x * cos + rotated * sin
+
+
+class CausalSelfAttention(torch.nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+
+    def forward(self, q, cos, sin):
+        if self.config.rope_interleave:
+            return apply_rope_interleave(q, cos, sin)
+        return apply_rope(q, cos, sin)
+"""
+
+
+@pytest.mark.parametrize("extra, lines", [
+    ({}, [8]),
+    # near misses: a configuration that sets the field (a keyword, a YAML key, a store), a project that names the
+    # function elsewhere (an import), a call outside the branch, a second binding of the field
+    ({"pkg/configs.py": "configs = [dict(name='x', rope_interleave=True)]\n"}, [8, 16]),
+    ({"configs/x.yaml": "rope_interleave: true\n"}, [8, 16]),
+    ({"pkg/train.py": "def setup(config):\n    config.rope_interleave = True\n"}, [8, 16]),
+    ({"pkg/train.py": "class Setup:\n    def __init__(self):\n        self.rope_interleave: bool = True\n"}, [8, 16]),
+    ({"pkg/other.py": "from .model import apply_rope_interleave\n"}, [8, 16]),
+    ({"pkg/model.py": LITGPT_MODEL + "\n\ndef mix(q, cos, sin):\n    return apply_rope_interleave(q, cos, sin)\n"},
+     [8, 16]),
+    ({"pkg/config.py": LITGPT_CONFIG + "\n\nclass Gemma(Config):\n    rope_interleave: bool = True\n"}, [8, 16]),
+    # a function's local of that name, no class's field
+    ({"pkg/config.py": LITGPT_CONFIG.replace("    rope_interleave: bool = False\n", "\n\ndef defaults():\n"
+                                             "    rope_interleave: bool = False\n    return 0\n")}, [8, 16]),
+])
+def test_a_function_only_an_unset_field_calls_is_silent(tmp_path, extra, lines):
+    _write_package(tmp_path, "", {"config.py": LITGPT_CONFIG, "model.py": LITGPT_MODEL})
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'pkg'\n")
+    for rel, text in extra.items():
+        (tmp_path / rel).parent.mkdir(exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert _codes(tmp_path, "pkg/model.py", "ASC304") == lines
+
+
+def test_near_miss_a_field_is_unknown_without_a_project(tmp_path):
+    _write_package(tmp_path, "", {"config.py": LITGPT_CONFIG, "model.py": LITGPT_MODEL})
+    assert _codes(tmp_path, "pkg/model.py", "ASC304") == [8, 16]
+
+
 # coqui-tts 0.27.2 tts/layers/xtts/stream_generator.py:466-473: a library module's ``__main__`` block tries the
 # module out on a model of its own; gpt.py imports the module
 STREAM_GENERATOR = """\

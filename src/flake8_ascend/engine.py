@@ -179,6 +179,14 @@ class Context:
         """The file's path for ``semantic/project.py``; None for stdin."""
         return module_path(self.path, self.config)
 
+    def project_root(self) -> Optional[str]:
+        """Where the file's project begins (``semantic/project.py``); None for stdin, a file that is not on disk
+        (no part of the project read) or a project no folder marks."""
+        path = self.module_path()
+        if path is None or not os.path.isfile(path):
+            return None
+        return project.project_root(os.path.dirname(os.path.abspath(path)))
+
     def memo(self, key: str, build: Callable[["Context"], T]) -> T:
         """A per-file result several rules share (e.g. the training-loop analysis), built on first use."""
         found = self._memo.get(key, _UNSET)

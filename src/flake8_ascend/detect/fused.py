@@ -16,9 +16,10 @@ import re
 from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 
 from ..calls import integer
+from ..semantic import project
 from ..semantic.flow import MAX_DEPTH, Flow
 from ..semantic.summaries import enclosing_class
-from .left_default import left_at_default
+from .left_default import field_left_at_default, left_at_default
 from .training import source_text
 from ..walk import parameter_defaults, walk_tree
 
@@ -89,10 +90,13 @@ def _bindings(body: List[ast.stmt], attr: str, known: Known, reachable: bool):
 
 def _decided(test: ast.AST, known: Known) -> object:
     """The value of an ``if`` test given the values ``known`` gives of names and attributes: constants, ``not``,
-    ``and``/``or``, one comparison (``==``, ``is not``, ``in``, ``>``...), a string's ``.lower()``/``.upper()``; else
-    _UNDECIDED."""
+    ``and``/``or``, one comparison (``==``, ``is not``, ``in``, ``>``...), a string's ``.lower()``/``.upper()``, a
+    conditional expression; else _UNDECIDED."""
     if isinstance(test, ast.Constant):
         return test.value
+    if isinstance(test, ast.IfExp):
+        value = _decided(test.test, known)
+        return value if value is _UNDECIDED else _decided(test.body if value else test.orelse, known)
     if isinstance(test, (ast.Name, ast.Attribute)):
         return known(test)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
@@ -573,17 +577,60 @@ def other_branch_calls(node: ast.AST, ctx, name: str) -> bool:
 
 
 def untaken_branch(node: ast.AST, ctx) -> bool:
-    """``node`` is in a branch of an ``if`` of its function that the values its parameters keep never take: the
-    test reads parameters (or ``self.x`` stored from one) that every call in the package leaves at, or passes as,
-    one literal (``left_at_default``, with at least one call), and that value decides it (coqui 0.27.2
-    utils/measures.py:13, ``if binary:`` where no call passes ``binary=True``; espnet 202511
-    uhifigan/sine_generator.py:66, the ``else`` of ``if not self.flag_for_pulse:`` where the one construction leaves
-    it False). The pattern there never runs as the package builds its models."""
+    """``node`` is in a branch of an ``if`` of its function that the values its parameters keep never take
+    (``_in_untaken``), or in a module-level function that the project calls only from such branches of its file
+    (litgpt 0.5.13 model.py:1176 ``apply_rope_interleave``, called under ``if self.config.rope_interleave:``
+    alone). The pattern there never runs as the package builds its models."""
+    if _in_untaken(ctx.lineage(node), ctx):
+        return True
+    top = ctx.stack[1] if len(ctx.stack) > 1 else None
+    return isinstance(top, _FUNCTIONS) and ctx.memo(f"fused.called_untaken.{id(top)}",
+                                                    lambda c: _called_untaken(c, top))
+
+
+def _called_untaken(ctx, function: ast.AST) -> bool:
+    """Every call of ``function`` is ``name(...)`` in its file, in an untaken branch, and no other word of the
+    project names it (an import, a value handed on, a configuration string: ``project.word_count``)."""
+    calls = [c for c in ctx.model.calls(function.name) if isinstance(c.func, ast.Name)]
+    root = ctx.project_root() if calls and not function.decorator_list else None
+    if root is None or project.word_count(root, function.name.encode()) != 1 + len(calls):
+        return False
+    for call in calls:
+        path = [*ctx.model.ancestors(call), call]
+        if not _in_untaken(zip(reversed(path[:-1]), reversed(path[1:])), ctx):
+            return False
+    return True
+
+
+def _in_untaken(lineage, ctx) -> bool:
+    """The (parent, child) pairs ``lineage`` (outwards from a node) pass through a branch of an ``if`` of the
+    node's function that the values its parameters keep never take: the test reads parameters (or ``self.x``
+    stored from one) that every call in the package leaves at, or passes as, one literal (``left_at_default``,
+    with at least one call), and that value decides it (coqui 0.27.2 utils/measures.py:13, ``if binary:`` where no
+    call passes ``binary=True``; espnet 202511 uhifigan/sine_generator.py:66, the ``else`` of ``if not
+    self.flag_for_pulse:`` where the one construction leaves it False); or ``self.x`` that ``__init__`` computes
+    once from such parameters, not from constants alone (mmagic 1.2.0 stable_diffusion/vae.py:291,
+    ``self.num_heads = channels // num_head_channels if num_head_channels is not None else 1`` where every
+    construction passes None); or a field that the project only reads (``field_left_at_default``: litgpt 0.5.13
+    model.py:506, ``if self.config.rope_interleave:``)."""
+    reading = set()  # the ``self.x`` being computed: a class whose stores read each other decides nothing
+
     def known(expr: ast.AST) -> object:
         found, value = left_at_default(ctx, expr, called=True)
-        return value if found else _UNDECIDED
+        if not found:
+            found, value = field_left_at_default(ctx, expr)
+        if found:
+            return value
+        stored = ctx.model.stored(expr)
+        if stored is None or id(stored) in reading or not any(
+                ctx.model.parameter(n) for n in ast.walk(stored) if isinstance(n, ast.Name)):
+            return _UNDECIDED  # a flag ``__init__`` sets to a constant: others turn it on (yolov5 ``m.export = True``)
+        reading.add(id(stored))
+        value = _decided(stored, known)
+        reading.discard(id(stored))
+        return value
 
-    for parent, child in ctx.lineage(node):
+    for parent, child in lineage:
         if isinstance(parent, _SCOPES):
             return False
         if isinstance(parent, ast.If):

@@ -7,6 +7,7 @@ import ast
 from typing import Tuple
 
 from ..calls import MISSING, argument
+from ..semantic import project
 from ..walk import parameter_defaults
 from .device_defaults import exported_name, package_calls
 
@@ -29,10 +30,12 @@ def left_at_default(ctx, expr: ast.AST, depth: int = 0, called: bool = False) ->
     """(True, value) where ``expr`` is a parameter, or ``self.x`` that its class's ``__init__`` stores from one
     and nothing else assigns, of a module-level function or class that is no public interface
     (``package_calls``), has no subclass and whose every call in the package passes the same literal or nothing
-    for it (the default then: a literal). A call that spreads ``*args``/``**kwargs`` may pass anything; a call in
-    the file may pass a parameter of its own caller, followed up to ``_DEPTH`` functions. No call at all leaves
-    the default: a class the package only hands on (``cls_model=GRU``) is built as its configuration says, and the
-    default is the configuration the package ships; but only where the package shows every call
+    for it (the default then: a literal), which may differ from the default (mmagic 1.2.0 stable_diffusion/vae.py
+    ``UNetMidBlock2D``: ``attn_num_head_channels=1`` by default, None in both constructions). A call that spreads
+    ``*args``/``**kwargs`` may pass anything; a call in the file may pass a parameter of its own caller, followed up
+    to ``_DEPTH`` functions. No call at all leaves the default: a class the package only hands on
+    (``cls_model=GRU``) is built as its configuration says, and the default is the configuration the package
+    ships; but only where the package shows every call
     (``project.hidden_callers``: a snippet, a script or a package too large to read has callers no one knows).
     ``called``: only where the package shows at least one call (a class no call builds may be built from a user's
     configuration file with any value)."""
@@ -58,18 +61,34 @@ def _agreed(ctx, function: ast.AST, name: str, depth: int, called: bool) -> Tupl
     if model.receiver(function) is not None:
         positional = positional[1:]
     index = positional.index(name) if name in positional else None
+    agreed = []  # the one value every call gives, its default where it passes nothing
     for call in calls:
         passed = argument(call, name, index)
         if passed is None:
             return UNKNOWN
-        if passed is MISSING:
-            continue
-        found = constant(passed)
+        found = (True, value) if passed is MISSING else constant(passed)
         if not found[0] and id(call) in here and depth < _DEPTH:
             found = left_at_default(ctx, passed, depth + 1, called)
-        if not (found[0] and type(found[1]) is type(value) and found[1] == value):
+        if not found[0] or (agreed and not (type(found[1]) is type(agreed[0]) and found[1] == agreed[0])):
             return UNKNOWN
-    return True, value
+        agreed = agreed or [found[1]]
+    return True, agreed[0] if agreed else value
+
+
+def field_left_at_default(ctx, expr: ast.AST) -> Tuple[bool, object]:
+    """(True, value) for ``x.name`` where the project binds ``name`` once, to a literal, and elsewhere only reads it
+    (``project.sole_binding``): no call, configuration or command line sets the field, which keeps its default
+    (litgpt 0.5.13 config.py:87, ``rope_interleave: bool = False``, read as ``self.config.rope_interleave`` and
+    set by none of the configurations config.py ships)."""
+    root = ctx.project_root() if isinstance(expr, ast.Attribute) else None
+    line = project.sole_binding(root, expr.attr.encode()) if root else None
+    try:
+        statement = ast.parse(line.strip()).body[0] if line else None
+    except SyntaxError:
+        return UNKNOWN
+    if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None:
+        return constant(statement.value)
+    return UNKNOWN
 
 
 def _registered(ctx, function: ast.AST) -> bool:

@@ -54,5 +54,5 @@ def _unused(ctx, function: ast.FunctionDef) -> bool:
     own = project.words("".join(ctx.lines[function.lineno - 1:function.end_lineno]).encode()).count(word)
     if ctx.memo("words", lambda c: Counter(project.words(source_text(c).encode())))[word] != own:
         return False  # the file itself names it elsewhere: no need to read the project
-    root = project.project_root(os.path.dirname(os.path.abspath(path)))
+    root = ctx.project_root()
     return root is not None and project.word_count(root, word) == own

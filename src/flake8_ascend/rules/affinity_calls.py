@@ -6,7 +6,7 @@ from typing import Optional, Tuple
 
 from ..calls import integer, passed
 from ..detect import affinity
-from ..detect.fused import attention_fallback, attention_scores
+from ..detect.fused import attention_fallback, attention_scores, untaken_branch
 from ..registry import Rule
 from ..rewrite import Kind, Rewrite
 
@@ -213,8 +213,8 @@ class AffinityTorchCall(Rule):
 
     def _emit(self, node, ctx, api: str, why_not: str) -> None:
         entry = affinity.entries("torch")[api]
-        if not affinity.available(entry, ctx.data.version):
-            return
+        if not affinity.available(entry, ctx.data.version) or untaken_branch(node, ctx):
+            return  # a branch the package's values never take: nothing runs there (``untaken_branch``)
         target = entry["target"]
         note = f"not rewritten: {why_not}" if why_not else "ascend-analyse --fix rewrites it"
         ctx.report(node, self.code, f"use {target} instead of {api} (NPU affinity API, {affinity.since(entry)}; "

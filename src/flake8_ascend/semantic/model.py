@@ -93,8 +93,7 @@ class SemanticModel:
         of the enclosing ``def`` that its body never rebinds, or ``self.x`` that its class assigns once, in
         ``__init__``, from such a parameter (``self.dropout = dropout``). None otherwise."""
         if is_self_attribute(node):
-            cls = enclosing_class(self.scope(node))
-            node = _stored_once(cls.node, node.attr) if cls is not None else None
+            node = self.stored(node)
         if not isinstance(node, ast.Name):
             return None
         home = self.scope(node).home(node.id)
@@ -102,6 +101,12 @@ class SemanticModel:
         if len(bound) != 1 or bound[0].kind != PARAMETER or not isinstance(home.node, _FUNCTIONS):
             return None
         return home.node, node.id
+
+    def stored(self, node: ast.AST) -> Optional[ast.expr]:
+        """The value ``self.x = value`` stores where ``node`` reads ``self.x`` and its class assigns it once, in
+        ``__init__``; None otherwise."""
+        cls = enclosing_class(self.scope(node)) if is_self_attribute(node) else None
+        return _stored_once(cls.node, node.attr) if cls is not None else None
 
     def parameter_default(self, node: ast.AST) -> Optional[ast.expr]:
         """The default of the parameter ``node`` reads (``parameter``); None where it has none."""

@@ -540,6 +540,45 @@ def word_count(root: str, word: bytes) -> Optional[int]:
     return sum(len(whole.findall(text)) for text in texts if word in text)
 
 
+@lru_cache(maxsize=1024)
+def sole_binding(root: str, word: bytes) -> Optional[bytes]:
+    """The one line below ``root`` that binds ``word`` in a class's body (``word: bool = False``, a field) where
+    every other occurrence of the word in the project's text files reads it as an attribute (``cfg.word``, never
+    assigned to): no call, configuration file, command line or document sets it. None otherwise, and for a project
+    too large to read."""
+    texts = _texts(root)
+    if texts is None:
+        return None
+    spelled = re.escape(word)
+    whole = re.compile(rb"(?<![A-Za-z0-9_])" + spelled + rb"(?![A-Za-z0-9_])")
+    # ``.word`` not followed by ``=``, ``+=``..., nor by ``:`` and a ``=`` (``self.word: bool = True``)
+    read = re.compile(rb"\." + spelled
+                      + rb"(?![A-Za-z0-9_])(?![ \t]*(?:(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)|:[^\n]*=))")
+    binding = re.compile(rb"^[ \t]+" + spelled + rb"[ \t]*(?::[^=\n]*)?=(?!=)[^\n]*$", re.M)
+    found = []  # (text, match) of each binding
+    for text in texts:
+        if word in text:
+            bound = list(binding.finditer(text))
+            if len(whole.findall(text)) != len(read.findall(text)) + len(bound):
+                return None
+            found += [(text, match) for match in bound]
+    if len(found) != 1 or not _in_class_body(found[0][0], found[0][1].start()):
+        return None
+    return found[0][1].group()
+
+
+def _in_class_body(text: bytes, start: int) -> bool:
+    """Is the line at ``start`` in the body of a ``class`` (the nearest line above it indented less, comments and
+    blank lines aside, opens one), not a function's local?"""
+    line = text[start:start + 200]
+    indent = len(line) - len(line.lstrip(b" \t"))
+    for above in reversed(text[:start].splitlines()):
+        stripped = above.lstrip()
+        if stripped and not stripped.startswith(b"#") and len(above) - len(stripped) < indent:
+            return stripped.startswith(b"class ")
+    return False
+
+
 @lru_cache(maxsize=2)
 def _texts(root: str) -> Optional[List[bytes]]:
     """The text files below ``root`` (hidden folders, ``__pycache__`` and files over ``MAX_BYTES`` left out); None
