@@ -776,6 +776,9 @@ def test_a_script_whose_import_of_its_own_package_fails_is_left_out(tmp_path, im
     ("from pkg.lazy import anything", {"pkg/lazy.py": "def __getattr__(name):\n    return name\n"}),
     ("from pkg.nn import Linear", {"pkg/nn.py": "from torch.nn import *  # noqa: F403\n"}),
     ("from pkg.fast import kernel", {"pkg/fast.cpython-311-x86_64-linux-gnu.so": ""}),  # a compiled module
+    # modules a build writes, absent from a source tree: an extension not yet compiled, a generated version file
+    ("from pkg._ext import kernel", {}),
+    ("from pkg.version import __version__", {}),
 ])
 def test_near_miss_a_script_whose_imports_may_work_is_linted(tmp_path, imports, files):
     root = _tool_project(tmp_path, imports, files)

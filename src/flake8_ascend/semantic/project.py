@@ -613,8 +613,9 @@ MAX_STARS = 4  # star imports followed from a module to the modules that bind it
 
 def stale_script(path: str, tree: ast.AST) -> bool:
     """Is the module at ``path`` a script (in no package) whose top-level import of its own project's package fails:
-    ``from pkg.mod import name`` where the project's ``pkg/mod`` is missing or binds no ``name``? Python stops at
-    that line, so no line of it runs: a tool left from an older release of its package (mmaction2 1.2.0
+    ``from pkg.mod import name`` where the project's ``pkg/mod`` is missing (and is no module a build writes, such
+    as ``_version`` or a compiled ``_ext``) or binds no ``name``? Python stops at that line, so no line of it runs:
+    a tool left from an older release of its package (mmaction2 1.2.0
     ``.mim/tools/analysis_tools/benchmark.py``, ``from mmaction.datasets import build_dataloader``; mmpose 1.3.2
     ``.mim/tools/misc/keypoints2coco_without_mmdet.py``, ``from mmpose.apis import init_pose_model``, both from the
     mmcv 1.x era). Only unconditional imports count (one in a ``try`` or under an ``if`` may be meant to fail), only
@@ -656,8 +657,9 @@ def _lacks(package: str, dotted: str, names: List[str]) -> bool:
     """Does the package at ``package`` lack the module ``dotted``, or does that module bind none of some name in
     ``names``?"""
     base = os.path.join(os.path.dirname(package), *dotted.split("."))
-    if not _present(base):
-        return os.path.isdir(os.path.dirname(base))  # the module is gone from a folder that is there
+    if not _present(base):  # gone from a folder that is there, unless the build writes it (``_version.py``, ``_C``)
+        leaf = os.path.basename(base)
+        return os.path.isdir(os.path.dirname(base)) and not (leaf.startswith("_") or leaf == "version")
     return any(name != "*" and _may_bind(package, base, name, MAX_STARS) is False for name in names)
 
 
