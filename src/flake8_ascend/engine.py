@@ -35,7 +35,7 @@ from .registry import Rule, all_rules
 from .rewrite import Rewrite
 from .semantic import project
 from .semantic.model import SemanticModel
-from .walk import child_fields, fields_table
+from .walk import child_fields, fields_table, lineage
 
 T = TypeVar("T")
 _UNSET = object()  # a memo's "not asked yet" (None is an answer)
@@ -207,8 +207,7 @@ class Context:
 
     def lineage(self, node: ast.AST) -> Iterator[Tuple[ast.AST, ast.AST]]:
         """(parent, child) pairs from ``node`` (the checked node) outwards: its parent with it, then upwards."""
-        path = [*self.stack, node]
-        return zip(reversed(path[:-1]), reversed(path[1:]))
+        return lineage(self.stack, node)
 
     # -- reporting ---------------------------------------------------------
     def report(self, node: ast.AST, code: str, message: str, api: str = "", tips: str = "",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections import deque
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 # Fields that never hold a node worth visiting: names, flags, contexts and operator singletons.
 _SKIPPED_FIELDS = frozenset(
@@ -41,6 +41,13 @@ def iter_children(node: ast.AST) -> Iterator[ast.AST]:
                     yield item
         elif isinstance(value, ast.AST):
             yield value
+
+
+def lineage(ancestors: Sequence[ast.AST], node: ast.AST) -> Iterator[Tuple[ast.AST, ast.AST]]:
+    """(parent, child) pairs from ``node`` outwards, given its ``ancestors`` outermost first: its parent with it, then
+    upwards."""
+    path = [*ancestors, node]
+    return zip(reversed(path[:-1]), reversed(path[1:]))
 
 
 def walk_tree(node: ast.AST) -> Iterator[ast.AST]:

@@ -21,7 +21,7 @@ from ..semantic.flow import MAX_DEPTH, Flow
 from ..semantic.summaries import enclosing_class
 from .left_default import field_left_at_default, left_at_default
 from .training import source_text
-from ..walk import parameter_defaults, walk_tree
+from ..walk import lineage, parameter_defaults, walk_tree
 
 Span = Tuple[ast.AST, ast.AST]
 MODULE_OPS = {"torch.nn.SiLU": "silu", "torch.nn.GELU": "gelu", "torch.nn.LayerNorm": "layer_norm",
@@ -596,8 +596,7 @@ def _called_untaken(ctx, function: ast.AST) -> bool:
     if root is None or project.word_count(root, function.name.encode()) != 1 + len(calls):
         return False
     for call in calls:
-        path = [*ctx.model.ancestors(call), call]
-        if not _in_untaken(zip(reversed(path[:-1]), reversed(path[1:])), ctx):
+        if not _in_untaken(lineage(ctx.model.ancestors(call), call), ctx):
             return False
     return True
 

@@ -36,6 +36,7 @@ import ast
 from typing import Dict, Sequence
 
 from ..semantic.model import SemanticModel
+from ..walk import lineage
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -126,8 +127,7 @@ class OncePerCall:
 
 def _error_path(node: ast.AST, ancestors: Sequence[ast.AST]) -> bool:
     """Is ``node`` in the body of an ``if`` that ends in ``raise`` (not in a def nested below that ``if``)?"""
-    path = [*ancestors, node]
-    for parent, child in zip(reversed(path[:-1]), reversed(path[1:])):
+    for parent, child in lineage(ancestors, node):
         if isinstance(parent, _FUNCTIONS + (ast.Lambda, ast.ClassDef)):
             return False
         if isinstance(parent, ast.If) and parent.body and isinstance(parent.body[-1], ast.Raise) and any(

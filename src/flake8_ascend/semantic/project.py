@@ -536,8 +536,13 @@ def word_count(root: str, word: bytes) -> Optional[int]:
     texts = _texts(root)
     if texts is None:
         return None
-    whole = re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(word) + rb"(?![A-Za-z0-9_])")
+    whole = _whole_word(word)
     return sum(len(whole.findall(text)) for text in texts if word in text)
+
+
+def _whole_word(word: bytes) -> "re.Pattern[bytes]":
+    """``word`` where it stands as a whole word (as ``words`` splits them)."""
+    return re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(word) + rb"(?![A-Za-z0-9_])")
 
 
 @lru_cache(maxsize=1024)
@@ -550,7 +555,7 @@ def sole_binding(root: str, word: bytes) -> Optional[bytes]:
     if texts is None:
         return None
     spelled = re.escape(word)
-    whole = re.compile(rb"(?<![A-Za-z0-9_])" + spelled + rb"(?![A-Za-z0-9_])")
+    whole = _whole_word(word)
     # ``.word`` not followed by ``=``, ``+=``..., nor by ``:`` and a ``=`` (``self.word: bool = True``)
     read = re.compile(rb"\." + spelled
                       + rb"(?![A-Za-z0-9_])(?![ \t]*(?:(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)|:[^\n]*=))")
