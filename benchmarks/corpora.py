@@ -115,6 +115,16 @@ CORPORA = [
     Corpus("lightning_bolts", "lightning-bolts==0.7.0", sdist=False, split="tuning"),
     Corpus("ms_swift", "ms-swift==4.6.0", sdist=False, split="tuning"),
     Corpus("nemo", "nemo-toolkit==2.5.0", sdist=False, split="tuning"),
+    # Added to the tuning side on 2026-12-07 (twenty-first round, twenty-second session), before any of their findings
+    # was read, again from the test side's families: an LLM training platform on trl, a Lightning library of
+    # probabilistic models, a Lightning time-series foundation model, an OCR engine on Lightning, an OCR toolkit of
+    # transformer models, a speech synthesis trainer on accelerate.
+    Corpus("oumi", "oumi==0.9", sdist=False, split="tuning"),
+    Corpus("scvi_tools", "scvi-tools==1.4.2", sdist=False, split="tuning"),
+    Corpus("uni2ts", "uni2ts==2.0.0", sdist=False, split="tuning"),
+    Corpus("kraken", "kraken==7.1.1", sdist=False, split="tuning"),
+    Corpus("surya", "surya-ocr==0.22.1", sdist=False, split="tuning"),
+    Corpus("f5_tts", "f5-tts==1.1.22", sdist=False, split="tuning"),
     Corpus("trl", "trl==1.16.0", sdist=False, split="test"),
     Corpus("pytorch_forecasting", "pytorch-forecasting==1.8.0", sdist=False, split="test"),
     Corpus("mmocr", "mmocr==1.0.1", sdist=False, split="test"),
