@@ -118,6 +118,41 @@ def test_a_method_called_only_beside_sdpa_is_the_fallback():
     assert ask(also, ast.Return, attention_fallback) == [False, False, False]
 
 
+# surya 0.22.1 common/rfdetr/models/backbone/dinov2_with_windowed_attn.py:351-441, 594-609, 741: transformers'
+# layout before 4.48, an SDPA subclass of the eager attention class in the same module, picked by
+# ``config._attn_implementation`` in a model that declares ``_supports_sdpa = True``
+SDPA_SUBCLASS = """
+    import torch
+    class SelfAttention(torch.nn.Module):
+        def forward(self, q, k, v, output_attentions=False):
+            return torch.matmul(torch.matmul(q, k.transpose(-1, -2)).softmax(dim=-1), v)
+    class SdpaSelfAttention(SelfAttention):
+        def forward(self, q, k, v, output_attentions=False):
+            if output_attentions:
+                return super().forward(q, k, v, output_attentions=output_attentions)
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    CLASSES = {"eager": SelfAttention, "sdpa": SdpaSelfAttention}
+    class Layer(torch.nn.Module):
+        def __init__(self, config):
+            self.attention = CLASSES[config._attn_implementation](config)
+    class PreTrainedModel:
+        _supports_sdpa = True
+"""
+
+
+def test_a_method_a_same_module_subclass_overrides_with_sdpa_is_the_fallback():
+    assert ask(SDPA_SUBCLASS, ast.Return, attention_fallback) == [True, False, False]
+    # near misses: a model without _supports_sdpa; a class picked by the project's own configuration field
+    # (xtuner 0.2.0 tools/model_converters/modeling_internlm2_reward/modeling_internlm2.py:701, whose
+    # configuration defaults it to "eager"); the SDPA subclass in another module (here: only an import of it)
+    assert ask(SDPA_SUBCLASS.replace("True", "False"), ast.Return, attention_fallback) == [False, False, False]
+    assert ask(SDPA_SUBCLASS.replace("._attn_implementation", ".attn_implementation"), ast.Return,
+               attention_fallback) == [False, False, False]
+    start, end = SDPA_SUBCLASS.index("    class SdpaSelfAttention"), SDPA_SUBCLASS.index("    CLASSES")
+    elsewhere = "    from .sdpa import SdpaSelfAttention\n" + SDPA_SUBCLASS[:start] + SDPA_SUBCLASS[end:]
+    assert ask(elsewhere, ast.Return, attention_fallback) == [False]
+
+
 # diffusers BasicTransformerBlock.forward: one add, then a layer norm in each of three branches; the engine
 # reports the add once, not once per norm that closes the pattern.
 ADD_THEN_NORMS = """
