@@ -111,7 +111,8 @@ def _one_tensor(call: ast.Call) -> bool:
 # the ATen op each torch optimizer runs with ``fused=True`` (torch 2.13 optim/adam.py:877, AdamW being Adam with
 # decoupled_weight_decay=True, adamw.py:48; optim/sgd.py:529); torch lets the privateuse1 backend, the NPU, take it
 # (utils/_foreach_utils.py:13-23, _get_fused_kernels_supported_devices)
-_FUSED_OPS = {"torch.optim.Adam": "_fused_adam_", "torch.optim.AdamW": "_fused_adamw_", "torch.optim.SGD": "_fused_sgd_"}
+_FUSED_OPS = {"torch.optim.Adam": "_fused_adam_", "torch.optim.AdamW": "_fused_adamw_",
+              "torch.optim.SGD": "_fused_sgd_"}
 
 
 def _fused_on_npu(call: ast.Call, qualname: str, ctx) -> bool:
