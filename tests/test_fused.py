@@ -3,6 +3,7 @@ import ast
 
 from flake8_ascend.detect.fused import (attention_fallback, attention_scores, function_patterns, module_ops,
                                         sdpa_in_other_branch)
+from conftest import run_rules
 from probe import ask
 
 
@@ -116,6 +117,84 @@ def test_a_method_called_only_beside_sdpa_is_the_fallback():
         == [False, False, False]
     also = FACTORED.replace("            return out", "            return out + self._eager_attention(q, k, v)")
     assert ask(also, ast.Return, attention_fallback) == [False, False, False]
+
+
+# surya 0.22.1 common/rfdetr/models/backbone/dinov2_with_windowed_attn.py:351-441, 594-609, 741: transformers'
+# layout before 4.48, an SDPA subclass of the eager attention class in the same module, picked by
+# ``config._attn_implementation`` in a model that declares ``_supports_sdpa = True``
+SDPA_SUBCLASS = """
+    import torch
+    class SelfAttention(torch.nn.Module):
+        def forward(self, q, k, v, output_attentions=False):
+            return torch.matmul(torch.matmul(q, k.transpose(-1, -2)).softmax(dim=-1), v)
+    class SdpaSelfAttention(SelfAttention):
+        def forward(self, q, k, v, output_attentions=False):
+            if output_attentions:
+                return super().forward(q, k, v, output_attentions=output_attentions)
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    CLASSES = {"eager": SelfAttention, "sdpa": SdpaSelfAttention}
+    class Layer(torch.nn.Module):
+        def __init__(self, config):
+            self.attention = CLASSES[config._attn_implementation](config)
+    class PreTrainedModel:
+        _supports_sdpa = True
+"""
+
+
+def test_a_method_a_same_module_subclass_overrides_with_sdpa_is_the_fallback():
+    assert ask(SDPA_SUBCLASS, ast.Return, attention_fallback) == [True, False, False]
+    # near misses: a model without _supports_sdpa; a class picked by the project's own configuration field
+    # (xtuner 0.2.0 tools/model_converters/modeling_internlm2_reward/modeling_internlm2.py:701, whose
+    # configuration defaults it to "eager"); the SDPA subclass in another module (here: only an import of it)
+    assert ask(SDPA_SUBCLASS.replace("True", "False"), ast.Return, attention_fallback) == [False, False, False]
+    assert ask(SDPA_SUBCLASS.replace("._attn_implementation", ".attn_implementation"), ast.Return,
+               attention_fallback) == [False, False, False]
+    start, end = SDPA_SUBCLASS.index("    class SdpaSelfAttention"), SDPA_SUBCLASS.index("    CLASSES")
+    elsewhere = "    from .sdpa import SdpaSelfAttention\n" + SDPA_SUBCLASS[:start] + SDPA_SUBCLASS[end:]
+    assert ask(elsewhere, ast.Return, attention_fallback) == [False]
+
+
+# the same layout as surya spells it (dinov2_with_windowed_attn.py:375-441): ASC303 and ASC603 stay quiet on the
+# eager forward, and report it again in a model without SDPA support
+SDPA_SUBCLASS_SURYA = """
+import math
+import torch
+from torch import nn
+class SelfAttention(nn.Module):
+    def forward(self, hidden_states, head_mask=None, output_attentions: bool = False):
+        query_layer = self.transpose_for_scores(self.query(hidden_states))
+        key_layer = self.transpose_for_scores(self.key(hidden_states))
+        value_layer = self.transpose_for_scores(self.value(hidden_states))
+        attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))
+        attention_scores = attention_scores / math.sqrt(self.attention_head_size)
+        attention_probs = nn.functional.softmax(attention_scores, dim=-1)
+        attention_probs = self.dropout(attention_probs)
+        context_layer = torch.matmul(attention_probs, value_layer)
+        return (context_layer, attention_probs) if output_attentions else (context_layer,)
+class SdpaSelfAttention(SelfAttention):
+    def forward(self, hidden_states, head_mask=None, output_attentions: bool = False):
+        if output_attentions:
+            return super().forward(hidden_states=hidden_states, head_mask=head_mask, output_attentions=True)
+        query_layer = self.transpose_for_scores(self.query(hidden_states))
+        key_layer = self.transpose_for_scores(self.key(hidden_states))
+        value_layer = self.transpose_for_scores(self.value(hidden_states))
+        context_layer = torch.nn.functional.scaled_dot_product_attention(query_layer, key_layer, value_layer, head_mask)
+        return context_layer, None
+ATTENTION_CLASSES = {"eager": SelfAttention, "sdpa": SdpaSelfAttention}
+class Layer(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.attention = ATTENTION_CLASSES[config._attn_implementation](config)
+class PreTrainedModel:
+    _supports_sdpa = True
+"""
+
+
+def test_the_rules_leave_the_eager_method_of_an_sdpa_subclass_alone():
+    assert run_rules(SDPA_SUBCLASS_SURYA, codes=["ASC303", "ASC304", "ASC603"]) == []
+    unsupported = SDPA_SUBCLASS_SURYA.replace("_supports_sdpa = True", "_supports_sdpa = False")
+    assert [(f.line, f.code) for f in run_rules(unsupported, codes=["ASC303", "ASC304", "ASC603"])] == [
+        (10, "ASC303"), (14, "ASC603")]
 
 
 # diffusers BasicTransformerBlock.forward: one add, then a layer norm in each of three branches; the engine

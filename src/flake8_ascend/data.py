@@ -72,6 +72,8 @@ class VersionData:
             api: tuple(row) for api, row in raw.get("official", {}).items()}
         self.restrictions: Dict[str, dict] = raw.get("restrictions", {})  # facts of each partial row's note
         self.npu_all = frozenset(raw.get("npu_all", ()))
+        # ATen base names with an NPU kernel in the wheel's npu_native_functions yaml (empty: no wheel, unknown)
+        self.aten_npu_ops = frozenset(raw.get("aten_npu_ops", ()))
         # status -> the last part of every API some table gives it (``tails``), and of every ``torch.Tensor``
         # method (``method_tails``): an attribute spelled otherwise names no API of that status, a method only when
         # its chain resolves to an import, which spares ASC101-103 resolving it

@@ -512,22 +512,27 @@ def sdpa_in_other_branch(node: ast.AST, ctx) -> bool:
 # transformers' attention dispatch: ``attention_interface = eager_attention_forward`` unless the configuration's
 # ``_attn_implementation`` names an entry of ``ALL_ATTENTION_FUNCTIONS``; a model class that declares
 # ``_supports_sdpa = True`` gets "sdpa" by default, which torch_npu runs as its fused attention
+# (transformers 4.57.6 modeling_utils.py:2695, ``get_correct_attn_implementation``: "sdpa" when none is requested,
+# "eager" only when ``_sdpa_can_dispatch`` fails, as it does without ``_supports_sdpa``)
 _SUPPORTS_SDPA = re.compile(r"\b_supports_sdpa\s*=\s*True\b")
+_PICKED_BY_TRANSFORMERS = re.compile(r"\._attn_implementation\b")
 
 
 def attention_fallback(node: ast.AST, ctx) -> bool:
     """``node`` is on a hand-written attention path the model does not take by default: a branch beside one that
-    calls SDPA (``sdpa_in_other_branch``), or ``eager_attention_forward`` in a module that dispatches through
-    ``ALL_ATTENTION_FUNCTIONS`` and whose model supports SDPA (transformers 4.57.6's modeling files, xtuner's
-    internlm3 copy): rewriting it gains nothing by default."""
+    calls SDPA (``sdpa_in_other_branch``), a method called only from such a branch (``_fallback_methods``) or
+    overridden by an SDPA subclass that transformers picks (``_sdpa_overridden``), or ``eager_attention_forward`` in
+    a module that dispatches through ``ALL_ATTENTION_FUNCTIONS`` and whose model supports SDPA (transformers
+    4.57.6's modeling files, xtuner's internlm3 copy): rewriting it gains nothing by default."""
     if sdpa_in_other_branch(node, ctx):
         return True
     function = ctx.enclosing(ast.FunctionDef, ast.AsyncFunctionDef)
     if function is None:
         return False
     cls = ctx.enclosing(ast.ClassDef)
-    if cls is not None and any(m is function for m in cls.body) and function.name in ctx.memo(
-            f"fused.fallback_methods.{id(cls)}", lambda c: _fallback_methods(cls, c.model)):
+    if cls is not None and any(m is function for m in cls.body) and (function.name in ctx.memo(
+            f"fused.fallback_methods.{id(cls)}", lambda c: _fallback_methods(cls, c.model)) or function.name in
+            ctx.memo(f"fused.sdpa_overridden.{id(cls)}", lambda c: _sdpa_overridden(cls, c))):
         return True
     return function.name == "eager_attention_forward" and ctx.memo("fused.dispatches_attention", _dispatches_attention)
 
@@ -553,6 +558,25 @@ def _fallback_methods(cls: ast.ClassDef, model) -> FrozenSet[str]:
                     fallback.update(id(c) for s in branch for c in _self_calls(s, names))
     sites = {name: [c for c in model.calls(name) if isinstance(c.func, ast.Attribute)] for name in names}
     return frozenset(name for name in names if sites[name] and all(id(s) in fallback for s in sites[name]))
+
+
+def _sdpa_overridden(cls: ast.ClassDef, ctx) -> FrozenSet[str]:
+    """Methods of ``cls`` that a subclass in the same module overrides with one calling SDPA, in a module whose model
+    supports SDPA and picks its attention class by the configuration's ``_attn_implementation``: the layout of
+    transformers before 4.48, copied into many projects (surya 0.22.1 rfdetr/.../dinov2_with_windowed_attn.py:411,
+    ``Dinov2WithRegistersSdpaSelfAttention(Dinov2WithRegistersSelfAttention)``, chosen by
+    ``ATTENTION_CLASSES[config._attn_implementation]``). transformers picks "sdpa", so the base class's hand-written
+    method is the fallback (the subclass calls it back only for ``output_attentions``). A class chosen by a field of
+    the project's own configuration (``config.attn_implementation``, xtuner's internlm2 defaulting to "eager") is not
+    one."""
+    source = source_text(ctx)
+    if not (_SUPPORTS_SDPA.search(source) and _PICKED_BY_TRANSFORMERS.search(source)):
+        return frozenset()
+    overridden = set()
+    for sub in ctx.tree.body:
+        if isinstance(sub, ast.ClassDef) and any(isinstance(b, ast.Name) and b.id == cls.name for b in sub.bases):
+            overridden.update(m.name for m in sub.body if isinstance(m, _FUNCTIONS) and _calls([m], _SDPA))
+    return frozenset(overridden)
 
 
 def _dispatches_attention(ctx) -> bool:

@@ -108,6 +108,23 @@ def _one_tensor(call: ast.Call) -> bool:
         params.elts[0], (ast.Starred, ast.Dict, ast.ListComp, ast.GeneratorExp, ast.Call))
 
 
+# the ATen op each torch optimizer runs with ``fused=True`` (torch 2.13 optim/adam.py:877, AdamW being Adam with
+# decoupled_weight_decay=True, adamw.py:48; optim/sgd.py:529); torch lets the privateuse1 backend, the NPU, take it
+# (utils/_foreach_utils.py:13-23, _get_fused_kernels_supported_devices)
+_FUSED_OPS = {"torch.optim.Adam": "_fused_adam_", "torch.optim.AdamW": "_fused_adamw_",
+              "torch.optim.SGD": "_fused_sgd_"}
+
+
+def _fused_on_npu(call: ast.Call, qualname: str, ctx) -> bool:
+    """An optimizer built with a literal ``fused=True`` whose fused kernel the torch_npu version's wheel registers
+    (``aten_npu_ops``: AdamW's from 2.1.0, Adam's and SGD's in 2.7.1 and from 2.9.0; unknown without a wheel): the
+    update is already one fused kernel on the NPU (f5_tts 1.1.22
+    model/trainer.py:143, ``AdamW(model.parameters(), lr=learning_rate, fused=True)``). ``fused=`` computed from
+    ``torch.cuda.is_available()`` is False on the NPU (oumi builders/optimizers.py:45) and is not this."""
+    fused = next((k.value for k in call.keywords if k.arg == "fused"), None)
+    return isinstance(fused, ast.Constant) and fused.value is True and _FUSED_OPS.get(qualname) in ctx.data.aten_npu_ops
+
+
 _DEPLOYED = (
     "import torch\nclass Head:\n    def switch_to_deploy(self):\n        self.{helper}()\n\n"
     "    def {helper}(self):\n        def _forward(x):\n            return torch.matmul(x, self.w.transpose(-1, -2))\n"
@@ -133,7 +150,8 @@ class AffinityTorchCall(Rule):
     why = (
         "torch_npu's fused optimizers update all parameters in a few large kernels instead of one small kernel "
         "per tensor, and its affinity roll and matmul_transpose avoid slow generic kernels on NPU. An optimizer "
-        "over a single tensor (`SGD([latent], lr=...)`) has nothing to fuse and is not reported. "
+        "over a single tensor (`SGD([latent], lr=...)`) has nothing to fuse and is not reported, nor one built with "
+        "`fused=True` where the torch_npu version has that fused kernel (torch runs it on the NPU). "
         "Nor in code that only exports the model (a function named for `onnx`, `export` or `deploy`, or one only "
         "they reach): the exported graph must keep standard operators, as for every advice code."
     )
@@ -160,6 +178,9 @@ class AffinityTorchCall(Rule):
         # near miss of a deploy conversion: the helper also runs in the forward
         (_DEPLOYED.format(helper="_convert") + "    def forward(self, x):\n        self._convert()\n", 8),
         ("import torch\nopt = torch.optim.AdamW([{'params': model.parameters()}], lr=1e-3)\n", 2),
+        # near miss of an optimizer already fused: fused only where CUDA is, off on the NPU (oumi 0.9
+        # builders/optimizers.py:43-50, ``fused=fused_available``, set from ``torch.cuda.is_available()``)
+        ("import torch\nopt = torch.optim.Adam(params, lr=lr, fused=torch.cuda.is_available())\n", 2),
     ]
     passes = [
         "import torch\ny = torch.roll(x, 1, 0)\n",
@@ -171,6 +192,8 @@ class AffinityTorchCall(Rule):
         "import keras\nopt = keras.optimizers.AdamW(1e-3)\n",
         # a Hermitian product of complex data (asteroid 0.7.0 dsp/beamforming.py:472)
         "import torch\ndef gev(a, b):\n    inv = torch.inverse(b)\n    return inv @ a @ inv.conj().transpose(-1, -2)\n",
+        # already fused: torch_npu has _fused_adamw_ (f5_tts 1.1.22 model/trainer.py:143)
+        "from torch.optim import AdamW\nopt = AdamW(model.parameters(), lr=learning_rate, fused=True)\n",
         # an optimizer over one tensor: nothing to fuse (diffusers 0.42.1 pipeline_stable_diffusion_pix2pix_zero.py:1050)
         "import torch\ndef step(latent_model_input, amount):\n    x_in = latent_model_input.detach().clone()\n"
         "    x_in.requires_grad = True\n    opt = torch.optim.SGD([x_in], lr=amount)\n    return opt\n",
@@ -207,7 +230,7 @@ class AffinityTorchCall(Rule):
             if not fires:
                 return
             why_not = why_not or reason
-        elif qualname.startswith("torch.optim.") and _one_tensor(node):
+        elif qualname.startswith("torch.optim.") and (_one_tensor(node) or _fused_on_npu(node, qualname, ctx)):
             return
         self._emit(node, ctx, qualname, why_not)
 
