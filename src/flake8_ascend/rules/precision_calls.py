@@ -632,6 +632,20 @@ def one_hot_rows(expr: ast.AST, ctx) -> bool:
     return bool(earlier) and all(id(n) in fills for n in earlier)
 
 
+def diagonal_matrix(expr: ast.AST, ctx) -> bool:
+    """``expr`` is ``torch.diag(v)`` of a vector or ``torch.diag_embed(v)`` (cast or moved, or a local assigned it
+    once): a diagonal matrix, whose product with anything adds one non-zero product per output element, exact in any
+    order (scvi-tools 1.4.2 module/_vae.py:885-886, ``b_identity = torch.diag(b)``; ``torch.matmul(b_identity, w)``).
+    Not ``torch.diag`` of a ``v`` shown to have two dims or more, whose diagonal it extracts as a vector."""
+    expr = _uncast(expr, ctx)
+    value = _uncast(_sole_value(expr, ctx), ctx) if isinstance(expr, ast.Name) else expr
+    if not (isinstance(value, ast.Call) and value.args):
+        return False
+    made_by = ctx.qualname(value.func)
+    return made_by == "torch.diag_embed" or (made_by == "torch.diag" and len(value.args) == 1 and (
+        _rank(value.args[0], ctx) or 1) == 1)
+
+
 _EAGER = (
     "import torch\nfrom transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS\n"
     "def eager_attention_forward(module, query, key, value: torch.Tensor, scaling):\n"
@@ -681,7 +695,8 @@ class MatmulNondeterministic(_CallAdvice):
         "`.view(-1, 3)` scaled elementwise): a handful of products leaves no run-to-run difference worth chasing; "
         "nor is a one-hot left operand (`F.one_hot(labels).float() @ w`, or a vector quantiser's `torch.zeros(n, k)` "
         "filled only by `scatter_(1, index.unsqueeze(1), 1)`): each output element adds one product to zeros, which "
-        "is exact in any order (`one_hot.t() @ x` sums over the batch and is reported); "
+        "is exact in any order (`one_hot.t() @ x` sums over the batch and is reported); so does a diagonal operand "
+        "on either side (`torch.diag(v)` of a vector, `torch.diag_embed(v)`), which is not reported either; "
         "nor is a matmul of two host tensors (also a parameter every caller in the file passes from the host, "
         "a `torch.cat` of `.cpu()` copies), nor the hand-written fallback of a module whose other branch calls "
         "`scaled_dot_product_attention` (or a method the file calls only from the branch beside one that reaches "
@@ -716,6 +731,11 @@ class MatmulNondeterministic(_CallAdvice):
         ("import torch\ndef m_step(data, resp: torch.Tensor):\n    return resp.T @ data\n", 3),
         # near miss of the eager dispatch below: a model that does not declare SDPA support runs the eager function
         (_EAGER.format(supports=""), 4),
+        # near misses of a diagonal operand: torch.diag of a matrix extracts its diagonal (a vector); the product of
+        # two factors after the diagonal ones (peft 0.17.1 tuners/lora/layer.py:353-357, PiSSA)
+        ("import torch\ndef f(m: torch.Tensor, w):\n    d = torch.diag(m.reshape(4, 4))\n    return torch.matmul(d, w)\n", 4),
+        ("import torch\ndef pissa(Sr, Uhr, Vr):\n    lora_A = torch.diag(torch.sqrt(Sr)) @ Uhr\n"
+         "    lora_B = Vr @ torch.diag(torch.sqrt(Sr))\n    return lora_B @ lora_A\n", 5),
         # near misses of a one-hot operand: transposed, it sums the embeddings of each class over the batch (flair
         # 0.15.1 nn/decoder.py:239-243); a zeros tensor scattered with several indices per row (topk); a name bound
         # in two branches, the other a soft distribution (pyannote.audio 3.3.2 utils/powerset.py:121-128)
@@ -797,6 +817,13 @@ class MatmulNondeterministic(_CallAdvice):
         "    encodings.scatter_(1, encoding_indices, 1)\n    return torch.matmul(encodings, weight)\n",
         "import torch\nimport torch.nn.functional as F\ndef lookup(labels, table):\n"
         "    return torch.matmul(F.one_hot(labels, 10).float(), table)\n",
+        # diagonal operands: one product per output element (scvi-tools 1.4.2 module/_vae.py:885-886, neuralforecast
+        # 3.0.2 models/stemgnn.py:348-352, diffusers 0.42.1 models/transformers/transformer_wan_animate.py:347-348)
+        "import torch\ndef get_loadings(self, b, w):\n    b_identity = torch.diag(b)\n"
+        "    return torch.matmul(b_identity, w)\n",
+        "import torch\ndef laplacian(degree, attention):\n    d_hat = torch.diag(1 / (torch.sqrt(degree) + 1e-7))\n"
+        "    return torch.matmul(d_hat, torch.matmul(torch.diag(degree) - attention, d_hat))\n",
+        "import torch\ndef decompose(motion_feat, Q):\n    return torch.matmul(torch.diag_embed(motion_feat), Q.T)\n",
         # host tensors: built from numpy and never moved (diffusers 0.42.1 pipelines/sana_wm/cam_utils.py:277-style)
         "import numpy as np\nimport torch\ndef relative(poses):\n    c2w = torch.from_numpy(np.stack(poses))\n"
         "    return torch.matmul(c2w.inverse(), c2w)\n",
@@ -869,7 +896,8 @@ class MatmulNondeterministic(_CallAdvice):
     def _quiet_operands(left: ast.AST, right: ast.AST, ctx) -> bool:
         return transposed_last_two(right, ctx) or any(ctx.values.on_host(o) or ctx.values.is_array(o)
                                                       for o in (left, right)) or outer_product(left, right, ctx) \
-            or small_contraction(left, right, ctx) or one_hot_rows(left, ctx)
+            or small_contraction(left, right, ctx) or one_hot_rows(left, ctx) or diagonal_matrix(left, ctx) \
+            or diagonal_matrix(right, ctx)
 
     def message(self, api: str) -> str:
         return f"{api} results may differ slightly from run to run on NPU [nondeterministic result]"
