@@ -203,6 +203,34 @@ def test_the_calls_of_a_cuda_only_branch_fold_into_the_finding_on_its_test():
     assert [(f.line, f.code) for f in fixable] == [(5, "ASC201"), (6, "ASC202")]
 
 
+# f5-tts 1.1.22 infer/utils_infer.py:191-198: the compute capability asked after ``"cuda" in device``
+CAPABILITY_AFTER_TEST = """\
+import torch
+
+def load_checkpoint(model, device, dtype=None):
+    if dtype is None:
+        dtype = (
+            torch.float16
+            if {test}
+            and torch.cuda.get_device_properties(device).major >= 7
+            else torch.float32
+        )
+    return model.to(dtype)
+"""
+
+
+def test_a_device_string_that_holds_cuda_is_a_cuda_test():
+    found = run_rules(CAPABILITY_AFTER_TEST.format(test='"cuda" in device'), codes=["ASC2"])
+    assert [(f.line, f.code) for f in found] == [(7, "ASC202")]
+    assert found[0].message.endswith("(the CUDA branch also has: ASC201 torch.cuda.get_device_properties on line 8)")
+
+
+def test_near_miss_a_device_among_others_is_no_cuda_test():
+    # a membership in a collection is True for more than CUDA: the capability keeps its own finding
+    found = run_rules(CAPABILITY_AFTER_TEST.format(test='device in ("cuda", "npu")'), codes=["ASC2"])
+    assert (8, "ASC201") in [(f.line, f.code) for f in found]
+
+
 def test_a_branch_folds_only_into_a_code_the_front_end_shows():
     # flake8 --select ASC201: the test's ASC202 is not shown, so the call keeps its own finding
     found = run_rules(GUARDED, codes=["ASC201"])

@@ -788,3 +788,53 @@ def test_near_miss_a_script_whose_imports_may_work_is_linted(tmp_path, imports, 
 def test_near_miss_a_module_of_the_package_is_no_script(tmp_path):
     root = _tool_project(tmp_path, "", {"pkg/old.py": SCRIPT.format(imports="from pkg.apis import init_pose_model")})
     assert _codes(root, "pkg/old.py", "ASC202") == [4]
+
+
+# f5-tts 1.1.22 runtime/triton_trtllm/benchmark.py:37-46, 207 and model_repo_f5_tts/f5_tts/1/model.py:32-33, 108:
+# a TensorRT-LLM benchmark and the Triton model that imports its runtime from the module beside it
+TRT_RUNTIME = "import tensorrt as trt\nimport torch\nfrom tensorrt_llm.runtime.session import Session\n"
+TRT_MODEL = "import torch\n{imports}\nmodel = torch.nn.Linear(2, 2).cuda()\n"
+
+
+def _runtime_project(tmp_path: Path, files: Dict[str, str]) -> Path:
+    (tmp_path / "setup.py").write_text("")
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize("files, rel", [
+    ({"runtime/benchmark.py": TRT_RUNTIME + "torch.cuda.set_device(0)\n"}, "runtime/benchmark.py"),
+    ({"runtime/model_repo/1/f5_tts_trtllm.py": TRT_RUNTIME,
+      "runtime/model_repo/1/model.py": TRT_MODEL.format(imports="from f5_tts_trtllm import F5TTS")},
+     "runtime/model_repo/1/model.py"),
+    # through a module of its package, relative or absolute (nemo 2.5.0 export/trt_llm/ imports tensorrt_llm)
+    ({"pkg/__init__.py": "", "pkg/export/__init__.py": "", "pkg/export/trt_llm.py": TRT_RUNTIME,
+      "pkg/export/run.py": TRT_MODEL.format(imports="from .trt_llm import build")}, "pkg/export/run.py"),
+    ({"pkg/__init__.py": "", "pkg/export/__init__.py": "", "pkg/export/trt_llm.py": TRT_RUNTIME,
+      "pkg/export/run.py": TRT_MODEL.format(imports="import pkg.export.trt_llm")}, "pkg/export/run.py"),
+])
+def test_a_module_of_an_nvidia_runtime_is_left_out(tmp_path, files, rel):
+    root = _runtime_project(tmp_path, files)
+    assert [f for f in engine.lint(ast.parse(files[rel]), files[rel].splitlines(keepends=True), rel,
+                                   Config(default_version(), root=str(root)))] == []
+
+
+@pytest.mark.parametrize("files", [
+    # guarded: an optional export (yolov5 7.0.14 export.py:270-278 imports tensorrt in a try inside export_engine)
+    {"pkg/__init__.py": "", "pkg/model.py": TRT_MODEL.format(imports="try:\n    import tensorrt as trt\n"
+                                                                     "except ImportError:\n    trt = None")},
+    {"pkg/__init__.py": "", "pkg/model.py": TRT_MODEL.format(imports="def build():\n    import tensorrt as trt")},
+    # a module of the package that imports the runtime only in a function
+    {"pkg/__init__.py": "", "pkg/export.py": "def build():\n    import tensorrt_llm\n",
+     "pkg/model.py": TRT_MODEL.format(imports="from .export import build")},
+    # a module of another package, not the project's (Python finds the installed one)
+    {"pkg/__init__.py": "", "other/__init__.py": "", "other/trt_llm.py": TRT_RUNTIME,
+     "pkg/model.py": TRT_MODEL.format(imports="from other.trt_llm import build")},
+    # the Triton python backend alone runs on any host Triton serves from
+    {"pkg/__init__.py": "", "pkg/model.py": TRT_MODEL.format(imports="import triton_python_backend_utils as pb_utils")},
+])
+def test_near_miss_a_module_that_may_run_without_the_runtime_is_linted(tmp_path, files):
+    root = _runtime_project(tmp_path, files)
+    assert _codes(root, "pkg/model.py", "ASC202") == [files["pkg/model.py"].count("\n")]

@@ -26,6 +26,7 @@ from flake8.utils import parse_comma_separated_list
 
 from .codes import CODES, Report
 from .config import Config
+from .detect.cuda_packages import for_nvidia_runtime
 from .detect.export_path import on_export_path
 from .detect.loader_names import data_pipeline_module, datasets_module, in_data_pipeline, only_the_pipeline_calls
 from .detect.old_torch import in_old_torch_branch
@@ -344,7 +345,7 @@ def _stale(path: str, tree: ast.AST, config: Config) -> bool:
 def _active_rules(source: str, rules: Iterable[Type[Rule]], config: Config, left_out: bool = False) -> List[Rule]:
     """Rules whose trigger words occur in the file (the cheap pre-filter), less those with nothing to report under
     ``config`` (ASC104 without a third_party list); none in a file ``left_out`` (test code, another framework's,
-    the CUDA twin of an NPU module, a script whose imports fail)."""
+    the CUDA twin of an NPU module, a script whose imports fail, a module of an NVIDIA-only runtime)."""
     if left_out:
         return []
     rules = list(rules)
@@ -392,7 +393,8 @@ def lint(
     """
     source = "".join(lines)
     left_out = (not config.lint_tests and is_test_path(path)) or for_another_framework(tree) or \
-        _cuda_twin(path, config) or _stale(path, tree, config)
+        _cuda_twin(path, config) or _stale(path, tree, config) or \
+        for_nvidia_runtime(module_path(path, config), tree)
     active = [*_active_rules(source, all_rules() if rules is None else rules, config, left_out), *visitors]
     if not active:
         return []

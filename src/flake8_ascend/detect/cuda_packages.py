@@ -9,8 +9,10 @@ before any of them.
 from __future__ import annotations
 
 import ast
-from typing import Iterator, List
+from functools import lru_cache
+from typing import Iterator, List, Optional
 
+from ..semantic import project
 from ..walk import walk_tree
 from .training import source_text
 
@@ -160,16 +162,24 @@ def on_cuda_package_path(node: ast.AST, ctx) -> bool:
 _CUDA_LANGUAGES = ("cupy", "pycuda", "numba.cuda")
 
 
-def _top_level_imports(tree: ast.Module) -> Iterator[str]:
-    """The modules and names the module imports unconditionally: at its top level or in a top-level ``with``, not
-    under a ``try`` or an ``if`` (``from numba import cuda`` gives ``numba`` and ``numba.cuda``)."""
+def _top_level_statements(tree: ast.Module) -> Iterator[ast.stmt]:
+    """The import statements the module runs unconditionally: at its top level or in a top-level ``with``, not
+    under a ``try`` or an ``if``."""
     for statement in tree.body:
         for inner in statement.body if isinstance(statement, (ast.With, ast.AsyncWith)) else [statement]:
-            if isinstance(inner, ast.Import):
-                yield from (alias.name for alias in inner.names)
-            elif isinstance(inner, ast.ImportFrom) and not inner.level and inner.module:
-                yield inner.module
-                yield from (f"{inner.module}.{alias.name}" for alias in inner.names)
+            if isinstance(inner, (ast.Import, ast.ImportFrom)):
+                yield inner
+
+
+def _top_level_imports(tree: ast.Module) -> Iterator[str]:
+    """The modules and names the module imports unconditionally (``from numba import cuda`` gives ``numba`` and
+    ``numba.cuda``), absolute ones only."""
+    for inner in _top_level_statements(tree):
+        if isinstance(inner, ast.Import):
+            yield from (alias.name for alias in inner.names)
+        elif not inner.level and inner.module:
+            yield inner.module
+            yield from (f"{inner.module}.{alias.name}" for alias in inner.names)
 
 
 def cuda_implementation(ctx) -> bool:
@@ -184,3 +194,47 @@ def cuda_implementation(ctx) -> bool:
             module == language or module.startswith(language + ".")
             for module in _top_level_imports(c.tree) for language in _CUDA_LANGUAGES)
     return bool(ctx.memo("cuda_implementation", imports_cuda_language))
+
+
+# NVIDIA's inference runtimes: TensorRT runs engines "on NVIDIA hardware" (pypi.org/project/tensorrt-cu12), TensorRT-LLM
+# on NVIDIA GPU architectures only (nvidia.github.io/TensorRT-LLM/supported-hardware.html); facts in
+# rules_data/sources/cuda/cuda_api_catalog.tsv
+NVIDIA_RUNTIMES = ("tensorrt", "tensorrt_llm")
+
+
+def _imports_runtime(tree: ast.Module) -> bool:
+    return any(module.partition(".")[0] in NVIDIA_RUNTIMES for module in _top_level_imports(tree))
+
+
+@lru_cache(maxsize=4096)
+def _runtime_module(path: str) -> bool:
+    """Does the project's module at ``path`` import an NVIDIA runtime unconditionally? Read once per process."""
+    text = project.module_text(path)
+    if text is None or not any(runtime in text for runtime in NVIDIA_RUNTIMES):
+        return False
+    try:
+        return _imports_runtime(ast.parse(text))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+
+
+def _spelled_modules(statement: ast.stmt) -> Iterator[str]:
+    if isinstance(statement, ast.Import):
+        yield from (alias.name for alias in statement.names)
+    else:
+        yield "." * statement.level + (statement.module or "")
+
+
+def for_nvidia_runtime(path: Optional[str], tree: ast.Module) -> bool:
+    """Does the module import TensorRT or TensorRT-LLM unconditionally, itself or through a module of its project
+    that it so imports (f5-tts 1.1.22 runtime/triton_trtllm: ``benchmark.py`` and ``f5_tts_trtllm.py`` import
+    ``tensorrt_llm``, the Triton model ``model.py`` imports ``f5_tts_trtllm``)? It serves an NVIDIA-only runtime:
+    the port replaces the deployment (ATC, MindIE), none of its lines is ported, and no rule reports in it. A
+    guarded import (``try: import tensorrt``, an import inside a function: an optional export) is not this."""
+    if _imports_runtime(tree):
+        return True
+    if path is None:
+        return False
+    return any(found is not None and _runtime_module(found)
+               for statement in _top_level_statements(tree) for dotted in _spelled_modules(statement)
+               for found in [project.local_module(path, dotted)])

@@ -486,8 +486,14 @@ def _cuda_flag(name: ast.Name, ctx) -> bool:
 
 
 def _equals_cuda(test: ast.Compare) -> bool:
-    """``x.type == 'cuda'``, ``device is 'cuda:0'``: one equality with a CUDA device string."""
-    return len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)) and _compares_with(test, _CUDA)
+    """``x.type == 'cuda'``, ``device is 'cuda:0'``: one equality with a CUDA device string; or a device string
+    that holds one (f5-tts 1.1.22 infer/utils_infer.py:194, ``"cuda" in device``, the same question of a string)."""
+    if len(test.ops) != 1:
+        return False
+    if isinstance(test.ops[0], ast.In):
+        return isinstance(test.left, ast.Constant) and isinstance(test.left.value, str) and bool(
+            _CUDA.fullmatch(test.left.value))
+    return isinstance(test.ops[0], (ast.Eq, ast.Is)) and _compares_with(test, _CUDA)
 
 
 def _count_on_npu(test: ast.Compare, ctx) -> Optional[bool]:

@@ -377,6 +377,29 @@ def absolute(qualname: str, path: str) -> Optional[str]:
     return ".".join(home[:len(home) - level + 1] + [qualname[level:]]).rstrip(".")
 
 
+def local_module(path: str, dotted: str) -> Optional[str]:
+    """The file of the module ``dotted`` (absolute, or relative with its leading dots) that an import in the module
+    at ``path`` finds in its own project: a module of its package, or one beside a script (Python puts the
+    script's folder first on its path); None for any other."""
+    package = package_of(path)
+    if package is None:
+        if dotted.startswith("."):
+            return None
+        base = os.path.join(os.path.dirname(os.path.abspath(path)), *dotted.split("."))
+    else:
+        spelled = absolute(dotted, path)
+        if spelled is None or spelled.partition(".")[0] != os.path.basename(package):
+            return None
+        base = os.path.join(os.path.dirname(package), *spelled.split("."))
+    return next((found for found in (base + ".py", os.path.join(base, "__init__.py")) if os.path.isfile(found)),
+                None)
+
+
+def module_text(path: str) -> Optional[str]:
+    """The text of a module of the project, as every question reads one (``_read``: no link, no huge file)."""
+    return _read(path)
+
+
 def _module_named(package: str, dotted: str) -> Optional[Tuple[str, str]]:
     """(path, text) of the module ``dotted`` of ``package`` (a module file or a package's ``__init__``)."""
     base = os.path.join(os.path.dirname(package), *dotted.split("."))
