@@ -250,7 +250,9 @@ _CUDA_RESEEDS = frozenset({"torch.cuda.manual_seed", "torch.cuda.manual_seed_all
 _REPORTING = frozenset({"print", "log", "info", "debug", "warning", "warn", "write", "append", "setdefault", "format",
                         "round", "int", "float", "str", "len", "max", "min", "sum", "abs", "log_dict", "log_metrics",
                         # text only: a device name normalised to be matched (``props.name.lower()``)
-                        "lower", "upper", "casefold", "strip", "startswith", "endswith"})
+                        "lower", "upper", "casefold", "strip", "startswith", "endswith",
+                        # questions about an object (``if hasattr(torch, "version"): logger.info(...)``)
+                        "hasattr", "getattr", "isinstance"})
 
 
 # calls that show a value to a person: the console, a logger, a progress bar, a metrics writer
@@ -657,6 +659,9 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
     cuda_side = {id(n) for s in cuda_body for n in walk_tree(s)}
     raised = {id(n) for s in cuda_body for r in walk_tree(s) if isinstance(r, (ast.Raise, ast.Assert))
               for n in walk_tree(r)}
+    # what a shown call shows (``logger.info(f"cuDNN {format_cudnn_version(torch.backends.cudnn.version())}")``)
+    raised |= {id(n) for s in branch.body + branch.orelse for c in walk_tree(s) if isinstance(c, ast.Call)
+               and _shows(c) for a in c.args + [k.value for k in c.keywords] for n in walk_tree(a)}
     for statement in (n for s in branch.body + branch.orelse for n in walk_tree(s) if isinstance(n, ast.stmt)):
         if isinstance(statement, ast.If) or (
                 isinstance(statement, (ast.Raise, ast.Assert)) and id(statement) in cuda_side):
@@ -834,7 +839,14 @@ def optional_cuda_branch(node: ast.AST, ctx) -> Optional[ast.If]:
     """The ``if`` whose CUDA test ``node`` is part of, or whose body ``node`` runs in, when both its branches only
     report (``_reports_only``): on an NPU the CUDA branch is skipped and nothing but a report is lost."""
     guards = []
-    for parent, child in ctx.lineage(node):
+    pairs = list(ctx.lineage(node))
+    for at, (parent, child) in enumerate(pairs):
+        if isinstance(child, ast.stmt):  # ``if not torch.cuda.is_available(): return`` and the rest of the function
+            exit_guard = child if _exits(child) and _negated_cuda_test(child.test, ctx) else \
+                _earlier_exit(parent, child, lambda test: _negated_cuda_test(test, ctx))
+            rest = _rest_after(exit_guard, parent, pairs[at + 1:], ctx) if exit_guard is not None else None
+            if rest is not None:
+                guards.append(rest)
         if isinstance(parent, _FUNCTIONS + (ast.ClassDef,)):
             break
         if not isinstance(parent, ast.If):
@@ -845,6 +857,36 @@ def optional_cuda_branch(node: ast.AST, ctx) -> Optional[ast.If]:
             guards.append(parent)  # ``if not torch.cuda.is_available(): logging.warning(...)``
     scope = ctx.enclosing(*_FUNCTIONS) or ctx.tree
     return next((g for g in guards if ctx.memo(f"reports_only.{id(g)}", lambda c: _reports_only(g, scope, c))), None)
+
+
+def _rest_after(guard: ast.If, parent: ast.AST, outer, ctx) -> Optional[ast.If]:
+    """``if not torch.cuda.is_available(): log(...); return`` and what runs after it up to the function's end (oumi
+    0.9 utils/torch_utils.py:81-93, which only logs the CUDA and cuDNN versions) as one ``if`` whose ``else`` is that
+    rest, the CUDA branch: made once per guard, where the return hands nothing on and the guard sits in the
+    function's body or in ``with`` / ``try`` bodies of it (``outer``: the (parent, child) pairs above ``parent``);
+    after a guard inside another ``if`` or a loop the rest also runs without the test."""
+    leave = guard.body[-1]
+    if not isinstance(leave, ast.Return) or not (leave.value is None or (
+            isinstance(leave.value, ast.Constant) and leave.value.value is None)):
+        return None
+
+    def build(_ctx) -> Optional[ast.If]:
+        block, index = _block(parent, guard)
+        rest = block[index + 1:]
+        holder, held = parent, guard
+        for above, _ in outer:
+            if isinstance(holder, _FUNCTIONS):
+                break
+            if not (isinstance(holder, (ast.With, ast.AsyncWith)) or (
+                    isinstance(holder, ast.Try) and any(s is held for s in holder.body))):
+                return None
+            block, index = _block(above, holder)
+            rest += block[index + 1:]
+            holder, held = above, holder
+        if not isinstance(holder, _FUNCTIONS) or not rest:
+            return None
+        return ast.copy_location(ast.If(test=guard.test, body=guard.body[:-1] or [ast.Pass()], orelse=rest), guard)
+    return ctx.memo(f"rest_after.{id(guard)}", build)
 
 
 def _negated_cuda_test(test: ast.AST, ctx) -> bool:

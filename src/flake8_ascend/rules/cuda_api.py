@@ -50,6 +50,12 @@ _PROFILER_DUMP = ("import torch\ndef trace_handler(prof, rank, out):\n"
                   "        torch.cuda.memory._dump_snapshot(f'{{out}}/rank{{rank}}_memory_snapshot.pickle')\n")
 
 
+# oumi 0.9 utils/torch_utils.py:78-93: an early return without CUDA, then only log lines
+_VERSIONS_LOG = ("import torch\nimport logging\nlogger = logging.getLogger(__name__)\ndef log_versioning_info():\n"
+                 "    logger.info(f'Torch version: {{torch.__version__}}')\n    if not torch.cuda.is_available():\n"
+                 "        logger.info('CUDA is not available!')\n        {leave}\n"
+                 "    if hasattr(torch, 'version'):\n        logger.info(f'CUDA version: {{torch.version.cuda}}')\n"
+                 "    logger.info(f'CuDNN version: {{format_cudnn_version(torch.backends.cudnn.version())}}')\n{after}")
 
 _DATA_PARALLEL = ("import torch\ndef auto_model(model, idist):\n"
                   "    if torch.cuda.device_count() > 1 and 'cuda' in idist.device().type:\n"
@@ -98,7 +104,8 @@ class CudaApi(Rule):
         "transfer_to_npu is only told about the names it does not map; so is one that imports a library module "
         "importing it (MindSpeed's `mindspeed.megatron_adaptor`), or whose package `__init__` does either. Not "
         "reported where an NPU run skips the "
-        "call without loss (a report, an estimate left `None`, a CUDA reseed after `torch.manual_seed`, a "
+        "call without loss (a report, also the rest of a function after `if not torch.cuda.is_available(): return` "
+        "when it only logs, an estimate left `None`, a CUDA reseed after `torch.manual_seed`, a "
         "CUDA-graph step marker, a gate on the NVIDIA compute capability that picks no precision (kernels built for an "
         "SM version, which no NPU has) asked after a CUDA test or of a tensor's device, a CUDA case that only raises, a memory figure that only goes into a print, a log or text formatted with words, a "
         "local name (or one at the top of a program, a module nothing imports) holding the answer or a device built "
@@ -136,6 +143,16 @@ class CudaApi(Rule):
         (FLOP_TOOL.format(counter="thop import profile as count"), 7),
         # near miss of a device default no call relies on: the construction leaves the device out
         (CHOSEN_DEFAULT.format(passed=""), 4),
+        # near misses of an early return before log lines: the rest also picks the device; the return hands a value
+        # on
+        (_VERSIONS_LOG.format(leave="return", after="    torch.cuda.set_device(0)\n"), 6),
+        (_VERSIONS_LOG.format(leave="return 'cpu'", after="    return 'cuda'\n"), 6),
+        # near misses: the return leaves a ``try`` whose function goes on to hand the device on (unsloth 2026.10.9
+        # studio/backend/core/inference/diffusion_measured_peaks.py:648-656); the return leaves only a loop's pass
+        ("import torch\ndef current_device_name():\n    try:\n        if not torch.cuda.is_available():\n"
+         "            return None\n    except Exception:\n        return None\n    return device_name('cuda')\n", 4),
+        ("import torch\ndef log_loop(xs):\n    for x in xs:\n        if not torch.cuda.is_available():\n"
+         "            return\n    print(torch.cuda.get_device_name())\n", 4),
         # the uses of torch.cuda's streams in one function are one port (xtuner 0.2.0
         # _lite/patches/mixins/generate.py:72-85)
         ("import torch\ndef init_cuda_graph(self, input_ids):\n    s = torch.cuda.Stream()\n"
@@ -250,6 +267,10 @@ class CudaApi(Rule):
         # labelled for a person (ignite 0.5.5 handlers/fbresearch_logger.py:153-155, stable-baselines3 2.9.2
         # common/utils.py:615)
         _MEMORY_LINE.format(value='f"GPU Max Mem: {torch.cuda.max_memory_allocated() / MB:.0f} MB"'),
+        # an early return without CUDA, then only log lines (oumi 0.9 utils/torch_utils.py:78-93)
+        _VERSIONS_LOG.format(leave="return", after=""),
+        "import torch\ndef log_it(path):\n    with open(path) as f:\n        if not torch.cuda.is_available():\n"
+        "            return\n        print(torch.cuda.get_device_name(), file=f)\n    print('done')\n",
         "import torch\ndef get_system_info():\n    env_info = {'PyTorch': torch.__version__, "
         "'GPU Enabled': str(torch.cuda.is_available())}\n    return env_info\n",
         "class A:\n    def __init__(self):\n        self.cuda = False\n",
