@@ -6,14 +6,13 @@ import re
 from types import SimpleNamespace
 from typing import List
 
-from ..calls import passed
 from ..detect import affinity
 from ..semantic.flow import Flow
 from ..detect.fused import STARTS, attention_fallback, function_patterns, other_branch_calls, untaken_branch
 from ..detect.once_per_call import runs_once
 from ..detect.training import last_name
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
-from ..semantic.values import ARRAY, BUILT_ON_HOST, COMPARE, DEVICE, HOST, MASK, NUMBER, TENSOR, UNKNOWN
+from ..semantic.values import ARRAY, BUILT_ON_HOST, COMPARE, HOST, MASK, NUMBER, TENSOR, UNKNOWN
 from ..registry import Rule
 from ..rewrite import Kind, Rewrite
 from .affinity_calls import _CAIT_ATTENTION, _TIMM_SDPA_OR_MANUAL
@@ -30,7 +29,6 @@ _LABELS = {
     "add_layer_norm": "add + layer_norm",
 }
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)  # statements with no branch inside
 _AUGMENTED = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.FloorDiv: "//"}
 
 
@@ -146,41 +144,14 @@ def _built_on_host(x: ast.AST, ctx) -> bool:
     """``x`` was made by a factory given no device, in a function that places nothing on a device (peft 0.17.1
     tuners/randlora/model.py:169, ``torch.zeros(shape)`` filled at init), or by ``torch.from_numpy`` there
     (torchgeo 0.8.1 datasets/bigearthnet.py:839-842, a label map read from a file): the index put runs on the CPU.
-    A tensor moved with ``.cpu()`` is not enough: the flow does not model branches (``if assign_on_cpu: x =
-    x.cpu()``)."""
+    A tensor moved with ``.cpu()`` is ``values.host_here``'s question: the flow does not model branches (``if
+    assign_on_cpu: x = x.cpu()``)."""
     values = ctx.values
     device = values.of(x).device
     if device == HOST and isinstance(x, ast.Name):  # made there, not moved there
         binding = ctx.model.flow(_owner(ctx)).binding(x)
         return binding is not None and isinstance(binding.value, ast.Call) and values.host_only(binding.value)
     return device == BUILT_ON_HOST and values.host_side(x)
-
-
-def _moved_after(node: ast.stmt, x: ast.AST, ctx) -> bool:
-    """After the put, on every path, the function moves ``x`` itself to a device (pyannote 3.3.2
-    pipelines/speaker_verification.py:192-197, ``wav_lens[too_short] = max_len`` then ``wav_lens.to(self.device)``):
-    the put ran on the host. Not a move beside another tensor (``labels.to(logits.device)`` only puts them together),
-    nor one in a branch of its own (``if not x.is_cuda: x = x.cuda()``), nor a tensor the code places on a device."""
-    owner = ctx.enclosing(*_FUNCTIONS)
-    if owner is None or not isinstance(x, ast.Name) or ctx.values.of(x).device == DEVICE:
-        return False
-    later = []  # the statements after the put's own, in its block and in each block around it up to the function
-    for parent, child in ctx.lineage(node):
-        block = next((b for b in (getattr(parent, f, None) for f in ("body", "orelse", "finalbody"))
-                      if isinstance(b, list) and any(s is child for s in b)), [])
-        later += block[next((i for i, s in enumerate(block) if s is child), len(block)) + 1:]
-        if parent is owner:
-            break
-    flow = ctx.model.flow(owner)
-    for call, _ in ctx.values.data_placements(owner):
-        func, where = call.func, passed(call, "device", 0)
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == x.id \
-                and flow.binding(func.value) is flow.binding(x) \
-                and not (isinstance(where, ast.Attribute) and where.attr == "device"
-                         and isinstance(where.value, ast.Name) and where.value.id != "self") \
-                and any(isinstance(s, _SIMPLE) and s.lineno <= call.lineno <= s.end_lineno for s in later):
-            return True
-    return False
 
 
 _FROM_NUMPY = ("import torch\ndef load_map(array, codes, weights, device):\n    tensor = torch.from_numpy(array)\n{moved}"
@@ -438,7 +409,7 @@ class AffinityPattern(Rule):
         masks = [p for p in parts if isinstance(p, (ast.Compare, ast.UnaryOp, ast.BinOp, ast.Name, ast.Call,
                                                     ast.Subscript, ast.Attribute)) and self._mask(p, ctx)]
         if len(masks) != 1 or not self._tensor(x, masks[0], ctx) or runs_once(node, ctx) or _built_on_host(x, ctx) \
-                or _moved_after(node, x, ctx) or untaken_branch(node, ctx):
+                or ctx.values.host_here(x) or untaken_branch(node, ctx):
             return  # a put the NPU never runs: once per call, on a host tensor (the loader's workers: Context.report)
         value = ctx.values.of(node.value)
         if isinstance(node, ast.AugAssign):

@@ -376,8 +376,9 @@ class HostSyncInTrainingLoop(Rule):
 
 
 def _host_value(expr: ast.AST, ctx) -> bool:
-    """Already on the host: a CPU tensor, a numpy array or a number (``np.mean(a).item()`` waits for nothing)."""
-    return ctx.values.on_host(expr) or ctx.values.of(expr).kind in (ARRAY, NUMBER)
+    """Already on the host: a CPU tensor, a numpy array or a number (``np.mean(a).item()`` waits for nothing), or a
+    tensor the step moves to the device only later (``values.host_here``)."""
+    return ctx.values.on_host(expr) or ctx.values.of(expr).kind in (ARRAY, NUMBER) or ctx.values.host_here(expr)
 
 
 def _device_like(expr, ctx) -> bool:
