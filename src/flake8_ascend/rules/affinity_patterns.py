@@ -170,6 +170,16 @@ _WAV_LENS = ("import torch\nclass Embedding:\n    def __call__(self, waveforms, 
              "        wav_lens = masks.sum(dim=1)\n        too_short = wav_lens < self.min_num_samples\n"
              "        wav_lens[too_short] = wav_lens.max()\n{move}")
 
+# kraken 7.1.1 blla.py:106-121: the tensor of an image's transforms, masked before the forward pass moves it
+_SEGMENT = ("import torch\ndef segment(im, mask, model, transforms, device):\n    tensor_im = transforms(im)\n"
+            "    if mask:\n        tensor_im[~transforms(mask).bool()] = 0\n{move}")
+
+# scvi-tools 1.4.2 model/_multivi.py:565-574: a host copy of a model output, updated in place under branches
+_HOST_COPY = ("import torch\nclass Model:\n    def impute(self, post, normalize_cells, threshold):\n"
+              "        for tensors in post:\n            outputs = self.module(tensors)\n{copy}"
+              "            if normalize_cells:\n                p *= outputs['libsize_acc'].cpu()\n"
+              "            if threshold:\n                p[p < threshold] = 0\n")
+
 # timm 1.0.31 models/davit.py:204-211 and edgenext.py:165-173: the tokens of a (B, N, C) input put last, so
 # ``q @ k`` sums over them (channel attention)
 _QKV_HEADS = ("import torch\nimport torch.nn.functional as F\nclass Attention:\n    def forward(self, x):\n"
@@ -233,8 +243,10 @@ class AffinityPattern(Rule):
         "samples a DataLoader's workers build on the host: in a dataset's, collator's or energon task encoder's "
         "method, a collate function, a datasets folder, or a top-level function only these call in the project "
         "(a sequence-packing helper); nor on a tensor a function builds with no device in a file whose default "
-        "device is only ever `cpu` or `meta`, or moves to a device after the put (`x.to(device)` on every path, not "
-        "just beside another tensor: `labels.to(logits.device)`). Nor in a branch that the values its parameters keep "
+        "device is only ever `cpu` or `meta`, nor on one that is on the host where the put writes it: a `.cpu()` "
+        "copy made before the put on every path (not in a branch of its own), or moved to a device after the put on "
+        "every path (`x.to(device)`, or a view of it: `x.unsqueeze(0).to(device)`; `with` bodies run whole; not "
+        "just beside another tensor: `labels.to(logits.device)`, nor in a loop that may write into it once moved). Nor in a branch that the values its parameters keep "
         "never take: an `if binary:` (or the `else` of `if not self.flag:`) where every call in the package leaves the "
         "parameter at a default that skips it."
     )
@@ -275,6 +287,13 @@ class AffinityPattern(Rule):
         (_WAV_LENS.format(move="        return self.model_(waveforms, wav_lens.to(waveforms.device))\n"), 6),
         (_WAV_LENS.format(move="        if self.on_device:\n            wav_lens = wav_lens.to(self.device)\n"
                                "        return self.model_(waveforms, wav_lens)\n"), 6),
+        # ... a loop that moves the tensor in one iteration and writes into it in the next
+        ("import torch\ndef refine(model, x, device):\n    for _ in range(3):\n        x[x < 0] = 0\n"
+         "        x = model(x.to(device))\n    return x\n", 4),
+        # near miss of a host copy: made in a branch of its own (mmdet 3.1.0 models/task_modules/assigners/
+        # approx_max_iou_assigner.py:130-154, ``if assign_on_cpu: approxs = approxs.cpu()``)
+        (_HOST_COPY.format(copy="            p = outputs['p']\n            if self.assign_on_cpu:\n"
+                                "                p = p.cpu()\n"), 12),
         ("import torch\ndef norm(x, eps):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n", 3),
         # near miss of diffusers' RMSNorm below: the other branch is not the advised NPU API
         (_RMS_NORM_BRANCHES.format(npu="torch.nn.functional.rms_norm(x, (x.shape[-1],), w, eps)"), 9),
@@ -383,6 +402,10 @@ class AffinityPattern(Rule):
         # pipelines/speaker_verification.py:192-197)
         _WAV_LENS.format(move="        return self.model_(waveforms.to(self.device), wav_lens.to(self.device))\n"),
         "import torch\ndef f(x, device):\n    m = torch.zeros(4)\n    m[x > 0] = 1\n    return m.to(device)\n",
+        # ... moved through a view, inside ``with`` blocks (kraken 7.1.1 blla.py:106-121)
+        _SEGMENT.format(move="    with torch.no_grad():\n        return model(tensor_im.unsqueeze(0).to(device))\n"),
+        # a put into a host copy made before it on every path (scvi-tools 1.4.2 model/_multivi.py:565-574)
+        _HOST_COPY.format(copy="            p = outputs['p'].cpu()\n"),
     ]
 
     def check(self, node, ctx) -> None:
