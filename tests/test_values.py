@@ -357,3 +357,16 @@ _MOVE = "model.nn(tensor_im.unsqueeze(0).to(device))"
 ])
 def test_host_here(source, host):
     assert _host_at_last_put(source) is host
+
+
+def test_host_here_in_a_while_test():
+    """A ``while`` test reads the name again after each iteration: here after the body moved it."""
+    source = ("import torch\ndef f(x, device):\n    x = x.cpu()\n    while x.sum().item() > 0:\n"
+              "        x = step(x.to(device))\n")
+    tree = ast.parse(source)
+    read = tree.body[1].body[1].test.left.func.value.func.value
+    assert SemanticModel(tree, source.splitlines(keepends=True)).values.host_here(read) is False
+    unmoved = source.replace("x = step(x.to(device))", "y = step(x)")  # ... and a loop that leaves it alone
+    tree = ast.parse(unmoved)
+    read = tree.body[1].body[1].test.left.func.value.func.value
+    assert SemanticModel(tree, unmoved.splitlines(keepends=True)).values.host_here(read) is True

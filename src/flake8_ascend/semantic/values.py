@@ -314,10 +314,11 @@ class Values:
         bound = flow.plain_binding(name)
         levels = _levels(read.path, owner)
         before = [_unfolded(block[:index]) for _, block, index in levels]
-        if any(isinstance(parent, _LOOPS) and block is parent.body and not _fresh_each_time(
-                parent, bound, flow.bindings.get(name.id, ()), before[:k + 1]) for k, (parent, block, _) in
-               enumerate(levels)):
-            return False  # the name may still hold what an earlier iteration left in it
+        for loop in (node for node in read.path if isinstance(node, _LOOPS)):
+            k = next((k for k, (parent, block, _) in enumerate(levels) if block is loop.body), None)
+            if (k is not None or isinstance(loop, ast.While)) and not _fresh_each_time(
+                    loop, bound, flow.bindings.get(name.id, ()), before[:k + 1] if k is not None else []):
+                return False  # the name may still hold what an earlier iteration left in it (a ``while`` test too)
         if bound is not None and bound.index is None and _copied_to_host(bound.value) \
                 and any(_binds(s, bound) for b in before for s in b):
             return True
