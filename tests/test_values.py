@@ -370,3 +370,9 @@ def test_host_here_in_a_while_test():
     tree = ast.parse(unmoved)
     read = tree.body[1].body[1].test.left.func.value.func.value
     assert SemanticModel(tree, unmoved.splitlines(keepends=True)).values.host_here(read) is True
+
+
+def test_host_here_beside_other_placements():
+    """A placement that is no method call (``Buffer(n, device=device)``) moves no name."""
+    source = "import torch\ndef f(x, n, device):\n    x[x < 0] = 0\n    buf = Buffer(n, device=device)\n    return x, buf\n"
+    assert _host_at_last_put(source) is False

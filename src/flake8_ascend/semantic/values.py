@@ -324,7 +324,8 @@ class Values:
             return True
         later = [s for _, block, index in levels for s in _unfolded(block[index + 1:]) if isinstance(s, _STRAIGHT)]
         for call, _ in self.data_placements(owner):
-            receiver, where = _chain_root(call.func.value, _RESHAPES), passed(call, "device", 0)
+            receiver = _chain_root(call.func.value, _RESHAPES) if isinstance(call.func, ast.Attribute) else None
+            where = passed(call, "device", 0)
             if receiver is not None and receiver.id == name.id and flow.plain_binding(receiver) is bound \
                     and not (isinstance(where, ast.Attribute) and where.attr == "device"
                              and isinstance(where.value, ast.Name) and where.value.id != "self") \
