@@ -346,6 +346,10 @@ _MOVE = "model.nn(tensor_im.unsqueeze(0).to(device))"
     (_SEGMENT.format(move=f"    if device != 'cpu':\n        o = {_MOVE}\n"), False),
     ("import torch\ndef f(labels, logits, ignore):\n    labels[labels == ignore] = -100\n"
      "    return labels.to(logits.device)\n", False),
+    # a conversion to a dtype kept in an attribute (unsloth 2026.10.9 studio/backend/core/inference/
+    # diffusion_native_quant.py:398-406, ``h.to(self.compute_dtype)``)
+    ("import torch\ndef f(self, w, t):\n    h = build(device=w.device)\n    h[h < t] = 0\n"
+     "    self.register_buffer('rot_h', h.to(self.compute_dtype))\n", False),
     # a loop that moves the name in one iteration and reads it in the next; a copy before a loop that rebinds it
     ("import torch\ndef f(x, n, device):\n    for _ in range(n):\n        x[x < 0] = 0\n        x = x.to(device)\n",
      False),

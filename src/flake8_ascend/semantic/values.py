@@ -303,8 +303,9 @@ class Values:
         that runs after the read on every path (kraken 7.1.1 blla.py:116-121, ``tensor_im.unsqueeze(0).to(device)``
         inside two ``with`` blocks; pyannote 3.3.2 pipelines/speaker_verification.py:192-197). ``with`` bodies
         run whole. Not a ``.cpu()`` in a branch of its own (``if assign_on_cpu: x = x.cpu()``), a move in a branch
-        or beside another tensor (``labels.to(logits.device)`` only puts them together), nor a loop that binds
-        the name elsewhere (moved in one iteration, read in the next)."""
+        or beside another tensor (``labels.to(logits.device)`` only puts them together), a conversion that only
+        looks like a move (``h.to(self.compute_dtype)``), nor a loop that binds the name elsewhere (moved in one
+        iteration, read in the next)."""
         name = _chain_root(expr)
         owner = self.model.function(name) if name is not None else None
         read = next((r for r in self.model.reads(owner, name.id) if r.node is name), None) if owner else None
@@ -329,6 +330,7 @@ class Values:
             if receiver is not None and receiver.id == name.id and flow.plain_binding(receiver) is bound \
                     and not (isinstance(where, ast.Attribute) and where.attr == "device"
                              and isinstance(where.value, ast.Name) and where.value.id != "self") \
+                    and "dtype" not in getattr(where, "attr", "") \
                     and any(s.lineno <= call.lineno <= s.end_lineno for s in later):
                 return True
         return False
