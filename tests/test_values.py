@@ -378,5 +378,6 @@ def test_host_here_in_a_while_test():
 
 def test_host_here_beside_other_placements():
     """A placement that is no method call (``Buffer(n, device=device)``) moves no name."""
-    source = "import torch\ndef f(x, n, device):\n    x[x < 0] = 0\n    buf = Buffer(n, device=device)\n    return x, buf\n"
+    source = ("import torch\ndef f(x, n, device):\n    x[x < 0] = 0\n    buf = Buffer(n, device=device)\n"
+              "    return x, buf\n")
     assert _host_at_last_put(source) is False

@@ -246,8 +246,9 @@ class AffinityPattern(Rule):
         "device is only ever `cpu` or `meta`, nor on one that is on the host where the put writes it: a `.cpu()` "
         "copy made before the put on every path (not in a branch of its own), or moved to a device after the put on "
         "every path (`x.to(device)`, or a view of it: `x.unsqueeze(0).to(device)`; `with` bodies run whole; not "
-        "just beside another tensor: `labels.to(logits.device)`, nor in a loop that may write into it once moved). Nor in a branch that the values its parameters keep "
-        "never take: an `if binary:` (or the `else` of `if not self.flag:`) where every call in the package leaves the "
+        "just beside another tensor: `labels.to(logits.device)`, nor in a loop that may write into it once moved). "
+        "Nor in a branch that the values its parameters keep never take: an `if binary:` (or the `else` of `if "
+        "not self.flag:`) where every call in the package leaves the "
         "parameter at a default that skips it."
     )
     example = "boxes[boxes < 0] = 0\nx = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)"

@@ -192,8 +192,8 @@ class HostSyncInTrainingLoop(Rule):
         # (torchtune 0.6.1 recipes/full_finetune_single_device.py:720)
         (_ACCUMULATION.format(log="        print(loss.item())\n"), 6),
         # near misses of a count before the move: moved in a branch, or beside another tensor
-        (_TOKEN_COUNT.format(move="        if not sharded:\n            ids = ids.to(device)\n        loss = model(ids)\n"),
-         4),
+        (_TOKEN_COUNT.format(move="        if not sharded:\n            ids = ids.to(device)\n"
+                                  "        loss = model(ids)\n"), 4),
         (_TOKEN_COUNT.format(move="        loss = model(ids.to(weights.device))\n"), 4),
         # near misses of an error path: the branch goes on; of a skipped non-finite step: the finite branch
         ("for x in data:\n    loss = f(x)\n    loss.backward()\n    if loss > 10:\n"
