@@ -309,3 +309,75 @@ def test_data_placements_and_their_dtypes():
     found = [(call.lineno, ast.unparse(dtype) if isinstance(dtype, ast.AST) else dtype)
              for call, dtype in semantic.values.data_placements(tree.body[1])]
     assert sorted(found) == [(4, "torch.float32"), (5, "out_dtype"), (6, "torch.float32"), (7, None)]
+
+
+def _host_at_last_put(source: str) -> bool:
+    """``host_here`` of the tensor the last index put (``x[...] = v``) writes into."""
+    tree = ast.parse(source)
+    semantic = SemanticModel(tree, source.splitlines(keepends=True))
+    put = max((n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AugAssign))
+               and isinstance(getattr(n, "target", None) or n.targets[0], ast.Subscript)), key=lambda n: n.lineno)
+    return semantic.values.host_here((getattr(put, "target", None) or put.targets[0]).value)
+
+
+# scvi-tools 1.4.2 model/_multivi.py:565-574 (and _peakvi.py:370-379): a host copy, updated in place under branches
+_IMPUTED = ("import torch\ndef impute(self, post, normalize_cells, threshold):\n    for tensors in post:\n"
+            "        outputs = self.module(tensors)\n        p = outputs['p'].cpu()\n{between}"
+            "        if normalize_cells:\n            p *= outputs['libsize_acc'].cpu()\n"
+            "        if threshold:\n            p[p < threshold] = 0\n")
+# kraken 7.1.1 blla.py:106-121: the PIL transforms' tensor, moved through a view inside two ``with`` blocks
+_SEGMENT = ("import torch\ndef segment(im, mask, model, transforms, device):\n    tensor_im = transforms(im)\n"
+            "    if mask:\n        tensor_im[~transforms(mask).bool()] = 0\n{move}")
+_MOVE = "model.nn(tensor_im.unsqueeze(0).to(device))"
+
+
+@pytest.mark.parametrize("source,host", [
+    (_IMPUTED.format(between=""), True),
+    (_SEGMENT.format(move=f"    with torch.autocast('cuda'):\n        with torch.no_grad():\n            o = {_MOVE}\n"
+                          "    return o\n"), True),
+    (_SEGMENT.format(move=f"    return {_MOVE}\n"), True),
+    # near misses: a copy in a branch of its own (mmdet 3.1.0 models/task_modules/assigners/
+    # approx_max_iou_assigner.py:130-154, ``if assign_on_cpu: approxs = approxs.cpu()``); a copy rebound to a
+    # device tensor before the read
+    ("import torch\ndef assign(self, overlaps, on_cpu, thr):\n    if on_cpu:\n        overlaps = overlaps.cpu()\n"
+     "    overlaps[overlaps < thr] = -1\n", False),
+    (_IMPUTED.format(between="        p = p.to(self.device)\n"), False),
+    # a move in a branch, a move beside another tensor (``labels.to(logits.device)`` only puts them together)
+    (_SEGMENT.format(move=f"    if device != 'cpu':\n        o = {_MOVE}\n"), False),
+    ("import torch\ndef f(labels, logits, ignore):\n    labels[labels == ignore] = -100\n"
+     "    return labels.to(logits.device)\n", False),
+    # a conversion to a dtype kept in an attribute (unsloth 2026.10.9 studio/backend/core/inference/
+    # diffusion_native_quant.py:398-406, ``h.to(self.compute_dtype)``)
+    ("import torch\ndef f(self, w, t):\n    h = build(device=w.device)\n    h[h < t] = 0\n"
+     "    self.register_buffer('rot_h', h.to(self.compute_dtype))\n", False),
+    # a loop that moves the name in one iteration and reads it in the next; a copy before a loop that rebinds it
+    ("import torch\ndef f(x, n, device):\n    for _ in range(n):\n        x[x < 0] = 0\n        x = x.to(device)\n",
+     False),
+    ("import torch\ndef f(model, x, n):\n    x = x.cpu()\n    for _ in range(n):\n        x[x < 0] = 0\n"
+     "        x = model(x)\n", False),
+    # ... but a loop target is bound afresh in each iteration
+    ("import torch\ndef f(loader, device, model):\n    for x in loader:\n        x[x < 0] = 0\n"
+     "        x = x.to(device)\n        model(x)\n", True),
+])
+def test_host_here(source, host):
+    assert _host_at_last_put(source) is host
+
+
+def test_host_here_in_a_while_test():
+    """A ``while`` test reads the name again after each iteration: here after the body moved it."""
+    source = ("import torch\ndef f(x, device):\n    x = x.cpu()\n    while x.sum().item() > 0:\n"
+              "        x = step(x.to(device))\n")
+    tree = ast.parse(source)
+    read = tree.body[1].body[1].test.left.func.value.func.value
+    assert SemanticModel(tree, source.splitlines(keepends=True)).values.host_here(read) is False
+    unmoved = source.replace("x = step(x.to(device))", "y = step(x)")  # ... and a loop that leaves it alone
+    tree = ast.parse(unmoved)
+    read = tree.body[1].body[1].test.left.func.value.func.value
+    assert SemanticModel(tree, unmoved.splitlines(keepends=True)).values.host_here(read) is True
+
+
+def test_host_here_beside_other_placements():
+    """A placement that is no method call (``Buffer(n, device=device)``) moves no name."""
+    source = ("import torch\ndef f(x, n, device):\n    x[x < 0] = 0\n    buf = Buffer(n, device=device)\n"
+              "    return x, buf\n")
+    assert _host_at_last_put(source) is False

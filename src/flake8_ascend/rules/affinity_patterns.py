@@ -6,14 +6,13 @@ import re
 from types import SimpleNamespace
 from typing import List
 
-from ..calls import passed
 from ..detect import affinity
 from ..semantic.flow import Flow
 from ..detect.fused import STARTS, attention_fallback, function_patterns, other_branch_calls, untaken_branch
 from ..detect.once_per_call import runs_once
 from ..detect.training import last_name
 from ..semantic.aliasing import aliased, fresh_tensor, source_line
-from ..semantic.values import ARRAY, BUILT_ON_HOST, COMPARE, DEVICE, HOST, MASK, NUMBER, TENSOR, UNKNOWN
+from ..semantic.values import ARRAY, BUILT_ON_HOST, COMPARE, HOST, MASK, NUMBER, TENSOR, UNKNOWN
 from ..registry import Rule
 from ..rewrite import Kind, Rewrite
 from .affinity_calls import _CAIT_ATTENTION, _TIMM_SDPA_OR_MANUAL
@@ -30,7 +29,6 @@ _LABELS = {
     "add_layer_norm": "add + layer_norm",
 }
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)  # statements with no branch inside
 _AUGMENTED = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.FloorDiv: "//"}
 
 
@@ -146,41 +144,14 @@ def _built_on_host(x: ast.AST, ctx) -> bool:
     """``x`` was made by a factory given no device, in a function that places nothing on a device (peft 0.17.1
     tuners/randlora/model.py:169, ``torch.zeros(shape)`` filled at init), or by ``torch.from_numpy`` there
     (torchgeo 0.8.1 datasets/bigearthnet.py:839-842, a label map read from a file): the index put runs on the CPU.
-    A tensor moved with ``.cpu()`` is not enough: the flow does not model branches (``if assign_on_cpu: x =
-    x.cpu()``)."""
+    A tensor moved with ``.cpu()`` is ``values.host_here``'s question: the flow does not model branches (``if
+    assign_on_cpu: x = x.cpu()``)."""
     values = ctx.values
     device = values.of(x).device
     if device == HOST and isinstance(x, ast.Name):  # made there, not moved there
         binding = ctx.model.flow(_owner(ctx)).binding(x)
         return binding is not None and isinstance(binding.value, ast.Call) and values.host_only(binding.value)
     return device == BUILT_ON_HOST and values.host_side(x)
-
-
-def _moved_after(node: ast.stmt, x: ast.AST, ctx) -> bool:
-    """After the put, on every path, the function moves ``x`` itself to a device (pyannote 3.3.2
-    pipelines/speaker_verification.py:192-197, ``wav_lens[too_short] = max_len`` then ``wav_lens.to(self.device)``):
-    the put ran on the host. Not a move beside another tensor (``labels.to(logits.device)`` only puts them together),
-    nor one in a branch of its own (``if not x.is_cuda: x = x.cuda()``), nor a tensor the code places on a device."""
-    owner = ctx.enclosing(*_FUNCTIONS)
-    if owner is None or not isinstance(x, ast.Name) or ctx.values.of(x).device == DEVICE:
-        return False
-    later = []  # the statements after the put's own, in its block and in each block around it up to the function
-    for parent, child in ctx.lineage(node):
-        block = next((b for b in (getattr(parent, f, None) for f in ("body", "orelse", "finalbody"))
-                      if isinstance(b, list) and any(s is child for s in b)), [])
-        later += block[next((i for i, s in enumerate(block) if s is child), len(block)) + 1:]
-        if parent is owner:
-            break
-    flow = ctx.model.flow(owner)
-    for call, _ in ctx.values.data_placements(owner):
-        func, where = call.func, passed(call, "device", 0)
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == x.id \
-                and flow.binding(func.value) is flow.binding(x) \
-                and not (isinstance(where, ast.Attribute) and where.attr == "device"
-                         and isinstance(where.value, ast.Name) and where.value.id != "self") \
-                and any(isinstance(s, _SIMPLE) and s.lineno <= call.lineno <= s.end_lineno for s in later):
-            return True
-    return False
 
 
 _FROM_NUMPY = ("import torch\ndef load_map(array, codes, weights, device):\n    tensor = torch.from_numpy(array)\n{moved}"
@@ -198,6 +169,16 @@ _TOKEN_TYPES = ("import torch\nfrom typing import List\nclass Template:\n    def
 _WAV_LENS = ("import torch\nclass Embedding:\n    def __call__(self, waveforms, masks):\n"
              "        wav_lens = masks.sum(dim=1)\n        too_short = wav_lens < self.min_num_samples\n"
              "        wav_lens[too_short] = wav_lens.max()\n{move}")
+
+# kraken 7.1.1 blla.py:106-121: the tensor of an image's transforms, masked before the forward pass moves it
+_SEGMENT = ("import torch\ndef segment(im, mask, model, transforms, device):\n    tensor_im = transforms(im)\n"
+            "    if mask:\n        tensor_im[~transforms(mask).bool()] = 0\n{move}")
+
+# scvi-tools 1.4.2 model/_multivi.py:565-574: a host copy of a model output, updated in place under branches
+_HOST_COPY = ("import torch\nclass Model:\n    def impute(self, post, normalize_cells, threshold):\n"
+              "        for tensors in post:\n            outputs = self.module(tensors)\n{copy}"
+              "            if normalize_cells:\n                p *= outputs['libsize_acc'].cpu()\n"
+              "            if threshold:\n                p[p < threshold] = 0\n")
 
 # timm 1.0.31 models/davit.py:204-211 and edgenext.py:165-173: the tokens of a (B, N, C) input put last, so
 # ``q @ k`` sums over them (channel attention)
@@ -262,9 +243,12 @@ class AffinityPattern(Rule):
         "samples a DataLoader's workers build on the host: in a dataset's, collator's or energon task encoder's "
         "method, a collate function, a datasets folder, or a top-level function only these call in the project "
         "(a sequence-packing helper); nor on a tensor a function builds with no device in a file whose default "
-        "device is only ever `cpu` or `meta`, or moves to a device after the put (`x.to(device)` on every path, not "
-        "just beside another tensor: `labels.to(logits.device)`). Nor in a branch that the values its parameters keep "
-        "never take: an `if binary:` (or the `else` of `if not self.flag:`) where every call in the package leaves the "
+        "device is only ever `cpu` or `meta`, nor on one that is on the host where the put writes it: a `.cpu()` "
+        "copy made before the put on every path (not in a branch of its own), or moved to a device after the put on "
+        "every path (`x.to(device)`, or a view of it: `x.unsqueeze(0).to(device)`; `with` bodies run whole; not "
+        "just beside another tensor: `labels.to(logits.device)`, nor in a loop that may write into it once moved). "
+        "Nor in a branch that the values its parameters keep never take: an `if binary:` (or the `else` of `if "
+        "not self.flag:`) where every call in the package leaves the "
         "parameter at a default that skips it."
     )
     example = "boxes[boxes < 0] = 0\nx = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)"
@@ -304,6 +288,13 @@ class AffinityPattern(Rule):
         (_WAV_LENS.format(move="        return self.model_(waveforms, wav_lens.to(waveforms.device))\n"), 6),
         (_WAV_LENS.format(move="        if self.on_device:\n            wav_lens = wav_lens.to(self.device)\n"
                                "        return self.model_(waveforms, wav_lens)\n"), 6),
+        # ... a loop that moves the tensor in one iteration and writes into it in the next
+        ("import torch\ndef refine(model, x, device):\n    for _ in range(3):\n        x[x < 0] = 0\n"
+         "        x = model(x.to(device))\n    return x\n", 4),
+        # near miss of a host copy: made in a branch of its own (mmdet 3.1.0 models/task_modules/assigners/
+        # approx_max_iou_assigner.py:130-154, ``if assign_on_cpu: approxs = approxs.cpu()``)
+        (_HOST_COPY.format(copy="            p = outputs['p']\n            if self.assign_on_cpu:\n"
+                                "                p = p.cpu()\n"), 12),
         ("import torch\ndef norm(x, eps):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n", 3),
         # near miss of diffusers' RMSNorm below: the other branch is not the advised NPU API
         (_RMS_NORM_BRANCHES.format(npu="torch.nn.functional.rms_norm(x, (x.shape[-1],), w, eps)"), 9),
@@ -412,6 +403,10 @@ class AffinityPattern(Rule):
         # pipelines/speaker_verification.py:192-197)
         _WAV_LENS.format(move="        return self.model_(waveforms.to(self.device), wav_lens.to(self.device))\n"),
         "import torch\ndef f(x, device):\n    m = torch.zeros(4)\n    m[x > 0] = 1\n    return m.to(device)\n",
+        # ... moved through a view, inside ``with`` blocks (kraken 7.1.1 blla.py:106-121)
+        _SEGMENT.format(move="    with torch.no_grad():\n        return model(tensor_im.unsqueeze(0).to(device))\n"),
+        # a put into a host copy made before it on every path (scvi-tools 1.4.2 model/_multivi.py:565-574)
+        _HOST_COPY.format(copy="            p = outputs['p'].cpu()\n"),
     ]
 
     def check(self, node, ctx) -> None:
@@ -438,7 +433,7 @@ class AffinityPattern(Rule):
         masks = [p for p in parts if isinstance(p, (ast.Compare, ast.UnaryOp, ast.BinOp, ast.Name, ast.Call,
                                                     ast.Subscript, ast.Attribute)) and self._mask(p, ctx)]
         if len(masks) != 1 or not self._tensor(x, masks[0], ctx) or runs_once(node, ctx) or _built_on_host(x, ctx) \
-                or _moved_after(node, x, ctx) or untaken_branch(node, ctx):
+                or ctx.values.host_here(x) or untaken_branch(node, ctx):
             return  # a put the NPU never runs: once per call, on a host tensor (the loader's workers: Context.report)
         value = ctx.values.of(node.value)
         if isinstance(node, ast.AugAssign):

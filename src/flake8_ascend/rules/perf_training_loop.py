@@ -138,6 +138,8 @@ _OPTIM_INDEX = ("import torch\nfor batch in data:\n    loss, idx = f(batch)\n   
 _ACCUMULATION = ("for i, x in enumerate(data):\n    loss = f(x)\n    loss.backward()\n    if (i + 1) % accumulation == 0:\n"
                  "        opt.step()\n{log}")
 
+_TOKEN_COUNT = ("def train(model, loader, device, pad_id):\n    seen = 0\n    for ids in loader:\n"
+                "        seen += ids.ne(pad_id).sum().item()\n{move}        loss.backward()\n")
 _LOG_GUARD = ("def log_step(loss, step):\n{guard}    print(loss.item())\n"
               "for step, x in enumerate(data):\n    loss = f(x)\n    loss.backward()\n    log_step(loss, step)\n")
 
@@ -170,7 +172,8 @@ class HostSyncInTrainingLoop(Rule):
         "(`if self.log_images: self.log_images = False`, it runs once), not in the "
         "branch a NaN or an infinity takes (`if not torch.isfinite(grad_norm):`, a skipped step), and not on a "
         "value already on the host (a numpy array, a number, a CPU tensor: `.numpy()` without `.cpu()` or "
-        "`force=True` only works on one)."
+        "`force=True` only works on one; a batch the step moves to the device only after the read, on every path: "
+        "`model(ids.to(device))`)."
     )
     example = ("for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n    opt.step()\n"
                "    print(loss.item())")
@@ -188,6 +191,10 @@ class HostSyncInTrainingLoop(Rule):
         # a periodic branch that runs the optimizer step is the step of gradient accumulation, not a logging branch
         # (torchtune 0.6.1 recipes/full_finetune_single_device.py:720)
         (_ACCUMULATION.format(log="        print(loss.item())\n"), 6),
+        # near misses of a count before the move: moved in a branch, or beside another tensor
+        (_TOKEN_COUNT.format(move="        if not sharded:\n            ids = ids.to(device)\n"
+                                  "        loss = model(ids)\n"), 4),
+        (_TOKEN_COUNT.format(move="        loss = model(ids.to(weights.device))\n"), 4),
         # near misses of an error path: the branch goes on; of a skipped non-finite step: the finite branch
         ("for x in data:\n    loss = f(x)\n    loss.backward()\n    if loss > 10:\n"
          "        print('inputs', x.sum().item())\n        continue\n", 5),
@@ -287,6 +294,8 @@ class HostSyncInTrainingLoop(Rule):
         "def log(loss):\n    print(loss.item())\nfor i, x in enumerate(data):\n    loss = f(x)\n    loss.backward()\n"
         "    if i % 10 == 0:\n        log(loss)\n",
         "class Env:\n    def step(self, action):\n        return self.state.sum().item()\n",
+        # a count on the loader's batch before the step moves it to the device: a host tensor
+        _TOKEN_COUNT.format(move="        loss = model(ids.to(device))\n"),
         # the value steers the step: a flag that skips the batch (espnet 202511 lightning_espnet_model.py:46), a
         # count that sizes a slice or a loop
         "import torch\nfor x in data:\n    loss = f(x)\n    bad = torch.isnan(loss).any().item()\n    if bad:\n"
@@ -376,8 +385,9 @@ class HostSyncInTrainingLoop(Rule):
 
 
 def _host_value(expr: ast.AST, ctx) -> bool:
-    """Already on the host: a CPU tensor, a numpy array or a number (``np.mean(a).item()`` waits for nothing)."""
-    return ctx.values.on_host(expr) or ctx.values.of(expr).kind in (ARRAY, NUMBER)
+    """Already on the host: a CPU tensor, a numpy array or a number (``np.mean(a).item()`` waits for nothing), or a
+    tensor the step moves to the device only later (``values.host_here``)."""
+    return ctx.values.on_host(expr) or ctx.values.of(expr).kind in (ARRAY, NUMBER) or ctx.values.host_here(expr)
 
 
 def _device_like(expr, ctx) -> bool:

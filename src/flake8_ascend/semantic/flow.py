@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, List, Optional
 
-from .names import FLOW_KINDS, Binding, Scope
+from .names import AUGMENTED, FLOW_KINDS, Binding, Scope
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp,
            ast.DictComp, ast.GeneratorExp)
@@ -55,6 +55,17 @@ class Flow:
             if binding.end > here:
                 break
             found = binding
+        return found
+
+    def plain_binding(self, name: ast.Name) -> Optional[Binding]:
+        """``binding`` passing over augmented assignments: ``p *= w`` updates a tensor in place, where it is."""
+        found = None
+        here = (name.lineno, name.col_offset)
+        for binding in self.bindings.get(name.id, ()):
+            if binding.end > here:
+                break
+            if binding.kind != AUGMENTED:
+                found = binding
         return found
 
     def resolve(self, expr: ast.AST) -> ast.AST:

@@ -33,9 +33,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
-from ..calls import argument, dotted, is_constant
+from ..calls import argument, dotted, is_constant, passed
 from ..walk import assign_targets, child_fields, fields_table, parameter_defaults
-from .names import Resolver, Scope
+from .names import AUGMENTED, LOOP, Resolver, Scope
 
 if TYPE_CHECKING:
     from .model import SemanticModel
@@ -294,6 +294,46 @@ class Values:
             return False
         owner = self.model.function(expr)
         return owner is not None and not self._places_on_device(owner)
+
+    def host_here(self, expr: ast.AST) -> bool:
+        """The local tensor ``expr`` reads (a name, or a subscript or method chain of one that moves nothing) is on
+        the host here. Bound by a host value (``.cpu()``, ``.to('cpu')``) in a statement that runs before the read
+        on every path (scvi-tools 1.4.2 model/_multivi.py:565-574: ``p = ...cpu()``, ``p *= w`` under an ``if``,
+        then ``p[p < t] = 0``); or moved to a device, itself or through view and shape methods, by a statement
+        that runs after the read on every path (kraken 7.1.1 blla.py:116-121, ``tensor_im.unsqueeze(0).to(device)``
+        inside two ``with`` blocks; pyannote 3.3.2 pipelines/speaker_verification.py:192-197). ``with`` bodies
+        run whole. Not a ``.cpu()`` in a branch of its own (``if assign_on_cpu: x = x.cpu()``), a move in a branch
+        or beside another tensor (``labels.to(logits.device)`` only puts them together), a conversion that only
+        looks like a move (``h.to(self.compute_dtype)``), nor a loop that binds the name elsewhere (moved in one
+        iteration, read in the next)."""
+        name = _chain_root(expr)
+        owner = self.model.function(name) if name is not None else None
+        read = next((r for r in self.model.reads(owner, name.id) if r.node is name), None) if owner else None
+        if read is None or self.of(name).device == DEVICE:
+            return False
+        flow = self.model.flow(owner)
+        bound = flow.plain_binding(name)
+        levels = _levels(read.path, owner)
+        before = [_unfolded(block[:index]) for _, block, index in levels]
+        for loop in (node for node in read.path if isinstance(node, _LOOPS)):
+            k = next((k for k, (parent, block, _) in enumerate(levels) if block is loop.body), None)
+            if (k is not None or isinstance(loop, ast.While)) and not _fresh_each_time(
+                    loop, bound, flow.bindings.get(name.id, ()), before[:k + 1] if k is not None else []):
+                return False  # the name may still hold what an earlier iteration left in it (a ``while`` test too)
+        if bound is not None and bound.index is None and _copied_to_host(bound.value) \
+                and any(_binds(s, bound) for b in before for s in b):
+            return True
+        later = [s for _, block, index in levels for s in _unfolded(block[index + 1:]) if isinstance(s, _STRAIGHT)]
+        for call, _ in self.data_placements(owner):
+            receiver = _chain_root(call.func.value, _RESHAPES) if isinstance(call.func, ast.Attribute) else None
+            where = passed(call, "device", 0)
+            if receiver is not None and receiver.id == name.id and flow.plain_binding(receiver) is bound \
+                    and not (isinstance(where, ast.Attribute) and where.attr == "device"
+                             and isinstance(where.value, ast.Name) and where.value.id != "self") \
+                    and "dtype" not in getattr(where, "attr", "") \
+                    and any(s.lineno <= call.lineno <= s.end_lineno for s in later):
+                return True
+        return False
 
     def maybe_tensor(self, expr: ast.AST) -> bool:
         """For pattern rules: a tensor, or unknown in a function that uses no numpy / pandas / cupy, in a file
@@ -1083,6 +1123,73 @@ def places_on_device(owner: ast.AST) -> bool:
             if name in _TO_DEVICE or (name == "to" and bool(node.args) and not _is_dtype(node.args[0])):
                 return True
     return False
+
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_STRAIGHT = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)  # statements with no branch inside
+_MOVES = frozenset(("to", "cuda", "npu"))
+# Methods that keep a tensor where it is and show it whole (``x.unsqueeze(0).to(device)`` moves ``x``'s data).
+_RESHAPES = frozenset("""view view_as reshape reshape_as squeeze unsqueeze flatten unflatten permute transpose t
+    expand expand_as movedim swapaxes contiguous clone detach float half double bfloat16 long int bool""".split())
+
+
+def _chain_root(expr: ast.AST, methods: Optional[FrozenSet[str]] = None) -> Optional[ast.Name]:
+    """The name a chain of calls of ``methods`` starts from (by default: subscripts, attributes and calls of
+    any method that moves nothing), or None."""
+    while not isinstance(expr, ast.Name):
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and (
+                expr.func.attr in methods if methods is not None else expr.func.attr not in _MOVES):
+            expr = expr.func.value
+        elif methods is None and isinstance(expr, (ast.Subscript, ast.Attribute)):
+            expr = expr.value
+        else:
+            return None
+    return expr
+
+
+def _copied_to_host(value: Optional[ast.AST]) -> bool:
+    """``x.cpu()``, ``x.to('cpu')`` or ``x.to(device='cpu')``, then perhaps reshaped or converted."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _RESHAPES:
+        value = value.func.value
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return False
+    where = passed(value, "device", 0)
+    return value.func.attr == "cpu" or value.func.attr == "to" and where is not None and _device_literal(where) == HOST
+
+
+def _levels(path, owner: ast.AST) -> List[Tuple[ast.AST, list, int]]:
+    """(statement, block, position) of each block around a read, innermost first: the read's statement is
+    ``block[position]`` of ``statement`` (the function itself last)."""
+    found = []
+    for child, parent in zip(path, path[1:] + (owner,)):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list):
+                index = next((i for i, s in enumerate(block) if s is child), None)
+                if index is not None:
+                    found.append((parent, block, index))
+                    break
+    return found
+
+
+def _unfolded(block: list) -> list:
+    """The statements of ``block``, each ``with`` replaced by the statements of its body (which runs whole)."""
+    found = []
+    for stmt in block:
+        found.extend(_unfolded(stmt.body) if isinstance(stmt, (ast.With, ast.AsyncWith)) else [stmt])
+    return found
+
+
+def _binds(stmt: ast.AST, binding) -> bool:
+    return stmt.lineno == binding.line and (stmt.end_lineno, stmt.end_col_offset) == binding.end
+
+
+def _fresh_each_time(loop: ast.AST, bound, bindings, before: List[list]) -> bool:
+    """No binding of the name inside ``loop`` but the one in force, made in every iteration before the read:
+    the loop's own target, or a statement of ``before`` (the statements before the read in the loop's body)."""
+    inside = [b for b in bindings if loop.lineno <= b.line <= loop.end_lineno and b.kind != AUGMENTED]
+    return not inside or bound in inside and (bound.kind == LOOP and bound.line == loop.lineno or any(
+        _binds(s, bound) for b in before for s in b))
 
 
 def walk(node: ast.AST):
