@@ -47,24 +47,15 @@ class Flow:
                 stack.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, _SCOPES))
         return self._products
 
-    def binding(self, name: ast.Name) -> Optional[Binding]:
-        """The binding in force where ``name`` is read, or None (a parameter, global or builtin)."""
+    def binding(self, name: ast.Name, in_place: bool = True) -> Optional[Binding]:
+        """The binding in force where ``name`` is read, or None (a parameter, global or builtin). ``in_place=False``
+        passes over augmented assignments: ``p *= w`` updates a tensor in place, where it is."""
         found = None
         here = (name.lineno, name.col_offset)
         for binding in self.bindings.get(name.id, ()):
             if binding.end > here:
                 break
-            found = binding
-        return found
-
-    def plain_binding(self, name: ast.Name) -> Optional[Binding]:
-        """``binding`` passing over augmented assignments: ``p *= w`` updates a tensor in place, where it is."""
-        found = None
-        here = (name.lineno, name.col_offset)
-        for binding in self.bindings.get(name.id, ()):
-            if binding.end > here:
-                break
-            if binding.kind != AUGMENTED:
+            if in_place or binding.kind != AUGMENTED:
                 found = binding
         return found
 

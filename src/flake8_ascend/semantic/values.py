@@ -312,7 +312,7 @@ class Values:
         if read is None or self.of(name).device == DEVICE:
             return False
         flow = self.model.flow(owner)
-        bound = flow.plain_binding(name)
+        bound = flow.binding(name, in_place=False)
         levels = _levels(read.path, owner)
         before = [_unfolded(block[:index]) for _, block, index in levels]
         for loop in (node for node in read.path if isinstance(node, _LOOPS)):
@@ -327,7 +327,7 @@ class Values:
         for call, _ in self.data_placements(owner):
             receiver = _chain_root(call.func.value, _RESHAPES) if isinstance(call.func, ast.Attribute) else None
             where = passed(call, "device", 0)
-            if receiver is not None and receiver.id == name.id and flow.plain_binding(receiver) is bound \
+            if receiver is not None and receiver.id == name.id and flow.binding(receiver, in_place=False) is bound \
                     and not (isinstance(where, ast.Attribute) and where.attr == "device"
                              and isinstance(where.value, ast.Name) and where.value.id != "self") \
                     and "dtype" not in getattr(where, "attr", "") \
