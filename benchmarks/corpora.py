@@ -125,6 +125,13 @@ CORPORA = [
     Corpus("kraken", "kraken==7.1.1", sdist=False, split="tuning"),
     Corpus("surya", "surya-ocr==0.22.1", sdist=False, split="tuning"),
     Corpus("f5_tts", "f5-tts==1.1.22", sdist=False, split="tuning"),
+    # Added to the tuning side later the same session, after that round's rules and before any of their findings was
+    # read, to measure those rules on code nobody here had read: a PyTorch-native LLM pre-training library, a Lightning
+    # spatio-temporal library, a speech synthesis model on transformers and accelerate, an OCR model on Lightning.
+    Corpus("torchtitan", "torchtitan==0.3.0", sdist=False, split="tuning"),
+    Corpus("tsl", "torch-spatiotemporal==0.9.5", sdist=False, split="tuning"),
+    Corpus("parler_tts", "parler-tts==0.2.3", sdist=True, split="tuning"),
+    Corpus("nougat", "nougat-ocr==0.1.17", sdist=False, split="tuning"),
     Corpus("trl", "trl==1.16.0", sdist=False, split="test"),
     Corpus("pytorch_forecasting", "pytorch-forecasting==1.8.0", sdist=False, split="test"),
     Corpus("mmocr", "mmocr==1.0.1", sdist=False, split="test"),
