@@ -79,7 +79,12 @@ def step_kind(call: ast.Call) -> Optional[str]:
 
 
 def _periodic(test: ast.AST) -> bool:
-    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in walk_tree(test))
+    """``step % N == 0``, or a call that asks whether a given step logs (torchtitan 0.3.0 trainer.py and
+    experiments/forge/example_train.py:348, ``if not self.metrics_processor.should_log(self.step): return``; nemo
+    2.5.0 progress_printer.py:139, ``if self.should_log(n):``). Not HF's ``args.should_log``, a property that
+    says whether this process logs at all."""
+    return any((isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)) or (
+        isinstance(n, ast.Call) and n.args and last_name(n.func) == "should_log") for n in walk_tree(test))
 
 
 def is_main_guard(stmt: ast.stmt) -> bool:

@@ -168,7 +168,7 @@ class HostSyncInTrainingLoop(Rule):
         "local name, or through the function's `return` where a call of it in the same file steers: reading it "
         "every N steps is no option), not "
         "outside loops, not in a periodic `if step % N == 0:` logging branch nor after a periodic guard that "
-        "leaves (`if step % N != 0: return`), not in a branch that switches off its own test "
+        "leaves (`if step % N != 0: return`, `if not metrics.should_log(step): return`), not in a branch that switches off its own test "
         "(`if self.log_images: self.log_images = False`, it runs once), not in the "
         "branch a NaN or an infinity takes (`if not torch.isfinite(grad_norm):`, a skipped step), and not on a "
         "value already on the host (a numpy array, a number, a CPU tensor: `.numpy()` without `.cpu()` or "
@@ -241,6 +241,8 @@ class HostSyncInTrainingLoop(Rule):
         # branch that runs once: one that switches off another flag; of a host value: numpy(force=True) copies
         (_LOG_GUARD.format(guard="    if step % every != 0:\n        print('skip')\n"), 4),
         (_LOG_GUARD.format(guard="    if rank != 0:\n        return\n"), 4),
+        # near misses of a logging-step guard: HF's ``args.should_log`` says whether this process logs, not when
+        (_LOG_GUARD.format(guard="    if not args.should_log:\n        return\n"), 4),
         ("for x in data:\n    loss = f(x)\n    loss.backward()\n    if self.log_images:\n"
          "        self.logged = True\n        print(loss.item())\n", 6),
         ("for x in data:\n    loss = f(x)\n    loss.backward()\n    history.append(loss.detach().numpy(force=True))\n",
@@ -331,6 +333,8 @@ class HostSyncInTrainingLoop(Rule):
         # after a periodic guard that returns (nemo 2.5.0 tts/models/spectrogram_enhancer.py:320-326); in a branch
         # that switches off its own test, run once (nemo 2.5.0 tts/models/fastpitch.py:452-457)
         _LOG_GUARD.format(guard="    if step % every != 0:\n        return\n"),
+        # after a guard that asks whether the step logs (torchtitan 0.3.0 experiments/forge/example_train.py:348)
+        _LOG_GUARD.format(guard="    if not self.metrics_processor.should_log(step):\n        return\n"),
         "for x in data:\n    loss = f(x)\n    loss.backward()\n    if self.log_images and self.logger:\n"
         "        self.log_images = False\n        print(loss.item())\n",
     ]
