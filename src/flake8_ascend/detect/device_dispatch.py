@@ -657,10 +657,11 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
                     and id(n) not in inside}
     cuda_body = branch.orelse if _negated_cuda_test(branch.test, ctx) else branch.body
     cuda_side = {id(n) for s in cuda_body for n in walk_tree(s)}
-    raised = {id(n) for s in cuda_body for r in walk_tree(s) if isinstance(r, (ast.Raise, ast.Assert))
+    # calls not asked about: what the CUDA branch raises or asserts, and what a shown call shows
+    exempt = {id(n) for s in cuda_body for r in walk_tree(s) if isinstance(r, (ast.Raise, ast.Assert))
               for n in walk_tree(r)}
-    # what a shown call shows (``logger.info(f"cuDNN {format_cudnn_version(torch.backends.cudnn.version())}")``)
-    raised |= {id(n) for s in branch.body + branch.orelse for c in walk_tree(s) if isinstance(c, ast.Call)
+    # (``logger.info(f"cuDNN {format_cudnn_version(torch.backends.cudnn.version())}")``)
+    exempt |= {id(n) for s in branch.body + branch.orelse for c in walk_tree(s) if isinstance(c, ast.Call)
                and _shows(c) for a in c.args + [k.value for k in c.keywords] for n in walk_tree(a)}
     for statement in (n for s in branch.body + branch.orelse for n in walk_tree(s) if isinstance(n, ast.stmt)):
         if isinstance(statement, ast.If) or (
@@ -686,7 +687,7 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
         for node in walk_tree(statement):
             if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await, ast.Lambda)):
                 return False
-            if isinstance(node, ast.Call) and id(node) not in raised:
+            if isinstance(node, ast.Call) and id(node) not in exempt:
                 qualname = ctx.qualname(node.func) or ""
                 name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
                 if not (_DIAGNOSTIC_CUDA.fullmatch(qualname) or name in _REPORTING or _DIAGNOSES.match(name)
