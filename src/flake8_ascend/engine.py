@@ -328,18 +328,13 @@ def for_another_framework(tree: ast.AST) -> bool:
     return bool(roots & _OTHER_FRAMEWORKS) and not any(root.startswith("torch") for root in roots)
 
 
-def _cuda_twin(path: str, config: Config) -> bool:
-    """Is the file the CUDA one of a pair its project picks from by device (``project.npu_counterpart``)? No rule
-    reports in it: on an NPU the project runs the other."""
-    located = module_path(path, config)
-    return located is not None and project.npu_counterpart(located) is not None
-
-
-def _stale(path: str, tree: ast.AST, config: Config) -> bool:
-    """Is the file a script whose import of its own project's package fails (``project.stale_script``)? No rule
-    reports in it: none of its lines runs."""
-    located = module_path(path, config)
-    return located is not None and project.stale_script(located, tree)
+def _left_out_of_project(located: Optional[str], tree: ast.AST) -> bool:
+    """Does the module at ``located`` (None: no file on disk) run nothing worth reporting, by what its project shows?
+    The CUDA one of a pair the project picks from by device (``project.npu_counterpart``: on an NPU the project runs
+    the other), a script whose import of its own project's package fails (``project.stale_script``: none of its
+    lines runs), or a module of an NVIDIA-only runtime (``for_nvidia_runtime``: replaced, not ported)."""
+    return (located is not None and (project.npu_counterpart(located) is not None
+                                     or project.stale_script(located, tree))) or for_nvidia_runtime(located, tree)
 
 
 def _active_rules(source: str, rules: Iterable[Type[Rule]], config: Config, left_out: bool = False) -> List[Rule]:
@@ -393,8 +388,7 @@ def lint(
     """
     source = "".join(lines)
     left_out = (not config.lint_tests and is_test_path(path)) or for_another_framework(tree) or \
-        _cuda_twin(path, config) or _stale(path, tree, config) or \
-        for_nvidia_runtime(module_path(path, config), tree)
+        _left_out_of_project(module_path(path, config), tree)
     active = [*_active_rules(source, all_rules() if rules is None else rules, config, left_out), *visitors]
     if not active:
         return []

@@ -50,6 +50,18 @@ def lineage(ancestors: Sequence[ast.AST], node: ast.AST) -> Iterator[Tuple[ast.A
     return zip(reversed(path[:-1]), reversed(path[1:]))
 
 
+def block_of(parent: ast.AST, statement: ast.stmt) -> Tuple[List[ast.stmt], int]:
+    """The block of ``parent`` (its body, else or finally) that holds ``statement``, and its place there; ([], -1)
+    when none does."""
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list):
+            index = next((i for i, s in enumerate(block) if s is statement), -1)
+            if index >= 0:
+                return block, index
+    return [], -1
+
+
 def walk_tree(node: ast.AST) -> Iterator[ast.AST]:
     """``ast.walk`` without contexts and operators: the other nodes in the same (breadth-first) order, at about
     half the cost (those singletons have no children, so leaving them out moves no other node)."""

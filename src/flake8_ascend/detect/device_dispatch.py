@@ -23,7 +23,7 @@ import operator
 import re
 from typing import List, Optional, Sequence, Tuple
 
-from ..walk import assign_targets, walk_tree
+from ..walk import assign_targets, block_of, walk_tree
 from .training import last_name
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -872,7 +872,7 @@ def _rest_after(guard: ast.If, parent: ast.AST, outer, ctx) -> Optional[ast.If]:
         return None
 
     def build(_ctx) -> Optional[ast.If]:
-        block, index = _block(parent, guard)
+        block, index = block_of(parent, guard)
         rest = block[index + 1:]
         holder, held = parent, guard
         for above, _ in outer:
@@ -881,7 +881,7 @@ def _rest_after(guard: ast.If, parent: ast.AST, outer, ctx) -> Optional[ast.If]:
             if not (isinstance(holder, (ast.With, ast.AsyncWith)) or (
                     isinstance(holder, ast.Try) and any(s is held for s in holder.body))):
                 return None
-            block, index = _block(above, holder)
+            block, index = block_of(above, holder)
             rest += block[index + 1:]
             holder, held = above, holder
         if not isinstance(holder, _FUNCTIONS) or not rest:
@@ -969,7 +969,7 @@ def skipping_exit(node: ast.AST, ctx) -> str:
     if not (_exits(holder) and _negative_cuda_test(holder.test, ctx)):
         return ""
     parent = next(parent for parent, child in zip(ctx.stack, ctx.stack[1:]) if child is holder)
-    block, index = _block(parent, holder)
+    block, index = block_of(parent, holder)
     later = block[index + 1:]
     return f"True on an NPU: the CUDA path after it ({_lines(later)}) is skipped there" if later else ""
 
@@ -1054,18 +1054,6 @@ def npu_skips(node: ast.AST, ctx) -> bool:
 _EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 
-def _block(parent: ast.AST, statement: ast.stmt) -> Tuple[List[ast.stmt], int]:
-    """The block of ``parent`` (its body, else or finally) that holds ``statement``, and its place there; ([], -1)
-    when none does."""
-    for field in ("body", "orelse", "finalbody"):
-        block = getattr(parent, field, None)
-        if isinstance(block, list):
-            index = next((i for i, s in enumerate(block) if s is statement), -1)
-            if index >= 0:
-                return block, index
-    return [], -1
-
-
 def _exits(statement: ast.stmt) -> bool:
     """``if <test>: ... return`` (or raise, continue, break) with no ``else``: after it, the test was False."""
     return isinstance(statement, ast.If) and not statement.orelse and bool(statement.body) and isinstance(
@@ -1075,7 +1063,7 @@ def _exits(statement: ast.stmt) -> bool:
 def _earlier_exit(parent: ast.AST, statement: ast.stmt, leaves_when) -> Optional[ast.If]:
     """An earlier statement of ``statement``'s block (a body of ``parent``) that is ``if <test>:`` with
     ``leaves_when(test)`` and a body that always leaves the block: ``statement`` runs only when the test is False."""
-    block, index = _block(parent, statement)
+    block, index = block_of(parent, statement)
     return next((earlier for earlier in block[:max(index, 0)] if _exits(earlier) and leaves_when(earlier.test)), None)
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from ..calls import argument, dotted, is_constant, passed
-from ..walk import assign_targets, child_fields, fields_table, parameter_defaults
+from ..walk import assign_targets, block_of, child_fields, fields_table, parameter_defaults
 from .names import AUGMENTED, LOOP, Resolver, Scope
 
 if TYPE_CHECKING:
@@ -1162,13 +1162,9 @@ def _levels(path, owner: ast.AST) -> List[Tuple[ast.AST, list, int]]:
     ``block[position]`` of ``statement`` (the function itself last)."""
     found = []
     for child, parent in zip(path, path[1:] + (owner,)):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field, None)
-            if isinstance(block, list):
-                index = next((i for i, s in enumerate(block) if s is child), None)
-                if index is not None:
-                    found.append((parent, block, index))
-                    break
+        block, index = block_of(parent, child)
+        if index >= 0:
+            found.append((parent, block, index))
     return found
 
 
