@@ -132,6 +132,16 @@ CORPORA = [
     Corpus("tsl", "torch-spatiotemporal==0.9.5", sdist=False, split="tuning"),
     Corpus("parler_tts", "parler-tts==0.2.3", sdist=True, split="tuning"),
     Corpus("nougat", "nougat-ocr==0.1.17", sdist=False, split="tuning"),
+    # Added to the tuning side on 2026-12-07 (twenty-third session), before any of their findings was read, to measure
+    # the rules at first sight once more from the test side's families: an LLM training library on Composer, a
+    # Lightning time-series forecaster, an OpenMMLab self-supervised toolbox, a neural audio codec trainer, a LaTeX OCR
+    # model, a time-series imputation library.
+    Corpus("llm_foundry", "llm-foundry==0.22.0", sdist=False, split="tuning"),
+    Corpus("neuralprophet", "neuralprophet==0.9.0", sdist=False, split="tuning"),
+    Corpus("mmselfsup", "mmselfsup==1.0.0", sdist=False, split="tuning"),
+    Corpus("dac", "descript-audio-codec==1.0.0", sdist=False, split="tuning"),
+    Corpus("pix2tex", "pix2tex==0.1.4", sdist=False, split="tuning"),
+    Corpus("pypots", "pypots==1.5", sdist=False, split="tuning"),
     Corpus("trl", "trl==1.16.0", sdist=False, split="test"),
     Corpus("pytorch_forecasting", "pytorch-forecasting==1.8.0", sdist=False, split="test"),
     Corpus("mmocr", "mmocr==1.0.1", sdist=False, split="test"),
