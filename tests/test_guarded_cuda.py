@@ -85,6 +85,38 @@ def test_no_code_runs_in_test_files_unless_asked():
         assert [f.code for f in findings] == expected
 
 
+# a benchmark program named like a test (mmselfsup 1.0.0 .mim/tools/benchmarks/classification/knn_imagenet/
+# test_knn.py:130-140): argparse and a __main__ block, no test framework
+KNN_TOOL = """
+import argparse
+import torch
+
+def main():
+    args = argparse.ArgumentParser().parse_args()
+    device = 'cuda' if torch.cuda.is_available() else 'cpu'
+{extra}
+if __name__ == '__main__':
+    main()
+"""
+
+
+def test_a_program_named_like_a_test_is_linted():
+    source = KNN_TOOL.format(extra="")
+    findings = engine.lint(ast.parse(source), source.splitlines(True), "tools/knn/test_knn.py", Config(default_version()))
+    assert findings and not engine.is_test_code("tools/knn/test_knn.py", ast.parse(source))
+
+
+def test_near_misses_of_a_program_named_like_a_test_stay_test_code():
+    for path, extra in (("tools/knn/test_knn.py", "import pytest\n"), ("tools/knn/test_knn.py", "def test_main():\n    main()\n"),
+                        ("tools/knn/test_knn.py", "class TestKnn:\n    pass\n"), ("tests/test_knn.py", ""),
+                        ("tools/knn/knn_test.py", "from unittest import mock\n")):
+        source = KNN_TOOL.format(extra=extra)
+        assert engine.is_test_code(path, ast.parse(source)), (path, extra)
+        assert engine.lint(ast.parse(source), source.splitlines(True), path, Config(default_version())) == []
+    source = KNN_TOOL.format(extra="").replace("if __name__ == '__main__':\n    main()\n", "")
+    assert engine.is_test_code("tools/knn/test_knn.py", ast.parse(source))  # no __main__ block: a test module
+
+
 # mmpose 1.3.2 .mim/tools/dataset_converters/ubody_smplx_to_coco.py:40-41, 300-301
 CONVERTER = """
 import torch

@@ -271,6 +271,41 @@ def is_test_path(path: str) -> bool:
     return bool(_TEST_PATH.search(path))
 
 
+_TEST_FOLDER = re.compile(r"(^|[\\/])(tests?|testing)[\\/]")
+
+
+def is_test_code(path: str, tree: ast.AST) -> bool:
+    """``is_test_path``, less a program that only its file name makes look like a test: a ``test_*.py`` outside
+    a tests folder with a ``__main__`` block, no pytest or unittest import and no test of its own is a tool a user
+    runs (mmselfsup 1.0.0 ``.mim/tools/benchmarks/classification/knn_imagenet/test_knn.py``, a kNN benchmark)."""
+    if not is_test_path(path):
+        return False
+    if _TEST_FOLDER.search(path) or not isinstance(tree, ast.Module):
+        return True
+    main = False
+    for node in tree.body:
+        if isinstance(node, ast.If) and _main_test(node.test):
+            main = True
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                name.split(".")[0] in ("pytest", "unittest") for name in _imported(node)):
+            return True
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test") or \
+                isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            return True
+    return not main
+
+
+def _main_test(test: ast.AST) -> bool:
+    """``__name__ == '__main__'``."""
+    return isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__" and \
+        len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant) and \
+        test.comparators[0].value == "__main__"
+
+
+def _imported(node) -> List[str]:
+    return [node.module or ""] if isinstance(node, ast.ImportFrom) else [alias.name for alias in node.names]
+
+
 _TEST_CASES = frozenset(("unittest.TestCase", "unittest.case.TestCase"))
 
 
@@ -387,7 +422,7 @@ def lint(
     run it through ``sources.deep`` so that a tree deeper than the recursion limit allows is still walked.
     """
     source = "".join(lines)
-    left_out = (not config.lint_tests and is_test_path(path)) or for_another_framework(tree) or \
+    left_out = (not config.lint_tests and is_test_code(path, tree)) or for_another_framework(tree) or \
         _left_out_of_project(module_path(path, config), tree)
     active = [*_active_rules(source, all_rules() if rules is None else rules, config, left_out), *visitors]
     if not active:
