@@ -293,6 +293,7 @@ def only_reported(node: ast.AST, qualname: str, ctx) -> bool:
 _CARRIES = (ast.IfExp, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.JoinedStr, ast.FormattedValue,
             ast.keyword)
 _CONVERSIONS = frozenset({"str", "int", "float", "round", "bool", "repr"})
+_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv)
 
 
 def _assigned_name(node: ast.AST, ctx, program: bool = False) -> Optional[ast.Name]:
@@ -370,7 +371,10 @@ def _shown(read) -> bool:
             if _message(parent):
                 return True
         elif isinstance(parent, ast.BinOp):
-            return _formatted_into_words(parent, child)
+            if _formatted_into_words(parent, child):
+                return True
+            if not isinstance(parent.op, _ARITHMETIC):  # a difference of shown figures is shown (``{b - a} s``)
+                return False
         elif not isinstance(parent, (ast.FormattedValue, ast.Tuple, ast.List, ast.Dict, ast.keyword, ast.Starred)):
             return False
         child = parent
@@ -695,9 +699,32 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
                         or _STATISTICS.search(name) or _into_report(node, ctx)
                         or _reporting_alias(node.func, ctx)
                         or qualname in _CUDAGRAPH_MARKERS
+                        or (qualname == "torch.cuda.synchronize" and _times_a_report(branch, scope, ctx))
                         or (qualname in _CUDA_RESEEDS and _seeds_all_devices(scope, ctx))):
                     return False
     return True
+
+
+# clocks a wall time is read from
+_CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.time_ns", "time.perf_counter_ns",
+                     "time.monotonic_ns", "timeit.default_timer"})
+
+
+def _times_a_report(branch: ast.If, scope: ast.AST, ctx) -> bool:
+    """The ``if`` (a CUDA synchronize) sits right before or after a clock read into a local name that is only shown
+    (llm-foundry 0.22.0 command_utils/eval.py:167-178, ``a = time.time()`` around ``trainer.eval``, logged as
+    ``f'Ran {model_name} eval in: {b-a} seconds'``): on an NPU only the logged wall time is less exact. A clock read
+    that is returned or kept (yolov5 7.0.14 utils/torch_utils.py ``time_sync``, a profiler) is not."""
+    for holder in walk_tree(scope):
+        block, index = block_of(holder, branch)
+        if index >= 0:
+            break
+    else:
+        return False
+    neighbours = block[index - 1:index] + block[index + 1:index + 2]
+    return any(isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+               and isinstance(s.value, ast.Call) and ctx.qualname(s.value.func) in _CLOCKS
+               and _only_shown(s.targets[0], ctx, _CARRIED_DEPTH) for s in neighbours)
 
 
 # settings of CUDA's own libraries (cuBLAS TF32, cuDNN autotuning): they reach no NPU kernel, so an NPU run that

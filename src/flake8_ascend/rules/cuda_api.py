@@ -71,6 +71,11 @@ _PROFILED = ("import torch\ndef profile_memory(name):\n    before = torch.cuda.m
              "    after = torch.cuda.memory_allocated() / 1024**3\n    change = after - before\n"
              "    logger.info(f'[{{name}}] After: {{after:.2f}} GiB, Change = {{change:+.2f}} GiB')\n{end}")
 
+# a CUDA synchronize beside a clock read (llm-foundry 0.22.0 command_utils/eval.py:166-178)
+_TIMED_EVAL = ("import time\nimport torch\ndef evaluate(trainer, log, name):\n    if torch.cuda.is_available():\n"
+               "        torch.cuda.synchronize()\n    a = time.time()\n    trainer.eval()\n"
+               "    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n    b = time.time()\n{use}\n")
+
 # a device default chosen at definition; the one construction in the file passes the device (gluonts 0.16.2
 # nursery/robust-mts-attack/attack_modules/attack_var.py:137-143, 197-200)
 CHOSEN_DEFAULT = ("import torch\nfrom torch import nn\nclass AttackLoss(nn.Module):\n"
@@ -106,7 +111,7 @@ class CudaApi(Rule):
         "reported where an NPU run skips the "
         "call without loss (a report, also the rest of a function after `if not torch.cuda.is_available(): return` "
         "when it only logs, an estimate left `None`, a CUDA reseed after `torch.manual_seed`, a "
-        "CUDA-graph step marker, a gate on the NVIDIA compute capability that picks no precision (kernels built for an "
+        "CUDA-graph step marker, a CUDA synchronize right before or after a clock read whose wall time is only logged, a gate on the NVIDIA compute capability that picks no precision (kernels built for an "
         "SM version, which no NPU has) asked after a CUDA test or of a tensor's device, a CUDA case that only raises, a memory figure that only goes into a print, a log or text formatted with words, a "
         "local name (or one at the top of a program, a module nothing imports) holding the answer or a device built "
         "from it whose every read only prints, logs or formats it "
@@ -133,6 +138,13 @@ class CudaApi(Rule):
                    "adds `import torch_npu`.")
     source = "torch_npu wheel: torch_npu/npu/__init__.py __all__ and torch_npu/contrib/transfer_to_npu.py"
     fires = [
+        # near misses of a wall time only logged: the clock read is returned (yolov5 7.0.14 utils/torch_utils.py
+        # ``time_sync``), or kept beside the log line
+        ("import time\nimport torch\ndef time_sync():\n    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n"
+         "    now = time.time()\n    return now\n", 4),
+        ("import time\nimport torch\ndef evaluate(trainer, log, name, a):\n    trainer.eval()\n"
+         "    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n    b = time.time()\n"
+         "    log.info(f'Ran {name} eval in: {b - a} seconds')\n    return b - a\n", 5),
         # near misses of the NVIDIA-only library of an optional feature: an import whose handler goes on without
         # it, a distributed backend's class not named after Horovod
         (GPU_INFO.format(handler="nvidia_smi = None"), 8),
@@ -422,6 +434,8 @@ class CudaApi(Rule):
         "    stream = cuda.external_stream(torch.cuda.current_stream(acts.device).cuda_stream)\n",
         "import torch\nfrom unittest.mock import patch\nwith patch('importlib.metadata.distributions', return_value=[]):\n"
         "    import cupy as cp\ndef fill(self):\n    torch.cuda.synchronize()\n",
+        # a CUDA synchronize that only makes a logged wall time exact (llm-foundry 0.22.0 command_utils/eval.py:166-178)
+        _TIMED_EVAL.format(use="    log.info(f'Ran {name} eval in: {b - a} seconds')"),
         # statistics formatted into words for the log (funasr 1.4.16 train_utils/trainer.py:714-722)
         "import torch\ndef log(self):\n    gpu_info = ('GPU, memory: usage: {:.3f} GB, peak: {:.3f} GB'.format(\n"
         "        torch.cuda.memory_allocated() / 1024 ** 3, torch.cuda.max_memory_allocated() / 1024 ** 3))\n"
