@@ -609,13 +609,15 @@ def _in_class_body(text: bytes, start: int) -> bool:
 
 @lru_cache(maxsize=2)
 def _texts(root: str) -> Optional[List[bytes]]:
-    """The text files below ``root`` (hidden folders, ``__pycache__`` and files over ``MAX_BYTES`` left out); None
-    for a tree of more than ``MAX_PROJECT_FILES`` files of any kind (a dataset's images count: the walk stops
-    there). Read once per process, on the first question."""
+    """The text files below ``root`` (hidden folders but ``.mim``, ``__pycache__`` and files over ``MAX_BYTES`` left
+    out: an OpenMMLab wheel ships the repository's configs and tools there, copied by its setup.py's
+    ``add_mim_extension``, mmsegmentation 1.2.2 ``mmseg/.mim/configs``, and they name the values its classes are
+    built with); None for a tree of more than ``MAX_PROJECT_FILES`` files of any kind (a dataset's images count: the
+    walk stops there). Read once per process, on the first question."""
     texts: List[bytes] = []
     seen = 0
     for folder, folders, files in os.walk(root):
-        folders[:] = [f for f in folders if not f.startswith(".") and f != "__pycache__"]
+        folders[:] = [f for f in folders if (f == ".mim" or not f.startswith(".")) and f != "__pycache__"]
         seen += len(files)
         if seen > MAX_PROJECT_FILES:
             return None
