@@ -136,3 +136,86 @@ def test_the_project_is_read_once(tmp_path, monkeypatch):
     _lint(tmp_path, "pkg/engine.py")
     _lint(tmp_path, "pkg/other.py", DEAD.replace("init_distributed", "init_group"))
     assert project._texts.cache_info().misses == 1
+
+
+# oumi 0.9 performance/telemetry.py:56-74: a debug flag __init__ sets to False, which nothing in the package sets
+FLAG = """\
+import torch
+
+
+class TimerContext:
+    def __init__(self, name):
+        self.name = name
+        self.cuda_synchronize: bool = False
+
+    def __enter__(self):
+        if self.cuda_synchronize:
+            torch.cuda.synchronize()
+        return self
+"""
+# mmdet 3.1.0 task_modules/assigners/center_region_assigner.py:107-114,271: a parameter stored on self
+STORED = """\
+import torch
+
+
+class CenterRegionAssigner:
+    def __init__(self, pos_scale, foreground_dominate: bool = False):
+        self.pos_scale = pos_scale
+        self.foreground_dominate = foreground_dominate
+
+    def assign(self, x):
+        if self.foreground_dominate:
+            torch.cuda.synchronize()
+        return x
+"""
+# oumi 0.9 core/distributed.py:610-632, set_random_seeds(seed, set_deterministic=False)
+PARAMETER = """\
+import torch
+
+
+def set_random_seeds(seed=42, set_deterministic=False):
+    torch.manual_seed(seed)
+    if set_deterministic:
+        torch.cuda.synchronize()
+"""
+
+
+CALLER = "from pkg.engine import CenterRegionAssigner, set_random_seeds\n\nset_random_seeds(0)\nCenterRegionAssigner(0.2)\n"
+
+
+def _project(root: Path, rel: str = "pkg/train.py", other: str = CALLER) -> None:
+    """A package whose train.py calls the function and builds the class (``CALLER``), then ``other`` at ``rel``."""
+    for path, text in (("pkg/__init__.py", ""), ("pkg/train.py", CALLER), (rel, other)):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+
+
+@pytest.mark.parametrize("text", [FLAG, STORED, PARAMETER, PARAMETER.replace("set_deterministic=False", "k=None")
+                                  .replace("if set_deterministic:", "if k is not None and k < seed:")])
+def test_a_branch_only_a_value_nothing_in_the_project_names_takes_is_silent(tmp_path, text):
+    _project(tmp_path)
+    assert _lint(tmp_path, "pkg/engine.py", text) == []
+
+
+@pytest.mark.parametrize("text,rel,other", [
+    # a caller or a config names it, whatever value it gives
+    (FLAG, "pkg/debug.py", "def timed(t):\n    t.cuda_synchronize = True\n"),
+    (STORED, "configs/retina.py", "assigner = dict(type='CenterRegionAssigner', foreground_dominate=False)\n"),
+    (STORED, "pkg/.mim/configs/retina.py", "assigner = dict(foreground_dominate=True)\n"),  # mim's copy of configs
+    (PARAMETER, "pkg/train.py", "from pkg.engine import set_random_seeds\n\nset_random_seeds(0, set_deterministic=x)\n"),
+    # a caller passes it by position (oumi 0.9 cli/train.py:221) or may through **kwargs
+    (PARAMETER, "pkg/train.py", "from pkg.engine import set_random_seeds\n\nset_random_seeds(0, cfg.deterministic)\n"),
+    (PARAMETER, "pkg/train.py", "from pkg.engine import set_random_seeds\n\nset_random_seeds(**cfg)\n"),
+    # a class no call builds: a registry or a user's configuration builds it (llm-foundry 0.22.0
+    # callbacks/monolithic_ckpt_callback.py:44-117, ``keep_optimizers``)
+    (STORED, "pkg/train.py", "from pkg.engine import CenterRegionAssigner\n\nASSIGNERS = [CenterRegionAssigner]\n"),
+    # a method's parameter: its callers are not known by name (mmagic 1.2.0 disco_diffusion/guider.py:336-369,
+    # ``compute_prompt_stats(..., fuzzy_prompt=False)``, a user's option)
+    (STORED.replace("def assign(self, x):", "def assign(self, x, foreground_dominate=False):")
+     .replace("if self.foreground_dominate:", "if foreground_dominate:"), "pkg/train.py", CALLER),
+    # a default that takes the branch
+    (PARAMETER.replace("set_deterministic=False", "set_deterministic=True"), "pkg/train.py", CALLER),
+])
+def test_near_miss_a_branch_a_caller_or_config_may_take_is_reported(tmp_path, text, rel, other):
+    _project(tmp_path, rel, other)
+    assert [code for _, code in _lint(tmp_path, "pkg/engine.py", text)][-1:] == ["ASC201"]

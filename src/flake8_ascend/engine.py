@@ -31,7 +31,7 @@ from .detect.export_path import on_export_path
 from .detect.loader_names import data_pipeline_module, datasets_module, in_data_pipeline, only_the_pipeline_calls
 from .detect.old_torch import in_old_torch_branch
 from .detect.training import is_main_guard, source_text
-from .detect.unused import in_unused_function
+from .detect.unused import in_unused_function, in_untaken_branch
 from .registry import Rule, all_rules
 from .rewrite import Rewrite
 from .semantic import project
@@ -226,6 +226,8 @@ class Context:
             return  # only a torch older than the selected torch_npu's takes this branch
         if in_unused_function(self, node):
             return  # in a top-level function that nothing in the project names: it never runs
+        if in_untaken_branch(self, node):
+            return  # in a branch that no value the project can give takes: it never runs
         if rewrite is not None and "--fix" not in message:  # a finding with a safe rewrite names its command
             message += f"; ascend-analyse --fix --select {code} rewrites it"
         finding = Finding(

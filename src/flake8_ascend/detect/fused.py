@@ -45,11 +45,11 @@ def module_ops(cls: ast.ClassDef, ctx) -> Dict[str, str]:
     return {attr: op for attr, op in ops.items() if op != "layer_norm" or not _default_norm_differs(cls, attr)}
 
 
-_UNDECIDED = object()  # a test the literal defaults do not decide
+UNDECIDED = object()  # a test the literal defaults do not decide
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not,
             ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b, ast.Gt: operator.gt, ast.GtE: operator.ge,
             ast.Lt: operator.lt, ast.LtE: operator.le}
-Known = Callable[[ast.AST], object]  # the value of a name or attribute, or _UNDECIDED
+Known = Callable[[ast.AST], object]  # the value of a name or attribute, or UNDECIDED
 
 
 def _default_norm_differs(cls: ast.ClassDef, attr: str) -> bool:
@@ -63,8 +63,8 @@ def _default_norm_differs(cls: ast.ClassDef, attr: str) -> bool:
     rebound = {n.id for n in walk_tree(init) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     defaults = {name: d.value for name, d in parameter_defaults(init.args).items()
                 if isinstance(d, ast.Constant) and name not in rebound}
-    bindings = list(_bindings(init.body, attr, lambda e: defaults.get(e.id, _UNDECIDED) if isinstance(e, ast.Name)
-                              else _UNDECIDED, True))
+    bindings = list(_bindings(init.body, attr, lambda e: defaults.get(e.id, UNDECIDED) if isinstance(e, ast.Name)
+                              else UNDECIDED, True))
     chosen = [value for value, reachable in bindings if reachable]
     return len(bindings) > 1 and len(chosen) == 1 and isinstance(chosen[0], ast.Call) and not any(
         "LayerNorm" in (n.id if isinstance(n, ast.Name) else n.attr)
@@ -75,9 +75,9 @@ def _bindings(body: List[ast.stmt], attr: str, known: Known, reachable: bool):
     """(value, reachable with the defaults) of each ``self.<attr> = value`` in ``body``."""
     for stmt in body:
         if isinstance(stmt, ast.If):
-            value = _decided(stmt.test, known)
-            yield from _bindings(stmt.body, attr, known, reachable and (value is _UNDECIDED or bool(value)))
-            yield from _bindings(stmt.orelse, attr, known, reachable and (value is _UNDECIDED or not value))
+            value = decided(stmt.test, known)
+            yield from _bindings(stmt.body, attr, known, reachable and (value is UNDECIDED or bool(value)))
+            yield from _bindings(stmt.orelse, attr, known, reachable and (value is UNDECIDED or not value))
         elif isinstance(stmt, ast.Assign):
             if any(isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
                    and t.value.id == "self" for t in stmt.targets):
@@ -88,39 +88,39 @@ def _bindings(body: List[ast.stmt], attr: str, known: Known, reachable: bool):
                 yield from _bindings(block, attr, known, reachable)
 
 
-def _decided(test: ast.AST, known: Known) -> object:
+def decided(test: ast.AST, known: Known) -> object:
     """The value of an ``if`` test given the values ``known`` gives of names and attributes: constants, ``not``,
     ``and``/``or``, one comparison (``==``, ``is not``, ``in``, ``>``...), a string's ``.lower()``/``.upper()``, a
-    conditional expression; else _UNDECIDED."""
+    conditional expression; else UNDECIDED."""
     if isinstance(test, ast.Constant):
         return test.value
     if isinstance(test, ast.IfExp):
-        value = _decided(test.test, known)
-        return value if value is _UNDECIDED else _decided(test.body if value else test.orelse, known)
+        value = decided(test.test, known)
+        return value if value is UNDECIDED else decided(test.body if value else test.orelse, known)
     if isinstance(test, (ast.Name, ast.Attribute)):
         return known(test)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        value = _decided(test.operand, known)
-        return value if value is _UNDECIDED else not value
+        value = decided(test.operand, known)
+        return value if value is UNDECIDED else not value
     if isinstance(test, ast.BoolOp):
-        values = [_decided(v, known) for v in test.values]
+        values = [decided(v, known) for v in test.values]
         deciding = isinstance(test.op, ast.Or)  # a true part decides ``or``, a false one ``and``
-        if any(v is not _UNDECIDED and bool(v) == deciding for v in values):
+        if any(v is not UNDECIDED and bool(v) == deciding for v in values):
             return deciding
-        return _UNDECIDED if _UNDECIDED in values else not deciding
+        return UNDECIDED if UNDECIDED in values else not deciding
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARE:
-        left, right = _decided(test.left, known), _decided(test.comparators[0], known)
-        if left is _UNDECIDED or right is _UNDECIDED:
-            return _UNDECIDED
+        left, right = decided(test.left, known), decided(test.comparators[0], known)
+        if left is UNDECIDED or right is UNDECIDED:
+            return UNDECIDED
         try:
             return _COMPARE[type(test.ops[0])](left, right)
         except TypeError:
-            return _UNDECIDED
+            return UNDECIDED
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr in ("lower", "upper") \
             and not test.args:
-        value = _decided(test.func.value, known)
-        return getattr(value, test.func.attr)() if isinstance(value, str) else _UNDECIDED
-    return _UNDECIDED
+        value = decided(test.func.value, known)
+        return getattr(value, test.func.attr)() if isinstance(value, str) else UNDECIDED
+    return UNDECIDED
 
 
 class Patterns:
@@ -647,9 +647,9 @@ def _in_untaken(lineage, ctx) -> bool:
         stored = ctx.model.stored(expr)
         if stored is None or id(stored) in reading or not any(
                 ctx.model.parameter(n) for n in ast.walk(stored) if isinstance(n, ast.Name)):
-            return _UNDECIDED  # a flag ``__init__`` sets to a constant: others turn it on (yolov5 ``m.export = True``)
+            return UNDECIDED  # a flag ``__init__`` sets to a constant: others turn it on (yolov5 ``m.export = True``)
         reading.add(id(stored))
-        value = _decided(stored, known)
+        value = decided(stored, known)
         reading.discard(id(stored))
         return value
 
@@ -660,8 +660,8 @@ def _in_untaken(lineage, ctx) -> bool:
             taken = True if any(s is child for s in parent.body) else (
                 False if any(s is child for s in parent.orelse) else None)
             if taken is not None:
-                value = _decided(parent.test, known)
-                if value is not _UNDECIDED and bool(value) is not taken:
+                value = decided(parent.test, known)
+                if value is not UNDECIDED and bool(value) is not taken:
                     return True
     return False
 

@@ -1,4 +1,5 @@
-"""Dead code: a top-level function that nothing in its project names never runs, so nothing in it needs porting.
+"""Dead code: a top-level function that nothing in its project names never runs, so nothing in it needs porting;
+nor does a branch that only a value nothing in the project names would take (``in_untaken_branch``).
 
 Judges of the tuning corpora rejected findings in such functions in several projects (funasr 1.4.16
 frontends/utils/complex_utils.py ``solve``, pytorch_tabular 1.1.1 ssl_models/common/augmentations.py ``cutmix``,
@@ -17,6 +18,10 @@ import os
 from collections import Counter
 
 from ..semantic import project
+from ..semantic.summaries import enclosing_class, is_self_attribute
+from ..walk import walk_tree
+from .fused import UNDECIDED, decided
+from .left_default import UNKNOWN, constant, left_at_default
 from .training import source_text
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -50,8 +55,66 @@ def _unused(ctx, function: ast.FunctionDef) -> bool:
         return False  # a file that is not on disk is no part of the project read
     if "globals()" in source_text(ctx):
         return False
+    return _named_only_in(ctx, function, name)
+
+
+def in_untaken_branch(ctx, node: ast.AST) -> bool:
+    """Is ``node`` in a branch of an ``if`` of its function that the value its test reads never takes, because nothing
+    in the project can give it another: ``self.x`` that ``__init__`` sets to a literal (oumi 0.9
+    performance/telemetry.py:69-74, ``self.cuda_synchronize: bool = False`` guarding ``torch.cuda.synchronize()``),
+    or a parameter (or ``self.x`` stored from one) that every call of its module-level function or class leaves at
+    one literal (``left_at_default``, with at least one call: a class no call builds is built from configurations),
+    where neither name is a word anywhere in the project outside the class or function (``word_count``: no caller,
+    subclass, config file, command line or document sets it; an mm* ``.mim`` config does). ``if flag:`` with
+    False, ``if k is not None`` with None, ``if p > 0`` with 0.0 (``fused.decided``)."""
+    for parent, child in ctx.lineage(node):
+        if isinstance(parent, (*_FUNCTIONS, ast.Lambda, ast.ClassDef)):
+            return False
+        if isinstance(parent, ast.If):
+            taken = True if any(s is child for s in parent.body) else (
+                False if any(s is child for s in parent.orelse) else None)
+            if taken is not None:
+                value = decided(parent.test, lambda e: _kept(ctx, e))
+                if value is not UNDECIDED and bool(value) is not taken:
+                    return True
+    return False
+
+
+def _kept(ctx, expr: ast.AST) -> object:
+    """The value ``expr`` always has (``in_untaken_branch``), else ``UNDECIDED``."""
+    self_attribute = is_self_attribute(expr)
+    cls = enclosing_class(ctx.model.scope(expr)) if self_attribute else None
+    found, value = left_at_default(ctx, expr, called=True)
+    if found:
+        function, name = ctx.model.parameter(expr)
+        owner = cls.node if cls is not None else function
+        names = {name, expr.attr} if self_attribute else {name}
+    else:
+        found, value = _set_once(cls.node, expr.attr) if cls is not None else UNKNOWN
+        owner, names = (cls.node, {expr.attr}) if found else (None, set())
+    if found and all(ctx.memo(f"unused.named_only_in.{id(owner)}.{name}", lambda c: _named_only_in(c, owner, name))
+                     for name in names):
+        return value
+    return UNDECIDED
+
+
+def _set_once(cls: ast.ClassDef, attribute: str):
+    """(True, value) where the one statement of ``cls`` that stores ``self.<attribute>`` is in its ``__init__`` and
+    stores a literal (``self.flag: bool = False``); else ``UNKNOWN``."""
+    stores = [n for n in walk_tree(cls) if isinstance(n, ast.Attribute) and n.attr == attribute
+              and isinstance(n.ctx, ast.Store)]
+    init = next((f for f in cls.body if isinstance(f, _FUNCTIONS) and f.name == "__init__"), None)
+    if len(stores) != 1 or init is None:
+        return UNKNOWN
+    statement = next((n for n in walk_tree(init) if isinstance(n, ast.Assign) and n.targets == stores
+                      or isinstance(n, ast.AnnAssign) and n.target is stores[0]), None)
+    return constant(statement.value) if statement is not None and statement.value is not None else UNKNOWN
+
+
+def _named_only_in(ctx, owner: ast.AST, name: str) -> bool:
+    """Is every word ``name`` in the project's text files inside ``owner`` (a function or class of the file)?"""
     word = name.encode()
-    own = project.words("".join(ctx.lines[function.lineno - 1:function.end_lineno]).encode()).count(word)
+    own = project.words("".join(ctx.lines[owner.lineno - 1:owner.end_lineno]).encode()).count(word)
     if ctx.memo("words", lambda c: Counter(project.words(source_text(c).encode())))[word] != own:
         return False  # the file itself names it elsewhere: no need to read the project
     root = ctx.project_root()
