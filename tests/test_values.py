@@ -219,6 +219,8 @@ _META = ("import torch\ndef skeleton(build, device):\n    with torch.device({dev
 _POSE_INVERSE = ("import torch\ndef prepare_camera(poses_c2w):\n    poses = torch.from_numpy(poses_c2w).float()\n"
                  "    return pose_inverse(poses[0:1])\ndef pose_inverse(T44: torch.Tensor):\n"
                  "    R = T44[..., :3, :3]\n    R\n")
+_COUNTED = ("import torch\ndef step(batches, device):\n    n = torch.tensor(0, dtype=torch.int64)\n{move}"
+            "    for labels in batches:\n        n += (labels != -100).sum()\n    n\n")
 _JOINED = ("import torch\ndef evaluate(model, loader):\n    images, texts = [], []\n    for batch in loader:\n"
            "        out = model(batch)\n        images.append(out['image'].cpu())\n"
            "        texts.append(out['text']{text})\n"
@@ -271,6 +273,18 @@ _JOINED = ("import torch\ndef evaluate(model, loader):\n    images, texts = [], 
     ("import torch\ndef f(model, a, b):\n    torch.cat([model(a).cpu(), model(b).cpu()])\n", model.HOST),
     ("import torch\ndef f(model, xs):\n    torch.cat([model(x).cpu() for x in xs])\n", model.HOST),
     ("import torch\ndef f(model, xs):\n    torch.cat([model(x) for x in xs])\n", None),
+    # an in-place update keeps a tensor where it is (torchtitan 0.3.0 trainer.py:883-893, ``local_valid_tokens``
+    # summed into from each batch's labels); near misses: moved before the update, a plain rebinding
+    (_COUNTED.format(move=""), model.BUILT_ON_HOST),
+    (_COUNTED.format(move="    n = n.to(device)\n"), None),
+    (_COUNTED.format(move="").replace("n += ", "n = n + "), None),
+    # the results of a reduction along a dimension are where its input is (nougat 0.1.17 model.py:614-615); near
+    # miss: an input of unknown place
+    ("import torch\ndef f(scores):\n    logits = torch.stack(scores, 1).cpu().max(-1)\n    logits.values\n",
+     model.HOST),
+    ("import torch\ndef f(scores):\n    values, indices = torch.stack(scores).cpu().topk(3)\n    indices\n",
+     model.HOST),
+    ("import torch\ndef f(scores):\n    logits = torch.stack(scores, 1).max(-1)\n    logits.values\n", None),
 ])
 def test_host_built_values(source, device):
     assert value_of_last(source).device == device

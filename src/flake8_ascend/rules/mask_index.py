@@ -133,6 +133,9 @@ class BooleanMaskRead(Rule):
                               "            x = x + t\n"),
         # a mask of a table built without a device in a function, read there (on the CPU)
         "import torch\ndef kept(n, drop):\n    idx = torch.arange(n)\n    return idx[idx != drop]\n",
+        # the values and indices of a reduction of a CPU copy are on the CPU too (nougat 0.1.17 model.py:614-622)
+        "import torch\ndef repeats(scores, pad_id):\n    logits = torch.stack(scores, 1).cpu().max(-1)\n"
+        "    values, indices = logits.values, logits.indices\n    return values[0, indices[0] != pad_id]\n",
     ]
 
     def check(self, node, ctx) -> None:

@@ -144,6 +144,9 @@ _LOG_GUARD = ("def log_step(loss, step):\n{guard}    print(loss.item())\n"
               "for step, x in enumerate(data):\n    loss = f(x)\n    loss.backward()\n    log_step(loss, step)\n")
 
 
+# torchtitan 0.3.0 trainer.py:883-893: a token count built on the host and summed into from each batch's labels
+_HOST_COUNT = ("import torch\ndef train(data):\n    n = torch.tensor(0, dtype=torch.int64)\n"
+               "    for x, labels in data:\n        {add}\n        f(x, labels).backward()\n        print(int(n))\n")
 _METRIC_HELPER = ("import torch\ndef metrics(p: torch.Tensor, n):\n    masked = p > 0.5\n"
                   "    avg = p[masked].mean().item() if {test} else 0.0\n    return avg\n"
                   "for x in data:\n    loss = f(x)\n    loss.backward()\n    metrics(x, len(x))\n")
@@ -247,6 +250,8 @@ class HostSyncInTrainingLoop(Rule):
          "        self.logged = True\n        print(loss.item())\n", 6),
         ("for x in data:\n    loss = f(x)\n    loss.backward()\n    history.append(loss.detach().numpy(force=True))\n",
          4),
+        # near miss of a count kept on the host: rebound, not updated in place (the sum goes where ``labels`` is)
+        (_HOST_COUNT.format(add="n = n + (labels != -100).sum()"), 7),
         # a helper's conditional expression whose test is a tensor's truth value waits whichever side it takes
         # (axolotl 0.19.0 integrations/diffusion/trainer.py:273)
         (_METRIC_HELPER.format(test="masked.any()"), 4),
@@ -296,7 +301,9 @@ class HostSyncInTrainingLoop(Rule):
         "def log(loss):\n    print(loss.item())\nfor i, x in enumerate(data):\n    loss = f(x)\n    loss.backward()\n"
         "    if i % 10 == 0:\n        log(loss)\n",
         "class Env:\n    def step(self, action):\n        return self.state.sum().item()\n",
-        # a count on the loader's batch before the step moves it to the device: a host tensor
+        # a count on the loader's batch before the step moves it to the device: a host tensor; a count built on the
+        # host and updated in place, which never moves it
+        _HOST_COUNT.format(add="n += (labels != -100).sum()"),
         _TOKEN_COUNT.format(move="        loss = model(ids.to(device))\n"),
         # the value steers the step: a flag that skips the batch (espnet 202511 lightning_espnet_model.py:46), a
         # count that sizes a slice or a loop
@@ -368,7 +375,7 @@ class HostSyncInTrainingLoop(Rule):
     def _sync(node, ctx):
         """(text, api) when ``node`` copies a tensor to the host or waits for the device."""
         if isinstance(node, ast.FormattedValue):
-            tensor = ctx.is_tensor(node.value)
+            tensor = _device_tensor(node.value, ctx)
             return (f"formatting {_short(node.value)}", "torch.Tensor.__format__") if tensor else None
         func = node.func
         if isinstance(func, ast.Attribute) and ctx.chain(func) is None and not node.args:
@@ -378,14 +385,19 @@ class HostSyncInTrainingLoop(Rule):
                 return _short(node), f"torch.Tensor.{func.attr}"
         if _to_cpu(node) and not _syncs_before(func.value) and ctx.chain(func) is None:
             return _short(node), "torch.Tensor.to"
-        if _builtin(func, ctx, "float", "int", "bool") and len(node.args) == 1 and ctx.is_tensor(node.args[0]):
+        if _builtin(func, ctx, "float", "int", "bool") and len(node.args) == 1 and _device_tensor(node.args[0], ctx):
             return _short(node), f"torch.Tensor.__{func.id}__"
-        if _builtin(func, ctx, "print") and any(ctx.is_tensor(a) or _formatted(a, ctx) for a in node.args):
+        if _builtin(func, ctx, "print") and any(_device_tensor(a, ctx) or _formatted(a, ctx) for a in node.args):
             return _short(node), "torch.Tensor.__repr__"
         qualname = ctx.chain(func)
         if qualname in _SYNCHRONIZE:
             return qualname + "()", qualname
         return None
+
+
+def _device_tensor(expr: ast.AST, ctx) -> bool:
+    """A tensor not known to be on the host: converting or printing it copies it from the device."""
+    return ctx.is_tensor(expr) and not _host_value(expr, ctx)
 
 
 def _host_value(expr: ast.AST, ctx) -> bool:

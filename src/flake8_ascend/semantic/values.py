@@ -622,6 +622,8 @@ class Values:
             value = self._value(binding.value, home, depth)
             if binding.index is not None:
                 value = _item(value, binding.index)
+            if binding.kind == AUGMENTED and value.tensor and value.device is None:
+                value = self._in_place(value, binding.value.left, home, depth)
         if value.const and (binding.fallback is not None and binding.fallback <= (name.lineno, name.col_offset) or (
                 isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module))
                 and self._written_with_data(name.id, owner, home, depth))):
@@ -629,6 +631,17 @@ class Values:
             # the function writes data into (``ids = torch.full((n,), -1)`` then ``ids[c] = ...``)
             value = Value(value.kind, value.device, readout=value.readout, items=value.items, boolean=value.boolean)
         return self._refine(value, name.id, owner, home, depth)
+
+    def _in_place(self, value: Value, target: ast.Name, scope: Scope, depth: int) -> Value:
+        """``x += y`` writes into the tensor ``x``, which stays where it is whatever ``y`` is: torch's
+        TensorIterator (aten/src/ATen/TensorIterator.cpp, ``compute_types``) lets a CPU scalar be an input of a
+        device kernel, never its output, so a CPU ``x`` beside a device ``y`` raises instead of moving (torchtitan
+        0.3.0 trainer.py:883-893, ``local_valid_tokens = torch.tensor(0)`` summed into in a loop, then
+        ``int(local_valid_tokens)``)."""
+        written = self._value(target, scope, depth)
+        if not (written.tensor and written.device is not None):
+            return value
+        return Value(value.kind, written.device, value.const, value.readout, value.items, value.boolean)
 
     def _grown_list(self, literal: ast.List, name: str, home: Scope, depth: int) -> Value:
         """``masks = []`` then ``masks.append(x > t)`` in the same body: a list of what the literal and the
@@ -976,9 +989,12 @@ class Values:
         if tuples and ("tensor" not in kinds or _reduces_along_dim(call, receiver_args, self, scope, depth)):
             fields = tuples[0][len("tuple:"):]
             arity = int(fields) if fields.isdigit() else len(fields.split(","))
-            return Value(CONTAINER, items=tuple(Value(TENSOR) for _ in range(arity)))
+            # each result where the input is (nougat 0.1.17 model.py:614-622, ``.cpu().max(-1)``'s values and indices)
+            device = self._device(name, call, first, receiver_args, scope, depth)
+            return Value(CONTAINER, items=tuple(Value(TENSOR, device) for _ in range(arity)))
         if "tensors" in kinds and ("tensor" not in kinds or is_constant(argument(call, "as_tuple"), True)):
-            return Value(CONTAINER, items=(Value(TENSOR),))
+            device = self._device(name, call, first, receiver_args, scope, depth)
+            return Value(CONTAINER, items=(Value(TENSOR, device),))
         if "tensor" not in kinds:
             if kinds and kinds <= {"int", "float", "number"}:
                 return Value(NUMBER)
