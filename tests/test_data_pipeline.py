@@ -200,8 +200,10 @@ def _package_lines(root, name, source, callers, code, init=""):
     package.mkdir()
     (package / "__init__.py").write_text(init)
     (package / f"{name}.py").write_text(source)
-    for number, caller in enumerate(callers):
-        (package / f"caller{number}.py").write_text(caller)
+    for number, caller in enumerate(callers):  # a caller's text, or (its path in the package, its text)
+        where, text = caller if isinstance(caller, tuple) else (f"caller{number}.py", caller)
+        (package / where).parent.mkdir(parents=True, exist_ok=True)
+        (package / where).write_text(text)
     config = Config(default_version(), root=str(root))
     found = lint(ast.parse(source), source.splitlines(True), f"pkg/{name}.py", config)
     return [f.line for f in found if f.code == code]
@@ -240,3 +242,50 @@ class VisionDataCollator:
 ])
 def test_op_advice_stays_out_of_the_helpers_of_functions_only_the_pipeline_calls(tmp_path, callers, lines):
     assert _package_lines(tmp_path, "mm_packing", MM_PACKING, callers, "ASC402") == lines
+
+
+# mmdet 3.1.0 structures/bbox/horizontal_boxes.py:184-198, a method of the boxes, and its only callers: the geometric
+# transforms of the datasets' pipeline (datasets/transforms/geometric.py:138, transforms.py:2846), and another method
+# of the boxes that only they call
+BOXES = """\
+import torch
+
+
+class HorizontalBoxes:
+    def project_(self, homography_matrix):
+        boxes = self.tensor
+        homography_matrix = boxes.new_tensor(homography_matrix)
+        corners = self.hbox2corner(boxes)
+        corners = torch.cat([corners, corners.new_ones(*corners.shape[:-1], 1)], dim=-1)
+        corners_T = torch.transpose(corners, -1, -2)
+        corners_T = torch.matmul(homography_matrix, corners_T)
+        self.tensor = self.corner2hbox(torch.transpose(corners_T, -1, -2))
+
+    def rotate_(self, matrix):
+        self.project_(matrix)
+"""
+GEOMETRIC = ("datasets/transforms/geometric.py", """\
+class GeomTransform:
+    def _transform_bboxes(self, results):
+        results["gt_bboxes"].project_(self.homography_matrix)
+
+    def _rotate_bboxes(self, results):
+        results["gt_bboxes"].rotate_(self.rotation_matrix)
+""")
+HEAD = ("models/head.py", """\
+class Head:
+    def predict(self, boxes, matrix):
+        boxes.project_(matrix)
+""")
+
+
+@pytest.mark.parametrize("callers, init, lines", [
+    ([GEOMETRIC], "", []),
+    # near misses: a model's head calls a method so named too; nothing in the project calls it; the package exports
+    # its class, so its users may call it anywhere
+    ([GEOMETRIC, HEAD], "", [11]),
+    ([], "", [11]),
+    ([GEOMETRIC], "from .boxes import HorizontalBoxes\n", [11]),
+])
+def test_op_advice_stays_out_of_methods_only_the_pipeline_calls(tmp_path, callers, init, lines):
+    assert _package_lines(tmp_path, "boxes", BOXES, callers, "ASC603", init) == lines

@@ -80,14 +80,15 @@ def data_pipeline_module(path: str) -> bool:
 
 
 def only_the_pipeline_calls(ctx) -> bool:
-    """Inside a top-level function that only the data pipeline calls: every call of it in its project is in code
-    ``in_data_pipeline``, in a datasets module or in another such function of the file (nemo 2.5
-    vlm/neva/data/sequence_packing.py ``convert_to_packed``, called in energon task encoders and a dataset's
-    ``collate_fn``; unsloth utils/mm_packing.py ``_strip_padding``, through ``pack_multimodal_documents`` in a
-    collator). Not a function of the package's public interface, whose users may call it anywhere, nor one the
-    project never calls."""
-    top = ctx.stack[1] if len(ctx.stack) > 1 else None
-    return isinstance(top, _FUNCTIONS) and _pipeline_helper(ctx, top)
+    """Inside a top-level function, or a method of a top-level class, that only the data pipeline calls: every call
+    of it in its project is in code ``in_data_pipeline``, in a datasets module or in another such function of the
+    file (nemo 2.5 vlm/neva/data/sequence_packing.py ``convert_to_packed``, called in energon task encoders and a
+    dataset's ``collate_fn``; unsloth utils/mm_packing.py ``_strip_padding``, through ``pack_multimodal_documents``
+    in a collator); for a method, every call of a method so named, whatever its receiver (mmdet 3.1.0
+    structures/bbox/horizontal_boxes.py ``HorizontalBoxes.project_``, called only by the geometric transforms of
+    ``datasets/transforms/``). Not a function or class of the package's public interface, whose users may call it
+    anywhere, nor one the project never calls, nor a special method (Python calls it unspelled)."""
+    return _in_pipeline_helper(ctx, ctx.stack)
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -103,19 +104,31 @@ def _pipeline_helper(ctx, function: ast.AST) -> bool:
 
 
 def _pipeline_callers(ctx, function: ast.AST) -> bool:
-    own = [_around(ctx.model.scope(call)) for call in ctx.model.summaries.call_sites(function)]
+    cls = ctx.model.scope(function).node
+    method = isinstance(cls, ast.ClassDef)
+    calls = [call for call in ctx.model.calls(function.name) if isinstance(call.func, ast.Attribute)] if method \
+        else ctx.model.summaries.call_sites(function)
+    own = [_around(ctx.model.scope(call)) for call in calls]
     own = [around for around in own if function not in around]  # not its own recursive calls
-    if not all(in_data_pipeline(around) and _keeps_on_host(around) or (
-            len(around) > 1 and isinstance(around[1], _FUNCTIONS) and _pipeline_helper(ctx, around[1]))
-            for around in own):
+    if not all(in_data_pipeline(around) and _keeps_on_host(around) or _in_pipeline_helper(ctx, around)
+               for around in own):
         return False  # the file's own calls first: they settle most functions without reading the package
     path = ctx.module_path()
-    if path is None or project.public(path, function.name):
+    if path is None or project.public(path, cls.name if method else function.name):
         return False
-    elsewhere = project.callers_elsewhere(path, function.name, _may_feed)
+    elsewhere = project.method_callers_elsewhere(path, function.name, _may_feed) if method else \
+        project.callers_elsewhere(path, function.name, _may_feed)
     return elsewhere is not None and bool(own or elsewhere) and all(
         (in_data_pipeline(around) or datasets_module(module) or data_pipeline_module(module)) and _keeps_on_host(around)
         for module, around in elsewhere)
+
+
+def _in_pipeline_helper(ctx, around: List[ast.AST]) -> bool:
+    """Is the innermost of ``around`` (the module's nodes around a node, outermost first) in a top-level function, or
+    a method of a top-level class, that only the pipeline calls?"""
+    if len(around) > 2 and isinstance(around[1], ast.ClassDef) and isinstance(around[2], _FUNCTIONS):
+        return not around[2].name.startswith("__") and _pipeline_helper(ctx, around[2])
+    return len(around) > 1 and isinstance(around[1], _FUNCTIONS) and _pipeline_helper(ctx, around[1])
 
 
 # words of a module that may run code for the loader's workers (``in_data_pipeline``): one with none of them, outside

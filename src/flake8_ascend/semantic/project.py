@@ -267,10 +267,15 @@ def callers_elsewhere(path: str, name: str, possible: Callable[[str, str], bool]
     for module, tree, call in _calls_elsewhere(path, name, lambda m, text: possible(os.path.relpath(m, top), text)):
         if tree is None:
             return None
-        around = [node for node in _index(module, tree)[2]
-                  if node.lineno <= call.lineno and call.end_lineno <= node.end_lineno]
-        found.append((os.path.relpath(module, top), sorted(around, key=lambda node: (node.lineno, -node.end_lineno))))
+        found.append((os.path.relpath(module, top), _around(module, tree, call)))
     return found
+
+
+def _around(module: str, tree: ast.Module, call: ast.Call) -> List[ast.AST]:
+    """The classes and functions of ``module`` around ``call``, outermost first."""
+    around = [node for node in _index(module, tree)[2]
+              if node.lineno <= call.lineno and call.end_lineno <= node.end_lineno]
+    return sorted(around, key=lambda node: (node.lineno, -node.end_lineno))
 
 
 def _calls_elsewhere(path: str, name: str, possible: Optional[Callable[[str, str], bool]] = None) -> Iterator[
@@ -335,13 +340,36 @@ def method_calls_elsewhere(path: str, name: str) -> List[ast.Call]:
     """The calls ``<anything>.name(...)`` in the other modules of the package of the module at ``path``: who may call
     a method ``name`` defined there. The receiver's class is not known, so these are all the calls that might be
     it (a same-named method of another class included): "every one passes the device" is then only the safer."""
-    found: List[ast.Call] = []
+    return [call for _, _, call in _method_calls_elsewhere(path, name)]
+
+
+def method_callers_elsewhere(path: str, name: str, possible: Callable[[str, str], bool]) -> Optional[
+        List[Tuple[str, List[ast.AST]]]]:
+    """``callers_elsewhere`` for the calls of ``method_calls_elsewhere``: each calling module's path and the classes
+    and functions around the call; None as soon as a module that spells such a call fails ``possible``."""
+    top = os.path.dirname(package_of(path) or "")
+    found = []
+    for module, tree, call in _method_calls_elsewhere(path, name, lambda m, text: possible(os.path.relpath(m, top),
+                                                                                           text)):
+        if tree is None:
+            return None
+        found.append((os.path.relpath(module, top), _around(module, tree, call)))
+    return found
+
+
+def _method_calls_elsewhere(path: str, name: str, possible: Optional[Callable[[str, str], bool]] = None) -> Iterator[
+        Tuple[str, Optional[ast.Module], Optional[ast.Call]]]:
+    """(the calling module's path, its tree, the call) for each call of ``method_calls_elsewhere``; (path, None,
+    None) and no more for a module that spells one and fails ``possible``."""
     for module, text in _spelling(path, re.compile(rf"\.{re.escape(name)}\s*\(").search, name):
+        if possible is not None and not possible(module, text):
+            yield module, None, None
+            return
         tree = _tree(module, text)
         if tree is not None:
-            found += [node for _, node in _index(module, tree)[1].get(name, ())
-                      if isinstance(node.func, ast.Attribute)]
-    return found
+            for _, node in _index(module, tree)[1].get(name, ()):
+                if isinstance(node.func, ast.Attribute):
+                    yield module, tree, node
 
 
 def hidden_callers(path: str, name: str) -> bool:
