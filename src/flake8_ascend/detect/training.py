@@ -78,13 +78,17 @@ def step_kind(call: ast.Call) -> Optional[str]:
     return None
 
 
-def _periodic(test: ast.AST) -> bool:
+def _periodic(test: ast.AST, flags: Set[str] = frozenset()) -> bool:
     """``step % N == 0``, or a call that asks whether a given step logs (torchtitan 0.3.0 trainer.py and
     experiments/forge/example_train.py:348, ``if not self.metrics_processor.should_log(self.step): return``; nemo
-    2.5.0 progress_printer.py:139, ``if self.should_log(n):``). Not HF's ``args.should_log``, a property that
-    says whether this process logs at all."""
-    return any((isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)) or (
-        isinstance(n, ast.Call) and n.args and last_name(n.func) == "should_log") for n in walk_tree(test))
+    2.5.0 progress_printer.py:139, ``if self.should_log(n):``), or one of ``flags``, names bound to such a call.
+    Not HF's ``args.should_log``, a property that says whether this process logs at all."""
+    return any((isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)) or _asks_should_log(n) or (
+        isinstance(n, ast.Name) and n.id in flags) for n in walk_tree(test))
+
+
+def _asks_should_log(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and bool(node.args) and last_name(node.func) == "should_log"
 
 
 def is_main_guard(stmt: ast.stmt) -> bool:
@@ -215,15 +219,22 @@ class Training:
 
     def _after_periodic_exit(self, parent: ast.AST, child: ast.AST) -> bool:
         """Is ``child`` a statement after a periodic guard that leaves its block (``if step % N != 0: return``,
-        ``if i % log_every: continue``)? What follows runs every N steps, like the body of ``if step % N == 0:``."""
+        ``if i % log_every: continue``, ``if not should_log: return`` after ``should_log =
+        self.metrics_processor.should_log(self.step)`` in the same block: torchtitan 0.3.0 trainer.py:877-959,
+        experiments/torchft/trainer.py:392-494)? What follows runs every N steps, like the body of ``if step % N ==
+        0:``."""
         for field in ("body", "orelse", "finalbody"):
             block = getattr(parent, field, None)
             if not isinstance(block, list) or not _in(child, block):
                 continue
+            flags: Set[str] = set()
             for stmt in block:
                 if stmt is child:
                     return False
-                if isinstance(stmt, ast.If) and not stmt.orelse and _periodic(stmt.test) and isinstance(
+                if isinstance(stmt, ast.Assign):  # a name bound to the question, and not bound again since
+                    names = {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+                    flags = flags | names if _asks_should_log(stmt.value) else flags - names
+                if isinstance(stmt, ast.If) and not stmt.orelse and _periodic(stmt.test, flags) and isinstance(
                         stmt.body[-1], (ast.Return, ast.Continue)) and id(stmt) not in self.accumulation_steps:
                     return True
         return False

@@ -246,6 +246,9 @@ class HostSyncInTrainingLoop(Rule):
         (_LOG_GUARD.format(guard="    if rank != 0:\n        return\n"), 4),
         # near misses of a logging-step guard: HF's ``args.should_log`` says whether this process logs, not when
         (_LOG_GUARD.format(guard="    if not args.should_log:\n        return\n"), 4),
+        # ... nor a name bound to the question and then to something else
+        (_LOG_GUARD.format(guard="    should_log = self.metrics_processor.should_log(step)\n    should_log = True\n"
+                                "    if not should_log:\n        return\n"), 6),
         ("for x in data:\n    loss = f(x)\n    loss.backward()\n    if self.log_images:\n"
          "        self.logged = True\n        print(loss.item())\n", 6),
         ("for x in data:\n    loss = f(x)\n    loss.backward()\n    history.append(loss.detach().numpy(force=True))\n",
@@ -342,6 +345,9 @@ class HostSyncInTrainingLoop(Rule):
         _LOG_GUARD.format(guard="    if step % every != 0:\n        return\n"),
         # after a guard that asks whether the step logs (torchtitan 0.3.0 experiments/forge/example_train.py:348)
         _LOG_GUARD.format(guard="    if not self.metrics_processor.should_log(step):\n        return\n"),
+        # ... or a name bound to that question earlier (torchtitan 0.3.0 experiments/torchft/trainer.py:392-494)
+        _LOG_GUARD.format(guard="    should_log = self.metrics_processor.should_log(step)\n    if not should_log:\n"
+                                "        return\n"),
         "for x in data:\n    loss = f(x)\n    loss.backward()\n    if self.log_images and self.logger:\n"
         "        self.log_images = False\n        print(loss.item())\n",
     ]
