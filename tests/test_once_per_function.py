@@ -265,8 +265,9 @@ def test_a_first_site_hidden_by_noqa_does_not_hide_the_repeat():
     assert [(f.line, f.message.endswith("line 9)")) for f in found] == [(8, False), (9, False)]
 
 
-def test_a_test_that_turns_a_branch_off_is_never_folded_as_a_repeat():
-    # yolov5 7.0.14 utils/torch_utils.py:118-130: an assert asks first, then an if decides the device
+def test_a_test_that_asks_the_same_question_again_is_a_repeat_with_its_branch():
+    # yolov5 7.0.14 utils/torch_utils.py:118-130: an assert asks first, then an if decides the device (line 121
+    # judged a repeat of line 118)
     found = run_rules(textwrap.dedent("""\
         import torch
 
@@ -276,8 +277,50 @@ def test_a_test_that_turns_a_branch_off_is_never_folded_as_a_repeat():
                 arg = 'cuda:0'
             return torch.device(arg)
         """), codes=["ASC2"])
-    assert [(f.line, f.code) for f in found] == [(4, "ASC201"), (5, "ASC201")]
-    assert "turns off there" in found[1].message and found[1].message.endswith("ASC202 'cuda:0' on line 6)")
+    assert [(f.line, f.code) for f in found] == [(4, "ASC201")]
+    assert found[0].message.endswith("(again in this function on line 5) (the CUDA branch also has: ASC202 'cuda:0' "
+                                     "on line 6)")
+    assert [(f.line, f.code) for f in found[0].folded] == [(5, "ASC201"), (6, "ASC202")]
+
+
+# oumi 0.9 utils/verl_utils/fsdp1_rank_buffer_sync.py:34-84: the device built from 'cuda' on line 39 is tested on
+# lines 43 and 82 (judged one problem); funasr 1.4.16 bin/train.py:131 and :249: a .cuda() call, then a test of the
+# device a model sits on (judged right on its own)
+BUFFER_SYNC = """\
+import torch
+import torch.distributed as dist
+
+def sync(module):
+    device = torch.device("cuda", 0) if dist.get_backend() == "gloo" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    dist.broadcast(module.weight.to(device), src=0)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+"""
+
+
+def test_a_device_test_against_the_cuda_string_its_device_was_built_from_is_a_repeat():
+    found = run_rules(BUFFER_SYNC, codes=["ASC202"])
+    assert [f.line for f in found] == [5]
+    assert "(again in this function on lines 6, 9)" in found[0].message
+
+
+def test_a_device_test_after_a_cuda_call_keeps_its_own_finding():
+    found = run_rules(textwrap.dedent("""\
+        import torch
+
+        def main(model, local_rank, loader):
+            model = model.cuda(local_rank)
+            for batch in loader:
+                model(batch)
+            device = next(model.parameters()).device
+            if device.type == "cuda":
+                with torch.cuda.device(device):
+                    torch.cuda.empty_cache()
+        """), codes=["ASC202"])
+    assert [f.line for f in found] == [4, 8]
+    assert "turns off there" in found[1].message
 
 
 def test_amp_of_a_cuda_only_branch_folds_into_its_test():
@@ -490,3 +533,4 @@ def test_recurrent_layers_of_one_function_breaking_one_restriction_are_one_probl
     assert [f.line for f in found] == [6, 12, 12]  # near miss: another restricted argument stays apart
     assert found[0].message.endswith("(again in this function on line 8)")
     assert [f.api for f in found[1:]] == ["torch.nn.LSTM", "torch.nn.GRU"]
+

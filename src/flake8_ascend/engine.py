@@ -526,8 +526,8 @@ _NCCL_CODE = "ASC204"
 def _before(test: Finding, inner: Finding) -> bool:
     """Does the finding on a branch's test come before ``inner``? An NCCL comparison also where ``inner`` is
     ``and``-ed after it on its line (``if backend == 'nccl' and not torch.cuda.is_available():``); a CUDA test only
-    on an earlier line, as a test that turns a branch off is never a repeat (``fold``) and would bring back the
-    repeats it held."""
+    on an earlier line: a device on the test's own line keeps its finding (``'cuda' if torch.cuda.is_available()
+    else 'cpu'``, both judged right, litgpt 0.5.13 eval/evaluate.py:83)."""
     if test.code == _NCCL_CODE:
         return (test.line, test.col) < (inner.line, inner.col)
     return test.line < inner.line
@@ -568,14 +568,17 @@ def fold(findings: List[Finding], owners: Dict[Finding, Tuple[int, str]], guards
                 if lead is not None:
                     into[finding] = lead
     first: Dict[Tuple[Tuple[int, str], str, str], Finding] = {}
-    # a test that turns a branch off says so in its own finding: never a repeat; an NCCL comparison names only
-    # the backend, so it may be one, and its branch's calls go with it to the first
+    # a test that turns a branch off says so in its own finding, a repeat only of the same API (an NCCL comparison
+    # names only the backend: of any), its branch's calls going with it to the first: the same question asked again (a second torch.cuda.is_available(), yolov5 7.0.14
+    # utils/torch_utils.py:118 and :121; the device test against 'cuda' of a device built from 'cuda', oumi 0.9
+    # utils/verl_utils/fsdp1_rank_buffer_sync.py:39 and :43), not another of its problem's sites (a .cuda() call
+    # before a test of the device a model sits on, funasr 1.4.16 bin/train.py:131 and :249, judged apart)
     branch_leads = {lead for lead in into.values() if lead.code != _NCCL_CODE}
     for finding in findings:
         owner = owners.get(finding)
-        if finding not in into and finding not in branch_leads and owner is not None and finding not in hidden:
+        if finding not in into and owner is not None and finding not in hidden:
             lead = first.setdefault((owner, finding.code, finding.problem), finding)
-            if lead is not finding:
+            if lead is not finding and (finding not in branch_leads or lead.api == finding.api):
                 into[finding] = lead
 
     def root(finding: Finding) -> Finding:
