@@ -534,3 +534,30 @@ def test_recurrent_layers_of_one_function_breaking_one_restriction_are_one_probl
     assert found[0].message.endswith("(again in this function on line 8)")
     assert [f.api for f in found[1:]] == ["torch.nn.LSTM", "torch.nn.GRU"]
 
+
+# litgpt 0.5.13 api.py:214-241: the accelerator chosen for Fabric, and in the other branch a 'cuda' device string for
+# the preprocessor (judged the same device choice)
+LLM_LOAD = """\
+import torch
+import lightning as L
+
+def load(distribute, tokenizer):
+    if distribute == "auto":
+        if torch.cuda.is_available():
+            accelerator = "cuda"
+        else:
+            accelerator = "cpu"
+        return L.Fabric(accelerator=accelerator, devices=1)
+{split}    return Preprocessor(tokenizer, device="cuda" if torch.cuda.is_available() else "cpu")
+"""
+
+
+def test_a_lightning_accelerator_and_a_cuda_device_string_are_one_device_choice():
+    found = run_rules(LLM_LOAD.format(split=""), codes=["ASC202"])
+    assert [f.line for f in found] == [7]
+    assert found[0].message.endswith("(again in this function on line 11)")
+
+
+def test_a_lightning_accelerator_and_a_cuda_device_string_in_two_functions_are_two_findings():
+    found = run_rules(LLM_LOAD.format(split="\ndef preprocess(tokenizer):\n"), codes=["ASC202"])
+    assert [f.line for f in found] == [7, 13]

@@ -30,7 +30,8 @@ _DEVICE_FUNCTIONS = frozenset({"torch.device", "torch.autocast", "torch.amp.auto
 _DEVICE_METHODS = frozenset({"to", "to_empty"})
 # ``.cuda()`` is ``.to('cuda')``: in one function it is the same hard-coded device as a ``'cuda'`` string (whose
 # finding's API is that repr), so either repeats the other (demucs 4.1.0 distrib.py:64 and :72, judged a repeat);
-# one inside a CUDA-only branch is named by the finding on the branch's test instead
+# one inside a CUDA-only branch is named by the finding on the branch's test instead. So is Lightning's accelerator
+# 'cuda' or 'gpu' the same device choice (litgpt 0.5.13 api.py:216 and :241, judged a repeat)
 _CUDA_DEVICE = repr("cuda")
 
 
@@ -223,8 +224,9 @@ class HardCodedCudaDevice(Rule):
         "converter (a path naming `convert`), a CUDA choice whose other side is the CPU. Test code is left out "
         "(`--lint-tests` reports it). Inside a branch only CUDA takes, or the branch of a backend's comparison with "
         "NCCL (`if backend == 'nccl':`, ASC204's finding), the finding on the test stands for the devices inside "
-        "and `--fix` still rewrites each. A `.cuda()` is `.to('cuda')`: in one function it and `'cuda'` device strings "
-        "are one hard-coded device, so later ones fold into the first as repeats."
+        "and `--fix` still rewrites each. A `.cuda()` is `.to('cuda')`: in one function it, `'cuda'` device strings "
+        "and a Lightning accelerator `'cuda'`/`'gpu'` are one hard-coded device, so later ones fold into the first as "
+        "repeats."
     )
     example = "model = model.cuda()\nx = x.to('cuda:0')"
     use_instead = ("Use `.npu()` / `'npu:N'`, or better a device chosen once (`torch.device(args.device)`). "
@@ -502,7 +504,7 @@ class HardCodedCudaDevice(Rule):
         if node.value in cuda_accelerators and _accelerator_context(ctx, node):
             ctx.report(node, self.code, f"Lightning accelerator {node.value!r} runs on CUDA only (pass the accelerator "
                        "from configuration, e.g. an NPU accelerator registered with Lightning)",
-                       api=f"accelerator={node.value!r}", tips=cuda_accelerators[node.value])
+                       api=f"accelerator={node.value!r}", tips=cuda_accelerators[node.value], family=_CUDA_DEVICE)
             return
         built = _formatted(node, ctx)
         if built is None and not CUDA_STRING.fullmatch(node.value):
