@@ -569,10 +569,11 @@ def fold(findings: List[Finding], owners: Dict[Finding, Tuple[int, str]], guards
                     into[finding] = lead
     first: Dict[Tuple[Tuple[int, str], str, str], Finding] = {}
     # a test that turns a branch off says so in its own finding, a repeat only of the same API (an NCCL comparison
-    # names only the backend: of any), its branch's calls going with it to the first: the same question asked again (a second torch.cuda.is_available(), yolov5 7.0.14
-    # utils/torch_utils.py:118 and :121; the device test against 'cuda' of a device built from 'cuda', oumi 0.9
-    # utils/verl_utils/fsdp1_rank_buffer_sync.py:39 and :43), not another of its problem's sites (a .cuda() call
-    # before a test of the device a model sits on, funasr 1.4.16 bin/train.py:131 and :249, judged apart)
+    # names only the backend: of any), its branch's calls going with it to the first: the same question asked
+    # again (a second torch.cuda.is_available(), yolov5 7.0.14 utils/torch_utils.py:118 and :121; the device test
+    # against 'cuda' of a device built from 'cuda', oumi 0.9 utils/verl_utils/fsdp1_rank_buffer_sync.py:39 and :43),
+    # not another of its problem's sites (a .cuda() call before a test of the device a model sits on, funasr 1.4.16
+    # bin/train.py:131 and :249, judged apart)
     branch_leads = {lead for lead in into.values() if lead.code != _NCCL_CODE}
     for finding in findings:
         owner = owners.get(finding)

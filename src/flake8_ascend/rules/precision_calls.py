@@ -200,6 +200,12 @@ _POSITIONS = ("import torch\nimport torch.nn as nn\n\nclass LearnedPositionalEnc
               "        return self.col_embed(x)\n")
 
 
+_FIXED_TABLE = ("import torch\nimport torch.nn as nn\n\nclass FixedEmbedding(nn.Module):\n    def __init__(self, c_in, d):\n"
+                "        w = torch.zeros(c_in, d)\n        self.emb = nn.Embedding(c_in, d)\n"
+                "        self.emb.weight = nn.Parameter(w{grad})\n\n    def forward(self, x):\n"
+                "        return self.emb(x).detach()\n")
+
+
 class EmbeddingNondeterministic(_CallAdvice):
     code = "ASC602"
     summary = "embedding whose NPU backward may not be reproducible"
@@ -230,6 +236,8 @@ class EmbeddingNondeterministic(_CallAdvice):
          "        for param in self.parameters():\n            param.requires_grad = False\n"
          "        self.embedding = nn.Embedding(config.pre_seq_len, 128)\n\n"
          "    def forward(self, t):\n        return self.embedding(t)\n", 7),
+        # near miss of a frozen table put in as the weight: a trainable one (requires_grad defaults to True)
+        (_FIXED_TABLE.format(grad=""), 7),
         # a helper that freezes nothing: the loop sets requires_grad to True
         (_LITGPT_GPT + "\n\ndef unfreeze(model):\n    for p in model.parameters():\n        p.requires_grad = True\n", 6),
         # near misses of mmdet's learned positional encoding below: positions repeated over the batch, token ids
@@ -264,6 +272,9 @@ class EmbeddingNondeterministic(_CallAdvice):
         _LITGPT_GPT + "\n\ndef mark_only_adapter_as_trainable(model):\n    for name, param in model.named_parameters():\n"
         "        param.requires_grad = adapter_filter(name, param)\n\n\ndef adapter_filter(key, value):\n"
         "    return 'adapter_wte' in key or 'gating_factor' in key\n",
+        # a fixed sinusoidal table put in as a frozen weight (pypots 1.5 nn/modules/transformer/embedding.py:115-116,
+        # neuralforecast 3.0.2 common/_modules.py:494-495)
+        _FIXED_TABLE.format(grad=", requires_grad=False"),
         # diffusers t5_film_transformer.py:70
         "import torch.nn as nn\n\nclass T5Film(nn.Module):\n    def __init__(self, n, d):\n"
         "        self.position_encoding = nn.Embedding(n, d)\n        self.position_encoding.weight.requires_grad = False\n\n"
@@ -302,7 +313,10 @@ class EmbeddingNondeterministic(_CallAdvice):
             isinstance(n, ast.Assign) and is_constant(n.value, False) and any(
                 isinstance(t, ast.Attribute) and t.attr == "requires_grad" and isinstance(t.value, ast.Attribute)
                 and t.value.attr == "weight" and _self_attribute(t.value.value) and t.value.value.attr == target.attr
-                for t in n.targets) for n in walk_tree(cls))  # self.<name>.weight.requires_grad = False
+                for t in n.targets) for n in walk_tree(cls)) or any(  # self.<name>.weight.requires_grad = False
+            isinstance(n, ast.Assign) and _frozen_parameter(n.value, ctx) and any(
+                isinstance(t, ast.Attribute) and t.attr == "weight" and _self_attribute(t.value)
+                and t.value.attr == target.attr for t in n.targets) for n in walk_tree(cls))
         mentions = sum(1 for n in walk_tree(cls) if _self_attribute(n) and n.attr == target.attr)
         initialised = sum(1 for n in walk_tree(cls) if isinstance(n, ast.Call) and _init_helper(n.func)
                           for arg in n.args[:1] if _self_attribute(arg) and arg.attr == target.attr)
@@ -311,6 +325,14 @@ class EmbeddingNondeterministic(_CallAdvice):
         # every mention but the assignment is self.<name>.weight, the module given to an init helper, or a lookup
         # of distinct rows
         return frozen or mentions - 1 == initialised + distinct + sum(1 for use in uses if use.attr == "weight")
+
+
+def _frozen_parameter(value: ast.AST, ctx) -> bool:
+    """``nn.Parameter(w, requires_grad=False)``: a table put in as a weight no gradient reaches (the fixed
+    sinusoidal embedding of Informer-style models, neuralforecast 3.0.2 common/_modules.py:494-495, pypots 1.5
+    nn/modules/transformer/embedding.py:115-116)."""
+    return isinstance(value, ast.Call) and ctx.qualname(value.func) == "torch.nn.Parameter" and \
+        is_constant(argument(value, "requires_grad", 1), False)
 
 
 def _distinct_rows(call: ast.Call, ctx) -> bool:
