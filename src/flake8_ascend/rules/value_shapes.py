@@ -34,6 +34,10 @@ _SCALAR_REDUCTIONS = frozenset("sum max min amax amin argmax argmin count_nonzer
 _NAME_STEPS = 4  # ``n = m`` hops followed back to the element a name holds
 
 
+_QUEUE = ("import torch\ndef enqueue(self, keys: torch.Tensor, queue_ptr: torch.Tensor, valid):\n"
+          "    batch_size = keys.shape[0]\n    ptr = int(queue_ptr)\n    self.queue[:, ptr:{stop}] = keys.transpose(0, 1)\n")
+
+
 class ShapeFromValue(Rule):
     code = "ASC403"
     summary = "shape taken from tensor values (.item(), int(t.sum()), .tolist() feeding sizes or slices)"
@@ -41,7 +45,8 @@ class ShapeFromValue(Rule):
     why = (
         "A size read out of a tensor (`n.item()`, `int(mask.sum())`, `lengths.tolist()`) changes with the data, "
         "so the tensors built or sliced with it get a new shape every time and the NPU compiles new kernels; "
-        "reading the value also stalls the host until the device catches up."
+        "reading the value also stalls the host until the device catches up. A slice `x[p:p + n]` holds `n` "
+        "elements wherever `p` points, so only `n` is asked about."
     )
     example = "valid = x[: n.item()]\nbuf = torch.zeros(int(mask.sum()))"
     use_instead = (
@@ -68,8 +73,15 @@ class ShapeFromValue(Rule):
         # a bound on a count read from data (diffusers scheduling_block_refinement.py:324)
         ("import torch\nk = min(num_to_transfer, int(active_block[b].sum().item()))\n_, idx = torch.topk(confidence[b], k=k)\n",
          3),
+        # near misses of a fixed-length slice: a length read from the data, a stop that is not the start plus it
+        (_QUEUE.format(stop="ptr + int(valid.sum())"), 5),
+        (_QUEUE.format(stop="2 * ptr"), 5),
     ]
     passes = [
+        # a queue written at a pointer read from a tensor: the slice holds batch_size keys wherever it starts
+        # (mmselfsup 1.0.0 models/algorithms/moco.py:80-86, densecl.py:96)
+        _QUEUE.format(stop="ptr + batch_size"),
+        _QUEUE.format(stop="batch_size + ptr"),
         # diffusers z_image/pipeline_z_image_omni.py:332: the sizes of one image, from its processor's batch
         "import torch\nclass Pipe:\n    def prepare_siglip_embeds(self, images, device):\n        for image in images:\n"
         "            siglip_inputs = self.siglip_processor(images=[image], return_tensors='pt').to(device)\n"
@@ -135,7 +147,7 @@ class ShapeFromValue(Rule):
 
     def _in_slices(self, index: ast.AST, ctx) -> Optional[ast.AST]:
         for part in index.elts if isinstance(index, ast.Tuple) else [index]:
-            if isinstance(part, ast.Slice):
+            if isinstance(part, ast.Slice) and not _fixed_length(part, ctx):
                 for bound in (part.lower, part.upper, part.step):
                     found = _mentions_readout(bound, ctx)
                     if found is not None:
@@ -154,6 +166,17 @@ class ShapeFromValue(Rule):
             if found is not None:
                 return found
         return None
+
+
+def _fixed_length(part: ast.Slice, ctx) -> bool:
+    """``x[ptr:ptr + n]`` (or ``n + ptr``): the slice holds ``n`` elements wherever a tensor's value puts its start (mmselfsup 1.0.0
+    models/algorithms/moco.py:86, a MoCo queue written at ``ptr = int(self.queue_ptr)``), so the shape is ``n``'s."""
+    upper = part.upper
+    if part.step is not None or part.lower is None or not (isinstance(upper, ast.BinOp) and isinstance(upper.op, ast.Add)):
+        return False
+    start = ast.dump(part.lower)
+    return any(ast.dump(one) == start and _mentions_readout(other, ctx) is None
+               for one, other in ((upper.left, upper.right), (upper.right, upper.left)))
 
 
 def size_arguments(call: ast.Call, ctx) -> List[ast.AST]:
