@@ -206,6 +206,11 @@ _FIXED_TABLE = ("import torch\nimport torch.nn as nn\n\nclass FixedEmbedding(nn.
                 "        return self.emb(x).detach()\n")
 
 
+_CODEBOOK = ("import torch.nn as nn\nimport torch.nn.functional as F\n\nclass EmbeddingEMA(nn.Module):\n"
+             "    def __init__(self, w):\n        self.weight = nn.Parameter(w{grad})\n\n    def reset(self, w):\n{more}"
+             "        pass\n\n    def forward(self, embed_id):\n        return F.embedding(embed_id, self.weight)\n")
+
+
 class EmbeddingNondeterministic(_CallAdvice):
     code = "ASC602"
     summary = "embedding whose NPU backward may not be reproducible"
@@ -238,6 +243,8 @@ class EmbeddingNondeterministic(_CallAdvice):
          "    def forward(self, t):\n        return self.embedding(t)\n", 7),
         # near miss of a frozen table put in as the weight: a trainable one (requires_grad defaults to True)
         (_FIXED_TABLE.format(grad=""), 7),
+        # near miss of a frozen codebook: another store of the attribute leaves it trainable
+        (_CODEBOOK.format(grad=", requires_grad=False", more="        self.weight = nn.Parameter(w)\n"), 13),
         # a helper that freezes nothing: the loop sets requires_grad to True
         (_LITGPT_GPT + "\n\ndef unfreeze(model):\n    for p in model.parameters():\n        p.requires_grad = True\n", 6),
         # near misses of mmdet's learned positional encoding below: positions repeated over the batch, token ids
@@ -275,6 +282,8 @@ class EmbeddingNondeterministic(_CallAdvice):
         # a fixed sinusoidal table put in as a frozen weight (pypots 1.5 nn/modules/transformer/embedding.py:115-116,
         # neuralforecast 3.0.2 common/_modules.py:494-495)
         _FIXED_TABLE.format(grad=", requires_grad=False"),
+        # a codebook updated by a moving average, looked up functionally (mmselfsup 1.0.0 vector_quantizer.py:108-123)
+        _CODEBOOK.format(grad=", requires_grad=False", more=""),
         # diffusers t5_film_transformer.py:70
         "import torch.nn as nn\n\nclass T5Film(nn.Module):\n    def __init__(self, n, d):\n"
         "        self.position_encoding = nn.Embedding(n, d)\n        self.position_encoding.weight.requires_grad = False\n\n"
@@ -295,16 +304,20 @@ class EmbeddingNondeterministic(_CallAdvice):
 
     def stays_quiet(self, node: ast.Call, ctx) -> bool:
         """No embedding backward runs: frozen (``from_pretrained`` freezes by default; ``requires_grad_(False)``
-        or ``.weight.requires_grad = False`` on it; its whole model frozen, see ``_frozen_by_model``), or a
+        or ``.weight.requires_grad = False`` on it, or a ``nn.Parameter(..., requires_grad=False)`` as its weight or
+        as the table ``F.embedding`` looks up; its whole model frozen, see ``_frozen_by_model``), or a
         ``self.<name>`` table its class never calls, only reads through ``.weight`` (mmdet's DETR queries)."""
         if ctx.chain(node.func) == "torch.nn.Embedding.from_pretrained":
             freeze = argument(node, "freeze", 1)
             return freeze is MISSING or is_constant(freeze, True)
         if _frozen_by_model(node, ctx):
             return True
+        cls = ctx.enclosing(ast.ClassDef)
+        weight = argument(node, "weight", 1) if ctx.chain(node.func) == "torch.nn.functional.embedding" else None
+        if cls is not None and _self_attribute(weight) and _frozen_attribute(cls, weight.attr, ctx):
+            return True  # a lookup in a frozen table of the class
         target = ctx.parent.targets[0] if isinstance(ctx.parent, ast.Assign) and len(ctx.parent.targets) == 1 \
             else None
-        cls = ctx.enclosing(ast.ClassDef)
         if not (_self_attribute(target) and cls is not None):
             return False
         uses = [n for n in walk_tree(cls) if isinstance(n, ast.Attribute) and _self_attribute(n.value)
@@ -325,6 +338,15 @@ class EmbeddingNondeterministic(_CallAdvice):
         # every mention but the assignment is self.<name>.weight, the module given to an init helper, or a lookup
         # of distinct rows
         return frozen or mentions - 1 == initialised + distinct + sum(1 for use in uses if use.attr == "weight")
+
+
+def _frozen_attribute(cls: ast.ClassDef, name: str, ctx) -> bool:
+    """Every ``self.<name> = ...`` of ``cls`` stores a frozen parameter (mmselfsup 1.0.0
+    models/utils/vector_quantizer.py:108-123, ``EmbeddingEMA``: a codebook updated by a moving average, looked up with
+    ``F.embedding(embed_id, self.weight)``)."""
+    stores = [n for n in walk_tree(cls) if isinstance(n, ast.Assign) and any(
+        _self_attribute(t) and t.attr == name for t in n.targets)]
+    return bool(stores) and all(_frozen_parameter(n.value, ctx) for n in stores)
 
 
 def _frozen_parameter(value: ast.AST, ctx) -> bool:
