@@ -75,7 +75,7 @@ def _bindings(body: List[ast.stmt], attr: str, known: Known, reachable: bool):
     """(value, reachable with the defaults) of each ``self.<attr> = value`` in ``body``."""
     for stmt in body:
         if isinstance(stmt, ast.If):
-            value = decided(stmt.test, known)
+            value = _decided(stmt.test, known)
             yield from _bindings(stmt.body, attr, known, reachable and (value is UNDECIDED or bool(value)))
             yield from _bindings(stmt.orelse, attr, known, reachable and (value is UNDECIDED or not value))
         elif isinstance(stmt, ast.Assign):
@@ -88,28 +88,28 @@ def _bindings(body: List[ast.stmt], attr: str, known: Known, reachable: bool):
                 yield from _bindings(block, attr, known, reachable)
 
 
-def decided(test: ast.AST, known: Known) -> object:
+def _decided(test: ast.AST, known: Known) -> object:
     """The value of an ``if`` test given the values ``known`` gives of names and attributes: constants, ``not``,
     ``and``/``or``, one comparison (``==``, ``is not``, ``in``, ``>``...), a string's ``.lower()``/``.upper()``, a
     conditional expression; else UNDECIDED."""
     if isinstance(test, ast.Constant):
         return test.value
     if isinstance(test, ast.IfExp):
-        value = decided(test.test, known)
-        return value if value is UNDECIDED else decided(test.body if value else test.orelse, known)
+        value = _decided(test.test, known)
+        return value if value is UNDECIDED else _decided(test.body if value else test.orelse, known)
     if isinstance(test, (ast.Name, ast.Attribute)):
         return known(test)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        value = decided(test.operand, known)
+        value = _decided(test.operand, known)
         return value if value is UNDECIDED else not value
     if isinstance(test, ast.BoolOp):
-        values = [decided(v, known) for v in test.values]
+        values = [_decided(v, known) for v in test.values]
         deciding = isinstance(test.op, ast.Or)  # a true part decides ``or``, a false one ``and``
         if any(v is not UNDECIDED and bool(v) == deciding for v in values):
             return deciding
         return UNDECIDED if UNDECIDED in values else not deciding
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARE:
-        left, right = decided(test.left, known), decided(test.comparators[0], known)
+        left, right = _decided(test.left, known), _decided(test.comparators[0], known)
         if left is UNDECIDED or right is UNDECIDED:
             return UNDECIDED
         try:
@@ -118,7 +118,7 @@ def decided(test: ast.AST, known: Known) -> object:
             return UNDECIDED
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr in ("lower", "upper") \
             and not test.args:
-        value = decided(test.func.value, known)
+        value = _decided(test.func.value, known)
         return getattr(value, test.func.attr)() if isinstance(value, str) else UNDECIDED
     return UNDECIDED
 
@@ -649,10 +649,16 @@ def _in_untaken(lineage, ctx) -> bool:
                 ctx.model.parameter(n) for n in ast.walk(stored) if isinstance(n, ast.Name)):
             return UNDECIDED  # a flag ``__init__`` sets to a constant: others turn it on (yolov5 ``m.export = True``)
         reading.add(id(stored))
-        value = decided(stored, known)
+        value = _decided(stored, known)
         reading.discard(id(stored))
         return value
 
+    return untaken(lineage, known)
+
+
+def untaken(lineage, known: Known) -> bool:
+    """The (parent, child) pairs ``lineage`` (outwards from a node) pass through a branch of an ``if`` of the node's
+    function whose test, with the values ``known`` gives, never takes it."""
     for parent, child in lineage:
         if isinstance(parent, _SCOPES):
             return False
@@ -660,7 +666,7 @@ def _in_untaken(lineage, ctx) -> bool:
             taken = True if any(s is child for s in parent.body) else (
                 False if any(s is child for s in parent.orelse) else None)
             if taken is not None:
-                value = decided(parent.test, known)
+                value = _decided(parent.test, known)
                 if value is not UNDECIDED and bool(value) is not taken:
                     return True
     return False

@@ -20,7 +20,7 @@ from collections import Counter
 from ..semantic import project
 from ..semantic.summaries import enclosing_class, is_self_attribute
 from ..walk import walk_tree
-from .fused import UNDECIDED, decided
+from .fused import UNDECIDED, untaken
 from .left_default import UNKNOWN, constant, left_at_default
 from .training import source_text
 
@@ -66,18 +66,8 @@ def in_untaken_branch(ctx, node: ast.AST) -> bool:
     one literal (``left_at_default``, with at least one call: a class no call builds is built from configurations),
     where neither name is a word anywhere in the project outside the class or function (``word_count``: no caller,
     subclass, config file, command line or document sets it; an mm* ``.mim`` config does). ``if flag:`` with
-    False, ``if k is not None`` with None, ``if p > 0`` with 0.0 (``fused.decided``)."""
-    for parent, child in ctx.lineage(node):
-        if isinstance(parent, (*_FUNCTIONS, ast.Lambda, ast.ClassDef)):
-            return False
-        if isinstance(parent, ast.If):
-            taken = True if any(s is child for s in parent.body) else (
-                False if any(s is child for s in parent.orelse) else None)
-            if taken is not None:
-                value = decided(parent.test, lambda e: _kept(ctx, e))
-                if value is not UNDECIDED and bool(value) is not taken:
-                    return True
-    return False
+    False, ``if k is not None`` with None, ``if p > 0`` with 0.0 (``fused.untaken``)."""
+    return untaken(ctx.lineage(node), lambda e: _kept(ctx, e))
 
 
 def _kept(ctx, expr: ast.AST) -> object:
