@@ -116,8 +116,7 @@ def _pipeline_callers(ctx, function: ast.AST) -> bool:
     path = ctx.module_path()
     if path is None or project.public(path, cls.name if method else function.name):
         return False
-    elsewhere = project.method_callers_elsewhere(path, function.name, _may_feed) if method else \
-        project.callers_elsewhere(path, function.name, _may_feed)
+    elsewhere = project.callers_elsewhere(path, function.name, _may_feed, method)
     return elsewhere is not None and bool(own or elsewhere) and all(
         (in_data_pipeline(around) or datasets_module(module) or data_pipeline_module(module)) and _keeps_on_host(around)
         for module, around in elsewhere)

@@ -256,15 +256,17 @@ def calls_elsewhere(path: str, name: str) -> List[ast.Call]:
     return [call for _, _, call in _calls_elsewhere(path, name)]
 
 
-def callers_elsewhere(path: str, name: str, possible: Callable[[str, str], bool]) -> Optional[
+def callers_elsewhere(path: str, name: str, possible: Callable[[str, str], bool], method: bool = False) -> Optional[
         List[Tuple[str, List[ast.AST]]]]:
-    """For each call of ``calls_elsewhere``: the calling module's path from the folder above the package, and the
-    classes and functions around the call there, outermost first. None as soon as a module that imports the
-    function fails ``possible(path, text)``, before it is parsed: the question needs callers of one kind only, and
-    a name that many modules import (transformers' ``eager_attention_forward``) is then settled cheaply."""
+    """For each call of ``calls_elsewhere`` (``method``: of ``method_calls_elsewhere``): the calling module's path
+    from the folder above the package, and the classes and functions around the call there, outermost first. None as
+    soon as a module that imports the function (spells the method's call) fails ``possible(path, text)``, before it
+    is parsed: the question needs callers of one kind only, and a name that many modules import (transformers'
+    ``eager_attention_forward``) is then settled cheaply."""
     top = os.path.dirname(package_of(path) or "")
     found = []
-    for module, tree, call in _calls_elsewhere(path, name, lambda m, text: possible(os.path.relpath(m, top), text)):
+    calls = _method_calls_elsewhere if method else _calls_elsewhere
+    for module, tree, call in calls(path, name, lambda m, text: possible(os.path.relpath(m, top), text)):
         if tree is None:
             return None
         found.append((os.path.relpath(module, top), _around(module, tree, call)))
@@ -341,20 +343,6 @@ def method_calls_elsewhere(path: str, name: str) -> List[ast.Call]:
     a method ``name`` defined there. The receiver's class is not known, so these are all the calls that might be
     it (a same-named method of another class included): "every one passes the device" is then only the safer."""
     return [call for _, _, call in _method_calls_elsewhere(path, name)]
-
-
-def method_callers_elsewhere(path: str, name: str, possible: Callable[[str, str], bool]) -> Optional[
-        List[Tuple[str, List[ast.AST]]]]:
-    """``callers_elsewhere`` for the calls of ``method_calls_elsewhere``: each calling module's path and the classes
-    and functions around the call; None as soon as a module that spells such a call fails ``possible``."""
-    top = os.path.dirname(package_of(path) or "")
-    found = []
-    for module, tree, call in _method_calls_elsewhere(path, name, lambda m, text: possible(os.path.relpath(m, top),
-                                                                                           text)):
-        if tree is None:
-            return None
-        found.append((os.path.relpath(module, top), _around(module, tree, call)))
-    return found
 
 
 def _method_calls_elsewhere(path: str, name: str, possible: Optional[Callable[[str, str], bool]] = None) -> Iterator[
