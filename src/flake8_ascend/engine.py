@@ -286,7 +286,7 @@ def is_test_code(path: str, tree: ast.AST) -> bool:
         return True
     main = False
     for node in tree.body:
-        if isinstance(node, ast.If) and _main_test(node.test):
+        if is_main_guard(node):
             main = True
         elif isinstance(node, (ast.Import, ast.ImportFrom)) and any(
                 name.split(".")[0] in ("pytest", "unittest") for name in _imported(node)):
@@ -295,13 +295,6 @@ def is_test_code(path: str, tree: ast.AST) -> bool:
                 isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
             return True
     return not main
-
-
-def _main_test(test: ast.AST) -> bool:
-    """``__name__ == '__main__'``."""
-    return isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__" and \
-        len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant) and \
-        test.comparators[0].value == "__main__"
 
 
 def _imported(node) -> List[str]:

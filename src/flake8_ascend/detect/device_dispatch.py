@@ -699,7 +699,7 @@ def _reports_only(branch: ast.If, scope: ast.AST, ctx) -> bool:
                         or _STATISTICS.search(name) or _into_report(node, ctx)
                         or _reporting_alias(node.func, ctx)
                         or qualname in _CUDAGRAPH_MARKERS
-                        or (qualname == "torch.cuda.synchronize" and _times_a_report(branch, scope, ctx))
+                        or (qualname == "torch.cuda.synchronize" and _times_a_report(branch, ctx))
                         or (qualname in _CUDA_RESEEDS and _seeds_all_devices(scope, ctx))):
                     return False
     return True
@@ -710,16 +710,14 @@ _CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.t
                      "time.monotonic_ns", "timeit.default_timer"})
 
 
-def _times_a_report(branch: ast.If, scope: ast.AST, ctx) -> bool:
+def _times_a_report(branch: ast.If, ctx) -> bool:
     """The ``if`` (a CUDA synchronize) sits right before or after a clock read into a local name that is only shown
     (llm-foundry 0.22.0 command_utils/eval.py:167-178, ``a = time.time()`` around ``trainer.eval``, logged as
     ``f'Ran {model_name} eval in: {b-a} seconds'``): on an NPU only the logged wall time is less exact. A clock read
     that is returned or kept (yolov5 7.0.14 utils/torch_utils.py ``time_sync``, a profiler) is not."""
-    for holder in walk_tree(scope):
-        block, index = block_of(holder, branch)
-        if index >= 0:
-            break
-    else:
+    around = ctx.model.ancestors(branch)  # none for the ``if`` that ``_rest_after`` builds
+    block, index = block_of(around[-1], branch) if around else ([], -1)
+    if index < 0:
         return False
     neighbours = block[index - 1:index] + block[index + 1:index + 2]
     return any(isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
