@@ -142,6 +142,17 @@ CORPORA = [
     Corpus("dac", "descript-audio-codec==1.0.0", sdist=False, split="tuning"),
     Corpus("pix2tex", "pix2tex==0.1.4", sdist=False, split="tuning"),
     Corpus("pypots", "pypots==1.5", sdist=False, split="tuning"),
+    # Added to the tuning side on 2026-12-07 (twenty-fourth session), before any of their findings was read, to measure
+    # the rules at first sight again from the test side's families and the issue's: a Lightning chemistry model, an
+    # OpenMMLab model-compression toolbox, a self-supervised speech toolkit, two LLM fine-tuning libraries (one on the
+    # HF Trainer, one with its own FSDP/DeepSpeed loop), an EfficientDet detector, a diffusion sampler library.
+    Corpus("chemprop", "chemprop==2.2.1", sdist=False, split="tuning"),
+    Corpus("mmrazor", "mmrazor==1.0.0", sdist=False, split="tuning"),
+    Corpus("s3prl", "s3prl==0.4.17", sdist=True, split="tuning"),
+    Corpus("fms_hf_tuning", "fms-hf-tuning==3.2.2", sdist=False, split="tuning"),
+    Corpus("instructlab_training", "instructlab-training==0.16.2", sdist=False, split="tuning"),
+    Corpus("effdet", "effdet==0.4.1", sdist=False, split="tuning"),
+    Corpus("k_diffusion", "k-diffusion==0.1.1.post1", sdist=False, split="tuning"),
     Corpus("trl", "trl==1.16.0", sdist=False, split="test"),
     Corpus("pytorch_forecasting", "pytorch-forecasting==1.8.0", sdist=False, split="test"),
     Corpus("mmocr", "mmocr==1.0.1", sdist=False, split="test"),
