@@ -204,8 +204,8 @@ class Training:
                     (_periodic(parent.test) and id(parent) not in self.accumulation_steps)
                     or isinstance(parent.body[-1], ast.Raise) or _one_shot(parent)):  # periodic, or rare
                 return False
-            if self._after_periodic_exit(parent, child):
-                return False
+            if isinstance(parent, ast.ExceptHandler) or self._after_periodic_exit(parent, child):
+                return False  # a handler runs after a failure (an out-of-memory retry), not on every step
             finite = _finite(parent.test) if isinstance(parent, ast.If) else None
             if finite is not None and _in(child, parent.orelse if finite else parent.body):
                 return False  # the branch of a non-finite value: a step skipped, not every step

@@ -537,6 +537,9 @@ class EmptyCacheInTrainingLoop(Rule):
     fires = [
         ("import torch\nfor x in data:\n    f(x).backward()\n    opt.step()\n    torch.npu.empty_cache()\n", 5),
         ("import torch_npu\nfor x in data:\n    f(x).backward()\n    torch_npu.npu.empty_cache()\n", 4),
+        # in the step's try block, not its handler
+        ("import torch\nfor x in data:\n    try:\n        f(x).backward()\n        torch.cuda.empty_cache()\n"
+         "    except RuntimeError:\n        continue\n", 5),
         # a loss helper every step calls
         ("import torch\ndef compute_loss(pred, y):\n    loss = crit(pred, y)\n    torch.cuda.empty_cache()\n"
          "    return loss\nfor x, y in data:\n    loss = compute_loss(model(x), y)\n    loss.backward()\n"
@@ -553,6 +556,11 @@ class EmptyCacheInTrainingLoop(Rule):
     ]
     passes = [
         "import torch\nfor x in data:\n    f(x).backward()\ntorch.npu.empty_cache()\n",
+        # an out-of-memory retry: the handler runs after a failed step, not on every step (s3prl 0.4.17
+        # downstream/runner.py:327)
+        "import torch\nfor x in data:\n    try:\n        f(x).backward()\n    except RuntimeError as e:\n"
+        "        if 'out of memory' in str(e):\n            torch.cuda.empty_cache()\n            continue\n"
+        "        raise\n",
         # a compute_loss of a class that is no framework's Trainer; the framework's evaluation hook
         _HF_COMPUTE_LOSS.replace("(Trainer)", "(object)").replace("        return loss",
                                                                   "        torch.cuda.empty_cache()\n        return loss"),
