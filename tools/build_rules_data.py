@@ -297,6 +297,10 @@ def kernels_note(version: str, api: str, entry: dict, kernels: set) -> str:
 
 KERNEL_FREE_NOTE = "needs no NPU kernel: {why}"
 PROBE = "probe:"  # the trace's sample of an API that only the generic probe reached (tools/trace_torch_apis.py)
+# ops whose result is no ordinary dense tensor: a sparse layout (to_sparse), another storage (share_memory_'s
+# set_), an MKL-DNN, quantized or nested tensor. What later runs on such a result is what may lack NPU kernels, and
+# one probe call does not show it; a probe whose ops all return dense tensors saw the whole computation.
+_NEW_KIND_OF_TENSOR = re.compile(r"_?(to_sparse|set_|to_mkldnn|quantize|nested)")
 
 
 def decide(version: str, api: str, table_row, trace: dict, kernels: set | None, aten: dict, later_ok: bool):
@@ -331,9 +335,12 @@ def decide(version: str, api: str, table_row, trace: dict, kernels: set | None, 
             return row, overridden(table_row, f"stale: {has} and a later list supports it"), \
                 "table unsupported, kernels contradict, a later table supports it: stale"
         listed = table_row[1] or f"listed unsupported by the torch_npu {version} support table"
-        if entry["sample"].startswith(PROBE):  # one argument-less call on a dense float32 tensor: too little
+        if entry["sample"].startswith(PROBE) and any(map(_NEW_KIND_OF_TENSOR.match, traced_ops(entry))):
+            # one argument-less call on a dense float32 tensor is too little to overrule the list for an API whose
+            # result is a new kind of tensor (to_sparse: the sparse tensor's later ops are not seen); a composite of
+            # dense ops (gumbel_softmax) is judged like every other trace: its kernels win
             row = ["unknown", f"{listed}, but {has}; traced by the generic probe only, and no later list supports it",
-                   "traced"]  # to overrule every list (to_sparse: the sparse tensor's later ops are not seen)
+                   "traced"]
             return row, overridden(table_row, f"disputed: {has} (generic probe)"), \
                 "table unsupported, only the generic probe's kernels contradict, no later table supports it: " \
                 "disputed, unknown"

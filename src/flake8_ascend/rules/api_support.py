@@ -389,7 +389,8 @@ class UnknownApi(_ApiStatusRule):
         "The evidence leaves NPU support open: the version's support list does not name the API and it "
         "could not be traced (or its name's ATen op has no NPU kernel in that wheel, or no wheel data "
         "exists; or every list says unsupported and only a generic probe of the API, one call without "
-        "arguments, ran on that wheel's kernels: `x.to_sparse()`). It may fail or fall back to the CPU: check it "
+        "arguments, ran on that wheel's kernels, for an API that makes a new kind of tensor: `x.to_sparse()`, "
+        "whose sparse result later ops meet). It may fail or fall back to the CPU: check it "
         "on an NPU.  APIs that dispatch no ATen op at "
         "all (context managers, jit helpers, exception and type objects) are never reported, nor are those "
         "whose every ATen op has an NPU kernel in that wheel, whatever the lists say (`torch.std_mean`, "
@@ -422,6 +423,9 @@ class UnknownApi(_ApiStatusRule):
         "import torch\nstd, mean = torch.std_mean(weights, dim=-2, keepdim=True, unbiased=False)\n",
         "from torch.fft import fftshift\nx_freq = fftshift(x_freq, dim=(-2, -1))\n",
         "import torch.nn.functional as F\ngathered = F.adaptive_max_pool2d(inputs[i], output_size=gather_size)\n",
+        # only the generic probe traced it, but its ops all return dense tensors with NPU kernels (s3prl 0.4.17
+        # nn/vq_apc.py:78, pytorch-tabular heads/blocks.py:128)
+        "import torch.nn.functional as F\nx = F.gumbel_softmax(logits, tau=self.tau, hard=True)\n",
     ]
 
     def emit(self, node, ctx, api, note, how) -> None:
