@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import operator
 import re
-from typing import List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 from ..walk import assign_targets, block_of, walk_tree
 from .training import last_name
@@ -211,13 +211,27 @@ def unmet_cuda_request(node: ast.AST, ctx) -> bool:
     """``node`` is part of an ``if`` test that asks for a device named CUDA *and* finds CUDA missing: ``if
     device.type == "cuda" and not torch.cuda.is_available():`` (funasr 1.4.16 moss_transcribe_diarize/model.py:380,
     falling back to the CPU; anomalib 2.7.0 deploy/inferencers/torch_inferencer.py:163, raising a clear error). It
-    handles a user who asked for CUDA where there is none; an NPU run asks for the NPU and never enters it."""
+    handles a user who asked for CUDA where there is none; an NPU run asks for the NPU and never enters it.
+    So is a test that finds an object off the CPU where CUDA is missing, when its branch raises nothing (chemprop
+    2.2.1 models/model.py:254, ``not torch.cuda.is_available() and metric.device.type != "cpu"`` rebuilds a metric
+    loaded from a GPU checkpoint): the code's own answer for a machine without CUDA, which an NPU machine is."""
     holder = _test_holder(node, ctx)
-    test = holder.test if holder is not None else None
-    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+    if holder is None:
         return False
-    asked = any(isinstance(v, ast.Compare) and _positive_cuda_test(v, ctx) for v in test.values)
-    return asked and any(_negated_cuda_test(v, ctx) for v in test.values)
+    test = next(parent for parent, _ in ctx.lineage(node) if parent is holder or (
+        isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And)))
+    if test is holder or not any(_negated_cuda_test(v, ctx) for v in test.values):
+        return False
+    return any(isinstance(v, ast.Compare) and _positive_cuda_test(v, ctx) for v in test.values) or (
+        any(_off_cpu(v) for v in test.values) and not (isinstance(holder, ast.If) and any(
+            isinstance(n, (ast.Raise, ast.Assert)) for s in holder.body for n in walk_tree(s))))
+
+
+def _off_cpu(test: ast.AST) -> bool:
+    """``x.device.type != "cpu"``, ``x.device != "cpu"``: the object sits on some accelerator."""
+    return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.IsNot)) \
+        and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == "cpu" and isinstance(
+            test.left, ast.Attribute) and "device" in (test.left.attr, getattr(test.left.value, "attr", ""))
 
 
 def _test_holder(node: ast.AST, ctx) -> Optional[ast.AST]:
@@ -526,6 +540,50 @@ def tensor_dispatch(test: Optional[ast.AST]) -> bool:
         return any(tensor_dispatch(value) for value in test.values)
     return isinstance(test, ast.Attribute) and test.attr == "is_cuda" and not (
         isinstance(test.value, ast.Name) and test.value.id == "self")
+
+
+def moves_tested_object(call: ast.Call, test: Optional[ast.AST]) -> bool:
+    """``call`` (``m.cuda()``) moves the object whose own device ``test`` asks about, or whose parameters it asks
+    about (mmrazor 1.0.0 structures/subnet/fix_subnet.py:167-168, ``if next(copied_model.parameters()).is_cuda:
+    copied_model.cuda()``): it only moves what already sits on CUDA, and on an NPU the object sits on the NPU and
+    stays there. Moving another object under such a test (mmagic 1.2.0 inst_colorization/color_utils.py:48,
+    s3prl 0.4.17 nn/speaker_loss.py:118, ``if x.is_cuda: y = y.cuda()``) leaves that one on the CPU when ``x`` is
+    on the NPU, a device mismatch, and stays reported."""
+    receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+    if test is None or not isinstance(receiver, (ast.Name, ast.Attribute)):
+        return False
+    spelled = ast.dump(receiver)
+    return any(ast.dump(part) == spelled for subject in _device_subjects(test) for part in _bases(subject))
+
+
+def _device_subjects(test: ast.AST) -> Iterator[ast.AST]:
+    """The objects whose own device a positive CUDA test asks about: ``x`` in ``x.is_cuda`` (not a ``self.is_cuda``
+    flag), ``x.device.type == 'cuda'``, ``'cuda' in str(x.device)``, possibly ``and``-ed with more."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        for value in test.values:
+            yield from _device_subjects(value)
+    elif tensor_dispatch(test):
+        yield test.value
+    elif isinstance(test, ast.Compare) and _equals_cuda(test):
+        yield from (n.value for n in walk_tree(test) if isinstance(n, ast.Attribute) and n.attr == "device")
+
+
+def _bases(expr: ast.AST) -> Iterator[ast.AST]:
+    """``expr`` and what it is read from: ``next(m.parameters())`` -> ``m.parameters()``, ``m.parameters``, ``m``."""
+    while expr is not None:
+        yield expr
+        if isinstance(expr, (ast.Attribute, ast.Subscript)):
+            expr = expr.value
+        elif isinstance(expr, ast.Call):
+            expr = expr.func if isinstance(expr.func, ast.Attribute) else (
+                expr.args[0] if len(expr.args) == 1 and isinstance(expr.func, ast.Name) and
+                expr.func.id in _READ_THROUGH else None)
+        else:
+            expr = None
+
+
+# calls that hand on an element of their argument: ``next(m.parameters())``, ``str(x.device)``
+_READ_THROUGH = frozenset({"next", "iter", "str", "list"})
 
 
 def _negative_cuda_test(test: ast.AST, ctx) -> bool:

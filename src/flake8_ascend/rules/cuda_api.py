@@ -112,7 +112,9 @@ class CudaApi(Rule):
         "call without loss (a report, also the rest of a function after `if not torch.cuda.is_available(): return` "
         "when it only logs, an estimate left `None`, a CUDA reseed after `torch.manual_seed`, a "
         "CUDA-graph step marker, a CUDA synchronize right before or after a clock read whose wall time is only logged, a gate on the NVIDIA compute capability that picks no precision (kernels built for an "
-        "SM version, which no NPU has) asked after a CUDA test or of a tensor's device, a CUDA case that only raises, a memory figure that only goes into a print, a log or text formatted with words, a "
+        "SM version, which no NPU has) asked after a CUDA test or of a tensor's device, a CUDA case that only raises, "
+        "a request for CUDA, or an object off the CPU, where CUDA is missing (the code's own answer for a machine "
+        "without CUDA; for the object, one that raises nothing), a memory figure that only goes into a print, a log or text formatted with words, a "
         "local name (or one at the top of a program, a module nothing imports) holding the answer or a device built "
         "from it whose every read only prints, logs or formats it "
         "into a message, directly or through another local name only shown (a change of two logged memory "
@@ -130,7 +132,7 @@ class CudaApi(Rule):
         "and `--fix` still rewrites each. So does ASC204's finding on a backend's comparison with NCCL (`if backend "
         "== 'nccl':`, its `elif`, the `else` of `!=`, and what is `and`-ed after it) for the calls of that branch, "
         "which an NPU run takes once the comparison says 'hccl'. The uses of one part of torch.cuda (streams and events, the random-number "
-        "state) in one function are one port: later ones fold into the first as repeats."
+        "state, the device's properties) in one function are one port: later ones fold into the first as repeats."
     )
     example = "torch.cuda.set_device(local_rank)"
     use_instead = ("Call `torch_npu.npu.<name>` (or `torch.npu.<name>`), or import `torch_npu.contrib.transfer_to_npu` "
@@ -181,6 +183,9 @@ class CudaApi(Rule):
         (_MEMORY_LINE.format(value='f"cuda:{torch.cuda.current_device()}"'), 5),
         ("import os\nimport torch\ndef setup():\n    os.environ['LOCAL_WORLD_SIZE'] = str(torch.cuda.device_count())\n", 4),
         ("import torch\ndef setup():\n    return {'num_gpus': torch.cuda.device_count()}\n", 3),
+        # near miss of an object off the CPU where CUDA is missing: the branch raises, as an NPU object would make it
+        ("import torch\ndef load(metric):\n    if not torch.cuda.is_available() and metric.device.type != 'cpu':\n"
+         "        raise RuntimeError('saved on a GPU')\n    return metric\n", 3),
         ("import torch\ntorch.cuda.synchronize()\n", 2),
         ("from torch import cuda as c\nc.synchronize()\n", 2),
         ("import torch\ng = torch.cuda.CUDAGraph()\n", 2),
@@ -327,6 +332,10 @@ class CudaApi(Rule):
         "import torch\ndef load(self):\n    device = torch.device(self.device_name)\n"
         "    if device.type == 'cuda' and not torch.cuda.is_available():\n        device = torch.device('cpu')\n"
         "    self.model.to(device)\n",
+        # an object off the CPU where CUDA is missing, rebuilt on the host (chemprop 2.2.1 models/model.py:250-257)
+        "import torch\ndef load_submodules(cls, hparams):\n    hparams['metrics'] = [\n        cls._rebuild_metric(metric)\n"
+        "        if not hasattr(metric, '_defaults')\n        or (not torch.cuda.is_available() and metric.device.type != 'cpu')\n"
+        "        else metric\n        for metric in hparams['metrics']\n    ]\n",
         # a missing CUDA only warned about (espnet 202511 espnet/mt/pytorch_backend/mt.py:97); near miss: the check
         # that raises, above
         "import logging\nimport torch\ndef train(args):\n    if not torch.cuda.is_available():\n"
@@ -476,12 +485,16 @@ class CudaApi(Rule):
 # torch.cuda names by the part of torch.cuda they belong to (torch 2.13.0: torch/cuda/streams.py with the stream
 # functions of torch/cuda/__init__.py, torch/cuda/random.py; tests/test_cuda_families.py checks them against torch):
 # the uses of one part in one function are one port (xtuner 0.2.0 _lite/patches/mixins/generate.py:72-85, a stream,
-# the current stream and ``with torch.cuda.stream(s)``), folded into the first finding as a repeat. Not
-# torch/cuda/memory.py: a statistic there is a report, ``empty_cache`` an action (yolov5 7.0.14
-# utils/torch_utils.py:190 and :198, the second judged right on its own)
+# the current stream and ``with torch.cuda.stream(s)``), folded into the first finding as a repeat. So are the
+# questions about the device's properties, which torch/cuda/__init__.py answers from one
+# ``get_device_properties(device)`` (``get_device_capability`` returns its major and minor, ``get_device_name`` its
+# name): instructlab-training 0.16.2 instructlab/training/model.py:464 and :468 ask the capability and the properties in one
+# flash-attention gate. Not torch/cuda/memory.py: a statistic there is a report, ``empty_cache`` an action (yolov5
+# 7.0.14 utils/torch_utils.py:190 and :198, the second judged right on its own)
 CUDA_FAMILIES = {
     **dict.fromkeys(("Stream", "ExternalStream", "Event", "StreamContext", "current_stream", "default_stream",
                      "set_stream", "stream"), "streams"),
+    **dict.fromkeys(("get_device_properties", "get_device_capability", "get_device_name"), "properties"),
     **dict.fromkeys(("manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state",
                      "get_rng_state_all", "set_rng_state", "set_rng_state_all"), "random"),
 }

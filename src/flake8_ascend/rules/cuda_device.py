@@ -11,9 +11,10 @@ from ..registry import Rule
 from .cuda_api import CHOSEN_DEFAULT, DISPATCHES_PER_DEVICE, OPTIONAL_REPORT
 from ..detect.device_dispatch import (SHOWN_BY, chooses_onnx_providers, counts_flops, cuda_branch_test,
                                       disables_a_report, gates_reports_through_name, guarded_branch, has_npu_branch,
-                                      keeps_unsupported_out, nccl_branch_test, npu_skips, offline_cpu_fallback,
-                                      only_makes_contiguous, optional_cuda_branch, sets_cuda_switch,
-                                      shown_through_name, skipping_exit, turns_off, unmet_cuda_request)
+                                      keeps_unsupported_out, moves_tested_object, nccl_branch_test, npu_skips,
+                                      offline_cpu_fallback, only_makes_contiguous, optional_cuda_branch,
+                                      sets_cuda_switch, shown_through_name, skipping_exit, turns_off,
+                                      unmet_cuda_request)
 from ..detect.cuda_fixes import method_fix, string_fix
 from ..detect.device_defaults import CUDA_STRING, defaulted, default_unused, mentions_device_arg
 from ..detect.cuda_packages import cuda_implementation, on_cuda_package_path
@@ -219,7 +220,8 @@ class HardCodedCudaDevice(Rule):
         "and every call passes the device; nor in a model-complexity tool "
         "(a module that imports a FLOP counter: the count is the same on the CPU); nor in a CUDA implementation (a "
         "module importing cupy, pycuda or numba's CUDA target unconditionally: it needs another implementation, "
-        "ASC206's finding); nor a configured "
+        "ASC206's finding); nor a `.cuda()` of an object under a test of its own device (`if "
+        "next(m.parameters()).is_cuda: m.cuda()`: on an NPU it is on the NPU and stays there); nor a configured "
         "device compared with 'cuda' only to fill a library's `use_cuda=` / `using_cuda=` switch; nor, in an offline "
         "converter (a path naming `convert`), a CUDA choice whose other side is the CPU. Test code is left out "
         "(`--lint-tests` reports it). Inside a branch only CUDA takes, or the branch of a backend's comparison with "
@@ -254,6 +256,10 @@ class HardCodedCudaDevice(Rule):
         # near miss of the chain above: no NPU case
         (_RANKED_DEVICE.format(npu=""), 5),
         ("model = Net().cuda()\n", 1),
+        # near miss of an object moved where its own device already is: another object moved under the test, left
+        # on the CPU beside an NPU tensor (s3prl 0.4.17 nn/speaker_loss.py:117-118)
+        ("def forward(self, x, label):\n    delt_costh = torch.zeros(x.size()).scatter_(1, label, self.m)\n"
+         "    if x.is_cuda:\n        delt_costh = delt_costh.cuda()\n    return x - delt_costh\n", 4),
         # a choice between CUDA and the CPU, handed to the project's own mover (espnet 202511
         # espnet2/main_funcs/collect_stats.py:52)
         ("def collect(itr, ngpu, model):\n    for keys, batch in itr:\n"
@@ -398,6 +404,10 @@ class HardCodedCudaDevice(Rule):
         "        raise ValueError('CUDA device requested but CUDA is not available')\n    return device\n",
         # near miss of the choice with the CPU: a choice between two names that are no devices
         "def kernel_dir(fast):\n    return load('cuda' if fast else 'triton')\n",
+        # an object moved to CUDA only when its own parameters are there: on an NPU it stays on the NPU (mmrazor
+        # 1.0.0 structures/subnet/fix_subnet.py:160-168)
+        "import copy\ndef export(model):\n    copied_model = copy.deepcopy(model)\n"
+        "    if next(copied_model.parameters()).is_cuda:\n        copied_model.cuda()\n    return copied_model\n",
         # a CUDA case with the NPU case beside it (open_clip 3.2.0 open_clip_train/profiler.py:138-141)
         "import torch\ndef place(model, device):\n    if torch.cuda.is_available():\n        model = model.cuda()\n"
         "    elif device == 'npu' and torch.npu.is_available():\n        model = model.npu()\n    return model\n",
@@ -491,7 +501,7 @@ class HardCodedCudaDevice(Rule):
                     and not on_cuda_package_path(node, ctx) and not offline_cpu_fallback(node, ctx)
                     and not npu_skips(node, ctx)):
                 guard = cuda_branch_test(node, ctx)
-                if not (guard is not None and has_npu_branch(ctx)):
+                if not (guard is not None and (has_npu_branch(ctx) or moves_tested_object(node, guard))):
                     ctx.report(node, self.code, "hard-coded CUDA device: .cuda() moves to an NVIDIA GPU (use .npu() or "
                                ".to(device))", api=".cuda()", tips="Tensor.cuda/Module.cuda -> npu",
                                rewrite=None if _defines_cuda(ctx) else method_fix(func.attr, ctx),
