@@ -542,6 +542,33 @@ def tensor_dispatch(test: Optional[ast.AST]) -> bool:
         isinstance(test.value, ast.Name) and test.value.id == "self")
 
 
+
+def tensor_dispatched_flag(node: ast.AST, ctx) -> bool:
+    """``node`` runs in the body of ``if self.flag:`` where the class sets ``self.flag`` to a true constant only in
+    the body of a test of a tensor's own ``.is_cuda``, and otherwise only to false constants (mmagic 1.2.0
+    models/editors/basicvsr_plusplus_net/basicvsr_plusplus_net.py:299-302, ``self.cpu_cache = True`` only when
+    ``lqs.is_cuda``; :277-279 and :316-321 free the CUDA cache under it): as under the tensor's own test, an input
+    on the NPU takes the other path."""
+    cls = ctx.enclosing(ast.ClassDef)
+    for parent, child in ctx.lineage(node) if cls is not None else ():
+        if isinstance(parent, _FUNCTIONS + (ast.ClassDef, ast.Lambda)):
+            return False
+        test = parent.test if isinstance(parent, ast.If) and any(s is child for s in parent.body) else None
+        if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self":
+            return ctx.memo(f"dispatched_flag.{id(cls)}.{test.attr}", lambda c: _set_for_cuda_tensors(cls, test.attr))
+    return False
+
+
+def _set_for_cuda_tensors(cls: ast.ClassDef, attr: str) -> bool:
+    """Every ``self.<attr> = ...`` of ``cls`` assigns a constant, a true one only in the body of a tensor's own
+    ``.is_cuda`` test, and at least one does."""
+    dispatched = {id(s) for n in walk_tree(cls) if isinstance(n, ast.If) and tensor_dispatch(n.test) for s in n.body}
+    sets = [n for n in walk_tree(cls) if isinstance(n, ast.Assign) and any(
+        isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name) and t.value.id == "self"
+        for t in n.targets)]
+    return any(id(s) in dispatched for s in sets) and all(
+        isinstance(s.value, ast.Constant) and (not s.value.value or id(s) in dispatched) for s in sets)
+
 def moves_tested_object(call: ast.Call, test: Optional[ast.AST]) -> bool:
     """``call`` (``m.cuda()``) moves the object whose own device ``test`` asks about, or whose parameters it asks
     about (mmrazor 1.0.0 structures/subnet/fix_subnet.py:167-168, ``if next(copied_model.parameters()).is_cuda:

@@ -8,8 +8,8 @@ from ..detect.device_dispatch import (architecture_gate, counts_flops, cuda_bran
                                       disables_a_report, guarded_branch, has_npu_branch, in_cuda_test,
                                       in_tensor_dispatch_test, keeps_unsupported_out, names_a_type,
                                       nccl_branch_test, npu_skips, offline_cpu_fallback, only_reported,
-                                      optional_cuda_branch, redundant_reseed, tensor_dispatch, turns_off,
-                                      unmet_cuda_request)
+                                      optional_cuda_branch, redundant_reseed, tensor_dispatch,
+                                      tensor_dispatched_flag, turns_off, unmet_cuda_request)
 from ..detect.training import last_name
 from ..detect.cuda_fixes import name_fix
 from ..detect.device_defaults import in_unused_default
@@ -76,6 +76,12 @@ _TIMED_EVAL = ("import time\nimport torch\ndef evaluate(trainer, log, name):\n  
                "        torch.cuda.synchronize()\n    a = time.time()\n    trainer.eval()\n"
                "    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n    b = time.time()\n{use}\n")
 
+# a flag a forward sets only for inputs on CUDA (mmagic 1.2.0 basicvsr_plusplus_net.py:277-279, 299-302)
+_CPU_CACHE = ("import torch\nclass BasicVSR:\n    def propagate(self, hr):\n        if self.cpu_cache:\n"
+              "            torch.cuda.empty_cache()\n        return hr\n\n    def forward(self, lqs, cfg):\n"
+              "        if lqs.size(1) > self.cpu_cache_length and lqs.is_cuda:\n            self.cpu_cache = True\n"
+              "        else:\n            self.cpu_cache = {other}\n        return self.propagate(lqs)\n")
+
 # a device default chosen at definition; the one construction in the file passes the device (gluonts 0.16.2
 # nursery/robust-mts-attack/attack_modules/attack_var.py:137-143, 197-200)
 CHOSEN_DEFAULT = ("import torch\nfrom torch import nn\nclass AttackLoss(nn.Module):\n"
@@ -123,7 +129,8 @@ class CudaApi(Rule):
         "where the function also chooses the NPU (a test for it, or `'npu'` as a value) or a flag holding the answer "
         "is only tested in such functions, in a CUDA implementation (a module importing cupy, pycuda or numba's "
         "CUDA target unconditionally: it needs another implementation, ASC206's finding), "
-        "where a tensor's own `.is_cuda` picks a CUDA kernel (a tensor on the NPU takes the other path), where the "
+        "where a tensor's own `.is_cuda` (or a `self` flag the class sets true only under it) picks a CUDA path (a "
+        "tensor on the NPU takes the other one), where the "
         "name is only a type (an annotation, a `Union[...]`), on the opt-in path of a package with no NPU build "
         "(xformers, bitsandbytes; the NVIDIA-only library of an optional feature: NVML's bindings, Horovod, Nunchaku, "
         "SonicMoE; also past a function's `try` import of it whose handler raises), under a CPU fallback in an offline converter, or in test code (`--lint-tests`). "
@@ -186,6 +193,8 @@ class CudaApi(Rule):
         # near miss of an object off the CPU where CUDA is missing: the branch raises, as an NPU object would make it
         ("import torch\ndef load(metric):\n    if not torch.cuda.is_available() and metric.device.type != 'cpu':\n"
          "        raise RuntimeError('saved on a GPU')\n    return metric\n", 3),
+        # near miss of a flag set only for CUDA inputs: the class also sets it from configuration
+        (_CPU_CACHE.format(other="cfg.cpu_cache"), 5),
         ("import torch\ntorch.cuda.synchronize()\n", 2),
         ("from torch import cuda as c\nc.synchronize()\n", 2),
         ("import torch\ng = torch.cuda.CUDAGraph()\n", 2),
@@ -387,6 +396,8 @@ class CudaApi(Rule):
         _PROFILED.format(end=""),
         # a name at the top of a program that only a print reads (coqui-tts 0.27.2 bin/train_encoder.py:37-39)
         "import torch\nnum_gpus = torch.cuda.device_count()\nprint(' > Number of GPUs: ', num_gpus)\n",
+        # a flag set only for CUDA inputs (mmagic 1.2.0 basicvsr_plusplus_net.py:277-279, 299-302)
+        _CPU_CACHE.format(other="False"),
         # the same with the CUDA question first (mmseg 1.2.2 models/losses/focal_loss.py:272)
         "import torch\ndef loss(pred, target):\n    if torch.cuda.is_available() and pred.is_cuda:\n"
         "        return cuda_focal_loss(pred, target)\n    return py_focal_loss(pred, target)\n",
@@ -461,10 +472,10 @@ class CudaApi(Rule):
                 disables_a_report(node, ctx) or architecture_gate(node, ctx) or keeps_unsupported_out(node, ctx) or \
                 decided_with_npu_case(node, ctx):
             return
-        if tensor_dispatch(guard) or in_tensor_dispatch_test(node, ctx) or only_reported(node, qualname, ctx) or \
-                names_a_type(node, ctx) or npu_skips(node, ctx) or redundant_reseed(node, qualname, ctx) or \
-                unmet_cuda_request(node, ctx) or in_unused_default(node, ctx) or counts_flops(ctx) or \
-                cuda_implementation(ctx):
+        if tensor_dispatch(guard) or in_tensor_dispatch_test(node, ctx) or tensor_dispatched_flag(node, ctx) or \
+                only_reported(node, qualname, ctx) or names_a_type(node, ctx) or npu_skips(node, ctx) or \
+                redundant_reseed(node, qualname, ctx) or unmet_cuda_request(node, ctx) or \
+                in_unused_default(node, ctx) or counts_flops(ctx) or cuda_implementation(ctx):
             return
         name = qualname.split(".")[2]
         data = ctx.data
