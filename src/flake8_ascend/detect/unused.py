@@ -74,6 +74,8 @@ def _kept(ctx, expr: ast.AST) -> object:
     """The value ``expr`` always has (``in_untaken_branch``), else ``UNDECIDED``."""
     self_attribute = is_self_attribute(expr)
     cls = enclosing_class(ctx.model.scope(expr)) if self_attribute else None
+    if not _may_keep(ctx, expr, self_attribute, cls):
+        return UNDECIDED
     found, value = left_at_default(ctx, expr, called=True)
     if found:
         function, name = ctx.model.parameter(expr)
@@ -86,6 +88,21 @@ def _kept(ctx, expr: ast.AST) -> object:
                      for name in names):
         return value
     return UNDECIDED
+
+
+def _may_keep(ctx, expr: ast.AST, self_attribute: bool, cls) -> bool:
+    """False where the file alone shows that ``_kept`` finds no value: a name that must be named only inside its
+    class or function is named elsewhere in the file. Asked first, being cheap, where ``left_at_default`` may parse
+    the modules of the package that call the function (yolov5 7.0.14 models/common.py ``if dnn:``: nine modules
+    for ``DetectMultiBackend``'s callers)."""
+    if cls is not None:  # both of ``_kept``'s ways need ``self.<attr>`` named only in its class
+        return _named_in_file_only_in(ctx, cls.node, expr.attr)
+    found = ctx.model.parameter(expr)
+    if found is None:
+        return False  # neither way finds a value
+    function, name = found
+    return all(_named_in_file_only_in(ctx, function, word)
+               for word in ({name, expr.attr} if self_attribute else {name}))
 
 
 def _set_once(cls: ast.ClassDef, attribute: str):
@@ -103,9 +120,19 @@ def _set_once(cls: ast.ClassDef, attribute: str):
 
 def _named_only_in(ctx, owner: ast.AST, name: str) -> bool:
     """Is every word ``name`` in the project's text files inside ``owner`` (a function or class of the file)?"""
-    word = name.encode()
-    own = project.words("".join(ctx.lines[owner.lineno - 1:owner.end_lineno]).encode()).count(word)
-    if ctx.memo("words", lambda c: Counter(project.words(source_text(c).encode())))[word] != own:
+    if not _named_in_file_only_in(ctx, owner, name):
         return False  # the file itself names it elsewhere: no need to read the project
     root = ctx.project_root()
-    return root is not None and project.word_count(root, word) == own
+    word = name.encode()
+    return root is not None and project.word_count(root, word) == _file_words(ctx)[word]
+
+
+def _named_in_file_only_in(ctx, owner: ast.AST, name: str) -> bool:
+    """Is every word ``name`` of the file inside ``owner``?"""
+    word = name.encode()
+    own = project.words("".join(ctx.lines[owner.lineno - 1:owner.end_lineno]).encode()).count(word)
+    return _file_words(ctx)[word] == own
+
+
+def _file_words(ctx) -> Counter:
+    return ctx.memo("words", lambda c: Counter(project.words(source_text(c).encode())))
