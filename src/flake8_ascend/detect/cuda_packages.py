@@ -210,12 +210,29 @@ def _imports_runtime(tree: ast.Module) -> bool:
 def _runtime_module(path: str) -> bool:
     """Does the project's module at ``path`` import an NVIDIA runtime unconditionally? Read once per process."""
     text = project.module_text(path)
-    if text is None or not any(runtime in text for runtime in NVIDIA_RUNTIMES):
+    if text is None or not any(runtime in text for runtime in NVIDIA_RUNTIMES) or not _may_import_at_top(text):
         return False
     try:
         return _imports_runtime(ast.parse(text))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
+
+
+def _may_import_at_top(text: str) -> bool:
+    """Could the module import an NVIDIA runtime where ``_top_level_statements`` looks? Not where no ``with`` may start
+    at column 0 and every line that names a runtime is indented, holds no ``;`` and continues no line ended by a
+    backslash: a top-level statement starts at column 0, after a ``;`` or on a continued line, and another indented
+    import is in a function, a class or a branch. A cheap test before parsing a module that names TensorRT only in
+    its export code (yolov5 7.0.14 export.py, models/common.py)."""
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        indented = line.startswith((" ", "\t"))
+        if not indented and line.startswith(("with", "async")):
+            return True
+        if any(runtime in line for runtime in NVIDIA_RUNTIMES) and (
+                not indented or ";" in line or number and lines[number - 1].endswith("\\")):
+            return True
+    return False
 
 
 def _spelled_modules(statement: ast.stmt) -> Iterator[str]:
