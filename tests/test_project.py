@@ -817,8 +817,9 @@ def _runtime_project(tmp_path: Path, files: Dict[str, str]) -> Path:
     # top-level imports on indented lines, which the test before parsing the module beside it must not pass over: in
     # a top-level ``with``, after a ``;`` that ends a bracketed line, on a line continued by a backslash
     *(({"pkg/__init__.py": "", "pkg/trt_llm.py": runtime,
-        "pkg/run.py": TRT_MODEL.format(imports="from .trt_llm import build")}, "pkg/run.py") for runtime in ("import warnings\nwith warnings.catch_warnings():\n    import tensorrt_llm\n",
-                                     "x = (1,\n     2); import tensorrt\n", "import os, \\\n    tensorrt\n")),
+        "pkg/run.py": TRT_MODEL.format(imports="from .trt_llm import build")}, "pkg/run.py")
+      for runtime in ("import warnings\nwith warnings.catch_warnings():\n    import tensorrt_llm\n",
+                      "x = (1,\n     2); import tensorrt\n", "import os, \\\n    tensorrt\n")),
 ])
 def test_a_module_of_an_nvidia_runtime_is_left_out(tmp_path, files, rel):
     root = _runtime_project(tmp_path, files)
