@@ -47,9 +47,19 @@ def left_at_default(ctx, expr: ast.AST, depth: int = 0, called: bool = False) ->
                     lambda c: _agreed(c, function, name, depth, called))
 
 
-def _agreed(ctx, function: ast.AST, name: str, depth: int, called: bool) -> Tuple[bool, object]:
+def may_agree(ctx, function: ast.AST, name: str) -> bool:
+    """What ``left_at_default`` needs of ``function`` before it reads the package's calls: a literal default for the
+    parameter ``name``, and a name other modules call the function by (``exported_name``)."""
+    return _literal_default(function, name)[0] and bool(exported_name(function, ctx))
+
+
+def _literal_default(function: ast.AST, name: str) -> Tuple[bool, object]:
     default = parameter_defaults(function.args).get(name)
-    known, value = constant(default) if default is not None else UNKNOWN
+    return constant(default) if default is not None else UNKNOWN
+
+
+def _agreed(ctx, function: ast.AST, name: str, depth: int, called: bool) -> Tuple[bool, object]:
+    known, value = _literal_default(function, name)
     exported = exported_name(function, ctx)
     calls = package_calls(ctx, function) if known and exported else None
     if calls is None or (called and not calls) or _registered(ctx, function) or _built_unseen(ctx, function, exported) \

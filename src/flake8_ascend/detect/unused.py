@@ -21,7 +21,7 @@ from ..semantic import project
 from ..semantic.summaries import enclosing_class, is_self_attribute
 from ..walk import walk_tree
 from .fused import UNDECIDED, untaken
-from .left_default import UNKNOWN, constant, left_at_default
+from .left_default import UNKNOWN, constant, left_at_default, may_agree
 from .training import source_text
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -84,25 +84,23 @@ def _kept(ctx, expr: ast.AST) -> object:
     else:
         found, value = _set_once(cls.node, expr.attr) if cls is not None else UNKNOWN
         owner, names = (cls.node, {expr.attr}) if found else (None, set())
-    if found and all(ctx.memo(f"unused.named_only_in.{id(owner)}.{name}", lambda c: _named_only_in(c, owner, name))
-                     for name in names):
+    if found and all(_memo_named_only_in(ctx, owner, name) for name in names):
         return value
     return UNDECIDED
 
 
 def _may_keep(ctx, expr: ast.AST, self_attribute: bool, cls) -> bool:
-    """False where the file alone shows that ``_kept`` finds no value: a name that must be named only inside its
-    class or function is named elsewhere in the file. Asked first, being cheap, where ``left_at_default`` may parse
-    the modules of the package that call the function (yolov5 7.0.14 models/common.py ``if dnn:``: nine modules
-    for ``DetectMultiBackend``'s callers)."""
-    if cls is not None:  # both of ``_kept``'s ways need ``self.<attr>`` named only in its class
-        return _named_in_file_only_in(ctx, cls.node, expr.attr)
+    """False where ``_kept`` would find no value, asked in the order of cost: is a way to a value open at all
+    (``left_at_default``'s literal default, ``_set_once``), then is a name that must be named only inside its class
+    or function so named (``_named_only_in``: the file's words, then the project's), before ``left_at_default``
+    parses the modules of the package that call the function (yolov5 7.0.14 models/common.py ``if dnn:``, nine
+    modules for ``DetectMultiBackend``'s callers; utils/general.py ``if deterministic``, four for ``init_seeds``)."""
     found = ctx.model.parameter(expr)
-    if found is None:
-        return False  # neither way finds a value
-    function, name = found
-    return all(_named_in_file_only_in(ctx, function, word)
-               for word in ({name, expr.attr} if self_attribute else {name}))
+    defaulted = found is not None and may_agree(ctx, *found)
+    if cls is not None:  # both of ``_kept``'s ways need ``self.<attr>`` named only in its class
+        return (defaulted or _set_once(cls.node, expr.attr)[0]) and _memo_named_only_in(ctx, cls.node, expr.attr)
+    return defaulted and all(_memo_named_only_in(ctx, found[0], word)
+                             for word in ({found[1], expr.attr} if self_attribute else {found[1]}))
 
 
 def _set_once(cls: ast.ClassDef, attribute: str):
@@ -116,6 +114,10 @@ def _set_once(cls: ast.ClassDef, attribute: str):
     statement = next((n for n in walk_tree(init) if isinstance(n, ast.Assign) and n.targets == stores
                       or isinstance(n, ast.AnnAssign) and n.target is stores[0]), None)
     return constant(statement.value) if statement is not None and statement.value is not None else UNKNOWN
+
+
+def _memo_named_only_in(ctx, owner: ast.AST, name: str) -> bool:
+    return ctx.memo(f"unused.named_only_in.{id(owner)}.{name}", lambda c: _named_only_in(c, owner, name))
 
 
 def _named_only_in(ctx, owner: ast.AST, name: str) -> bool:
