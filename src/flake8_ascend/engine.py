@@ -164,11 +164,11 @@ class Context:
         path = self.module_path()
         return path is not None and project.public(path, name)
 
-    def package_inits(self) -> List[ast.Module]:
+    def package_inits(self, spelled: Optional[Callable[[str], bool]] = None) -> List[ast.Module]:
         """The parsed ``__init__.py`` of every package above the file, outermost first: what Python runs before it
-        (``semantic/project.py``); none for stdin."""
+        (``semantic/project.py``; ``spelled``: only those whose text passes it); none for stdin."""
         path = self.module_path()
-        return [] if path is None else project.package_inits(path)
+        return [] if path is None else project.package_inits(path, spelled)
 
     def program(self) -> bool:
         """Is the file a program: no other module of its package imports it (``semantic/project.py``)? True for

@@ -61,9 +61,10 @@ def _literal_default(function: ast.AST, name: str) -> Tuple[bool, object]:
 def _agreed(ctx, function: ast.AST, name: str, depth: int, called: bool) -> Tuple[bool, object]:
     known, value = _literal_default(function, name)
     exported = exported_name(function, ctx)
-    calls = package_calls(ctx, function) if known and exported else None
-    if calls is None or (called and not calls) or _registered(ctx, function) or _built_unseen(ctx, function, exported) \
-            or ctx.hidden_callers(exported):
+    if not (known and exported) or _registered(ctx, function) or _built_unseen(ctx, function, exported):
+        return UNKNOWN  # what the file shows first: the package's calls are parsed only after
+    calls = package_calls(ctx, function)
+    if calls is None or (called and not calls) or ctx.hidden_callers(exported):
         return UNKNOWN
     model = ctx.model
     here = {id(call) for call in model.summaries.call_sites(function)}

@@ -49,7 +49,7 @@ def migrated(ctx) -> bool:
 def _migrated(ctx) -> bool:
     if imports_transfer_to_npu(ctx.tree, ctx.lines):
         return True
-    return any(_init_migrates(tree) for tree in ctx.package_inits())
+    return any(_init_migrates(tree) for tree in ctx.package_inits(_names_an_importer))
 
 
 @lru_cache(maxsize=256)
@@ -61,9 +61,13 @@ def _init_migrates(tree: ast.Module) -> bool:
 
 def imports_transfer_to_npu(tree: ast.AST, lines: Sequence[str]) -> bool:
     """Whether the module imports transfer_to_npu, or a library module that imports it, in any form."""
-    modules, text = _importing_modules(), "".join(lines)
-    return any(module.rpartition(".")[2] in text for module in modules) and any(
-        _imports_it(tree, module) for module in modules)
+    return _names_an_importer("".join(lines)) and any(_imports_it(tree, module) for module in _importing_modules())
+
+
+def _names_an_importer(text: str) -> bool:
+    """Does ``text`` spell the last name of transfer_to_npu or of a library module that imports it, as every import
+    of one does? The test before a module or a package ``__init__`` is walked (or parsed) for the import."""
+    return any(module.rpartition(".")[2] in text for module in _importing_modules())
 
 
 @lru_cache(maxsize=None)

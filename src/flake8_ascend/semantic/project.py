@@ -159,9 +159,10 @@ def _index(path: str, tree: ast.Module) -> _Index:
     return found
 
 
-def package_inits(path: str) -> List[ast.Module]:
+def package_inits(path: str, spelled: Optional[Callable[[str], bool]] = None) -> List[ast.Module]:
     """The parsed ``__init__.py`` of every package above the module at ``path``, outermost first: what Python runs
-    before the module (its own ``__init__`` excluded when it is one). Each is read alone, never the whole package."""
+    before the module (its own ``__init__`` excluded when it is one). Each is read alone, never the whole package.
+    ``spelled``: only those whose text passes it, the others not parsed."""
     package = package_of(path)
     if package is None:
         return []
@@ -169,7 +170,7 @@ def package_inits(path: str) -> List[ast.Module]:
     folder, found = os.path.dirname(here), []
     while True:
         init = os.path.join(folder, "__init__.py")
-        tree = _init_tree(init) if init != here else None
+        tree = _init_tree(init, spelled) if init != here else None
         if tree is not None:
             found.append(tree)
         if folder == package:
@@ -178,10 +179,10 @@ def package_inits(path: str) -> List[ast.Module]:
 
 
 @lru_cache(maxsize=256)
-def _init_tree(init: str) -> Optional[ast.Module]:
+def _init_tree(init: str, spelled: Optional[Callable[[str], bool]]) -> Optional[ast.Module]:
     """Read and parsed once per process: every module of the package asks for its ``__init__``s."""
     text = _read(init)
-    return None if text is None else _tree(init, text)
+    return None if text is None or (spelled is not None and not spelled(text)) else _tree(init, text)
 
 
 def _dotted(path: str, package: str) -> str:
