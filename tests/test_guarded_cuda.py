@@ -34,6 +34,7 @@ def test_forward():
         model = model.cuda()
     device = 'cuda' if torch.cuda.is_available() else 'cpu'
     dist.init_process_group('nccl')
+    return model.to(device)
 """
 
 
@@ -94,6 +95,7 @@ import torch
 def main():
     args = argparse.ArgumentParser().parse_args()
     device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    return torch.zeros(1).to(device)
 {extra}
 if __name__ == '__main__':
     main()

@@ -84,9 +84,9 @@ def test_near_miss_a_function_the_project_names_is_reported(tmp_path, rel, text)
     "from pkg.registry import register\n\n\n@register\n" + DEAD.split("\n\n\n", 1)[1],  # a decorator may register it
     DEAD.replace("def init_distributed", "def __getattr__"),  # Python calls a module's dunders
     DEAD + "\n\ndef setup(name):\n    return globals()[name]\n",  # looked up by a name built at run time
-    # methods and classes: called or built where no name shows (a library's classes are what its users build)
-    "import torch.distributed as dist\n\n\nclass Launcher:\n    def init_distributed(self):\n"
-    "        dist.init_process_group(backend='nccl')\n",
+    # a method of a framework's subclass: the framework may call it by a name the project never spells
+    "import torch.distributed as dist\nimport torch.nn as nn\n\n\nclass Launcher(nn.Module):\n"
+    "    def init_distributed(self):\n        dist.init_process_group(backend='nccl')\n",
 ])
 def test_near_miss_a_function_its_own_module_may_run_is_reported(tmp_path, text):
     findings = _lint(tmp_path, "pkg/engine.py", text)
@@ -180,7 +180,8 @@ def set_random_seeds(seed=42, set_deterministic=False):
 """
 
 
-CALLER = "from pkg.engine import CenterRegionAssigner, set_random_seeds\n\nset_random_seeds(0)\nCenterRegionAssigner(0.2)\n"
+CALLER = ("from pkg.engine import CenterRegionAssigner, set_random_seeds\n\nset_random_seeds(0)\n"
+          "CenterRegionAssigner(0.2).assign(1)\n")
 
 
 def _project(root: Path, rel: str = "pkg/train.py", other: str = CALLER) -> None:
@@ -208,7 +209,8 @@ def test_a_branch_only_a_value_nothing_in_the_project_names_takes_is_silent(tmp_
     (PARAMETER, "pkg/train.py", "from pkg.engine import set_random_seeds\n\nset_random_seeds(**cfg)\n"),
     # a class no call builds: a registry or a user's configuration builds it (llm-foundry 0.22.0
     # callbacks/monolithic_ckpt_callback.py:44-117, ``keep_optimizers``)
-    (STORED, "pkg/train.py", "from pkg.engine import CenterRegionAssigner\n\nASSIGNERS = [CenterRegionAssigner]\n"),
+    (STORED, "pkg/train.py", "from pkg.engine import CenterRegionAssigner\n\nASSIGNERS = [CenterRegionAssigner]\n\n\n"
+     "def run(assigner, x):\n    return assigner.assign(x)\n"),
     # a method's parameter: its callers are not known by name (mmagic 1.2.0 disco_diffusion/guider.py:336-369,
     # ``compute_prompt_stats(..., fuzzy_prompt=False)``, a user's option)
     (STORED.replace("def assign(self, x):", "def assign(self, x, foreground_dominate=False):")
@@ -219,3 +221,213 @@ def test_a_branch_only_a_value_nothing_in_the_project_names_takes_is_silent(tmp_
 def test_near_miss_a_branch_a_caller_or_config_may_take_is_reported(tmp_path, text, rel, other):
     _project(tmp_path, rel, other)
     assert [code for _, code in _lint(tmp_path, "pkg/engine.py", text)][-1:] == ["ASC201"]
+
+
+# oumi 0.9 performance/telemetry.py:192-245: TelemetryTracker.log_gpu_memory, which nothing in oumi calls
+TRACKER = """\
+import logging
+from typing import Callable
+
+import torch
+
+LOGGER = logging.getLogger(__name__)
+
+
+class TelemetryTracker:
+    def __init__(self):
+        self.gpu_memory = []
+
+    def log_gpu_memory(self, custom_logger: Callable | None = None) -> None:
+        if not torch.cuda.is_available():
+            LOGGER.debug("CUDA is not available. GPU memory usage cannot be logged.")
+            return
+
+        memory_allocated = torch.cuda.memory_allocated() / 1024**2  # Convert to MiB
+        memory_reserved = torch.cuda.memory_reserved() / 1024**2  # Convert to MiB
+        memory_info = {"allocated": memory_allocated, "reserved": memory_reserved}
+
+        if custom_logger:
+            custom_logger(memory_info)
+        else:
+            self.gpu_memory.append(memory_info)
+
+    def timer(self, name):
+        return name
+"""
+
+
+def test_a_method_nothing_in_the_project_names_is_silent(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "train.py").write_text(
+        "from .telemetry import TelemetryTracker\n\nTelemetryTracker().timer('x')\n")
+    assert _lint(tmp_path, "pkg/telemetry.py", TRACKER) == []
+
+
+@pytest.mark.parametrize("text,other", [
+    (TRACKER, "from .telemetry import TelemetryTracker\n\nTelemetryTracker().log_gpu_memory()\n"),
+    (TRACKER, "callbacks:\n  - log_gpu_memory\n"),  # a config or document that names it
+    # a class of a framework, or derived from one in another module: a hook may be called by a name only the
+    # framework spells
+    (TRACKER.replace("class TelemetryTracker:", "class TelemetryTracker(torch.nn.Module):"), ""),
+    (TRACKER.replace("import torch\n", "import torch\n\nfrom .base import Tracker\n").replace(
+        "class TelemetryTracker:", "class TelemetryTracker(Tracker):"),
+     "import torch\n\n\nclass Tracker(torch.nn.Module):\n    pass\n"),
+    (TRACKER.replace("class TelemetryTracker:", "class TelemetryTracker(Base):").replace(
+        "import torch\n", "import torch\n\n\nclass Base(torch.nn.Module):\n    pass\n"), ""),
+    # a registry's decorator, a metaclass, a decorated method: each may call it by name
+    (TRACKER.replace("class TelemetryTracker:", "@TRACKERS.register_module()\nclass TelemetryTracker:"), ""),
+    (TRACKER.replace("class TelemetryTracker:", "class TelemetryTracker(metaclass=Registered):"), ""),
+    (TRACKER.replace("    def log_gpu_memory", "    @hook\n    def log_gpu_memory"), ""),
+    # a static method: a library's users call it on the class (ignite 0.5.5 metrics/accuracy.py:95,
+    # ``Accuracy.get_sequence_transform``)
+    (TRACKER.replace("    def log_gpu_memory(self, ", "    @staticmethod\n    def log_gpu_memory("), ""),
+    # its only caller runs: called by a method that is called
+    (TRACKER.replace("        return name\n", "        self.log_gpu_memory()\n        return name\n"),
+     "from .telemetry import TelemetryTracker\n\nTelemetryTracker().timer('x')\n"),
+    # called from the main block of a program: a module nothing imports
+    (TRACKER + "\n\nif __name__ == '__main__':\n    TelemetryTracker().log_gpu_memory()\n", ""),
+])
+def test_near_miss_a_method_that_may_run_is_reported(tmp_path, text, other):
+    (tmp_path / "pkg").mkdir()
+    for name, source in (("__init__.py", ""), ("train.py" if "import" in other or not other else "conf.yaml", other),
+                         ("base.py", other)):
+        (tmp_path / "pkg" / name).write_text(source)
+    assert {code for _, code in _lint(tmp_path, "pkg/telemetry.py", text)} == {"ASC201"}
+
+
+# effdet 0.4.1 object_detection/matcher.py:36-82: Match.matched_column_indices, called only by
+# num_matched_columns, which nothing calls
+MATCH = """\
+import torch
+
+
+@torch.jit.script
+class Match(object):
+    def __init__(self, match_results: torch.Tensor):
+        self.match_results = match_results
+
+    def matched_column_indices(self):
+        return torch.nonzero(self.match_results > -1).flatten().long()
+
+    def num_matched_columns(self):
+        return self.matched_column_indices().numel()
+
+    def matched_column_indicator(self):
+        return self.match_results >= 0
+"""
+
+
+def test_a_method_only_dead_code_calls_is_silent(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "assigner.py").write_text(
+        "from .matcher import Match\n\n\ndef assign(m):\n    return Match(m).matched_column_indicator()\n")
+    assert _lint(tmp_path, "pkg/matcher.py", MATCH) == []
+
+
+# surya 0.22.1 common/rfdetr/util/misc.py:49-79, 178-212: SmoothedValue.synchronize_between_processes, called only
+# by MetricLogger's method of the same name, which nothing calls
+SMOOTHED = """\
+import torch
+
+
+class SmoothedValue(object):
+    def synchronize_between_processes(self):
+        t = torch.tensor([self.count, self.total], dtype=torch.float64, device="cuda")
+        self.count = int(t[0].item())
+
+
+class MetricLogger(object):
+    def synchronize_between_processes(self):
+        for meter in self.meters.values():
+            meter.synchronize_between_processes()
+"""
+
+
+def test_a_method_only_its_namesakes_call_is_silent(tmp_path):
+    assert _lint(tmp_path, "pkg/misc.py", SMOOTHED) == []
+
+
+def test_near_miss_a_namesake_of_a_framework_class_keeps_it_running(tmp_path):
+    text = SMOOTHED.replace("class MetricLogger(object):", "class MetricLogger(torch.nn.Module):")
+    assert {code for _, code in _lint(tmp_path, "pkg/misc.py", text)} == {"ASC202", "ASC508"}
+
+
+# s3prl 0.4.17 upstream/lighthubert/lighthubert/functional/sliding_attn.py:453-565: latency(), the benchmark that
+# only the module's own main block runs, in a module that modules/scaling_multihead.py imports
+LATENCY = """\
+import torch
+
+
+def sliding_attn(q, k, v):
+    return q @ k.transpose(-1, -2) @ v
+
+
+def latency(fn, *args, repeat=10):
+    torch.cuda.synchronize()
+    for _ in range(repeat):
+        fn(*args)
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    q = torch.randn(2, 8, 16)
+    latency(sliding_attn, q, q, q)
+"""
+
+
+def test_a_function_only_the_main_block_of_an_imported_module_calls_is_silent(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "attention.py").write_text("from .sliding_attn import sliding_attn\n")
+    assert _lint(tmp_path, "pkg/sliding_attn.py", LATENCY) == [(5, "ASC303")]
+
+
+def test_near_miss_the_main_block_of_a_program_runs(tmp_path):
+    assert _lint(tmp_path, "pkg/sliding_attn.py", LATENCY) == [(5, "ASC303"), (9, "ASC201")]
+
+
+# s3prl 0.4.17 downstream/enhancement_stft2/expert.py:35, a device no line of s3prl reads; downstream/runner.py:184
+# imports each expert module by its name and asks it only for DownstreamExpert
+DEVICE = """\
+import torch
+
+device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+
+
+class DownstreamExpert(torch.nn.Module):
+    def forward(self, feats):
+        return torch.zeros(3).to(feats.device)
+"""
+RUNNER = """\
+import importlib
+
+
+def get_downstream(name):
+    expert = importlib.import_module(f"pkg.{name}.expert")
+    return getattr(expert, "DownstreamExpert")()
+"""
+
+
+def test_a_module_level_name_nothing_reads_is_silent(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "runner.py").write_text(RUNNER)
+    assert _lint(tmp_path, "pkg/enh/expert.py", DEVICE) == []
+
+
+@pytest.mark.parametrize("text,other", [
+    (DEVICE + "\n\nwindow = torch.ones(4).to(device)\n", ""),  # the module reads it (upstream/log_stft/expert.py:37)
+    (DEVICE + "\n\n__all__ = ['device']\n", ""),
+    (DEVICE + "\n\ndef pick(name):\n    return globals()[name]\n", ""),
+    (DEVICE, "from .enh.expert import device\n"),
+    (DEVICE, "from .enh.expert import (\n    DownstreamExpert,\n    device,\n)\n"),
+    (DEVICE, "from .enh.expert import *\n\nx = torch.ones(2, device=device)\n"),
+    (DEVICE, "from .enh import expert\n\nx = expert.device\n"),
+    (DEVICE, "import pkg.enh.expert as e\n\nx = e.device\n"),
+    (DEVICE, RUNNER.replace('"DownstreamExpert")()', '"device")')),
+    (DEVICE, RUNNER.replace('getattr(expert, "DownstreamExpert")()', "getattr(expert, name)")),
+    (DEVICE, RUNNER.replace('getattr(expert, "DownstreamExpert")()', "expert.device")),
+])
+def test_near_miss_a_module_level_name_that_may_be_read_is_reported(tmp_path, text, other):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "runner.py").write_text(other)
+    assert {code for _, code in _lint(tmp_path, "pkg/enh/expert.py", text)} >= {"ASC201", "ASC202"}

@@ -25,6 +25,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 from ..walk import assign_targets, block_of, walk_tree
 from .training import last_name
+from .unused import never_read
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _NPU = re.compile(r"npu(:\d+)?")
@@ -402,10 +403,10 @@ def shown_through_name(node: ast.AST, ctx) -> bool:
     torch.cuda.is_available()`` read only in the text of an environment report (diffusers 0.42.1
     commands/env.py:80), or at the top of a program (coqui-tts 0.27.2 bin/train_encoder.py:37, ``num_gpus =
     torch.cuda.device_count()`` read only by ``print(" > Number of GPUs: ", num_gpus)``). On an NPU only the
-    figure differs; nothing runs differently. A name also read by anything else (``.to(device)``, an ``if``, a
-    return, another call) is not."""
+    figure differs; nothing runs differently. Nor where nothing reads the name at all (``unused.never_read``). A
+    name also read by anything else (``.to(device)``, an ``if``, a return, another call) is not."""
     name = _assigned_name(node, ctx, program=True)
-    return name is not None and _only_shown(name, ctx, _CARRIED_DEPTH)
+    return name is not None and (_only_shown(name, ctx, _CARRIED_DEPTH) or never_read(ctx, name))
 
 
 # how many local names a shown value may pass through (``memory_change = memory_after - memory_before``)

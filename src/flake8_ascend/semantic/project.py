@@ -452,41 +452,53 @@ def _imports(tree: ast.Module, path: str) -> Dict[str, str]:
 MAX_HOPS = 4  # re-exports followed to a class's definition
 
 
-@lru_cache(maxsize=256)
 def resolve_class(path: str, qualname: str) -> Tuple[str, Tuple[str, ...]]:
     """Where the class that the module at ``path`` names ``qualname`` is defined, followed through the package's
     modules and its re-exports (``from .base import Trainer`` where base.py imports it from transformers): the
     absolute name it ends at (``transformers.Trainer``, ``pkg.trainers.base.ProjectTrainer``) and, for a class
     defined in the package, its bases as that module spells them, made absolute (axolotl 0.19.0 ``AxolotlTrainer`` in
     core/trainers/base.py, for integrations/diffusion/trainer.py). ("", ()) for a name that cannot be read."""
+    return _definition(path, qualname)[:2]
+
+
+def package_class(path: str, qualname: str) -> Optional[Tuple[str, ...]]:
+    """The bases (absolute, ``object`` as itself) of the class that the module at ``path`` names ``qualname`` where
+    its package defines it (``resolve_class``); None for a class from outside the package or one not found."""
+    _, bases, found = _definition(path, qualname)
+    return bases if found else None
+
+
+@lru_cache(maxsize=256)
+def _definition(path: str, qualname: str) -> Tuple[str, Tuple[str, ...], bool]:
+    """``resolve_class``'s name and bases, and whether the package defines the class."""
     package = package_of(path)
     name = absolute(qualname, path) if package is not None else None
     if name is None:
-        return "", ()
+        return "", (), False
     for _ in range(MAX_HOPS):
         if name.partition(".")[0] != os.path.basename(package):
-            return name, ()  # outside the package: the name itself
+            return name, (), False  # outside the package: the name itself
         module, _, cls = name.rpartition(".")
         found = _module_named(package, module) if module else None
         outline = _outline(*found) if found else None
         if outline is None:
-            return name, ()
+            return name, (), False
         classes, imports = outline
         if cls in classes:
-            return name, tuple(base for base in (_resolved(b, imports, module) for b in classes[cls]) if base)
+            return name, tuple(base for base in (_resolved(b, imports, module) for b in classes[cls]) if base), True
         if cls not in imports:
-            return name, ()
+            return name, (), False
         name = imports[cls]  # re-exported: follow the import
-    return name, ()
+    return name, (), False
 
 
 def _resolved(spelled: str, imports: Dict[str, str], module: str) -> str:
     """A base class as spelled (``_spelled``) made an absolute dotted name: through the module's imports, or a class
-    of the module."""
+    of the module (``object`` stays itself)."""
     if not spelled:
         return ""
     head, _, rest = spelled.partition(".")
-    root = imports.get(head, f"{module}.{head}")
+    root = imports.get(head, "object" if spelled == "object" else f"{module}.{head}")
     return f"{root}.{rest}" if rest else root
 
 
@@ -668,6 +680,59 @@ def _texts(root: str) -> Optional[List[bytes]]:
             except OSError:
                 continue
     return texts
+
+
+def read_elsewhere(path: str, name: str) -> bool:
+    """May a text of the project other than the module at ``path`` read its module-level name ``name``: an import
+    statement that spells the name (``from .expert import device``) or star-imports the module, ``mod.name``,
+    ``mod:name`` or ``getattr(mod, "name")`` (or with a name not spelled), where ``mod`` is the module's own name,
+    that of a module that star-imports it (and so on), an alias an import binds to one of those, a module that
+    ``import_module``/``__import__`` returns (s3prl 0.4.17 downstream/runner.py:184, whose ``expert`` module is only
+    asked for ``DownstreamExpert``) or one ``sys.modules`` holds? Words are matched, not resolved, so any module so
+    named counts; True for a project not read."""
+    root = project_root(os.path.dirname(os.path.abspath(path)))
+    texts = _texts(root) if root is not None else None
+    if texts is None:
+        return True
+    word = re.escape(name.encode())
+    whole = _whole_word(name.encode())
+    names = b"|".join(re.escape(leaf.encode()) for leaf in _star_importers(path))
+    bound = re.compile(rb"\bimport[ \t]+[\w.]*\b(?:%s)[ \t]+as[ \t]+(\w+)|"
+                       rb"(\w+)[ \t]*=[ \t]*[\w.]*(?:\bimport_module|\b__import__)\(" % names)
+    star = re.compile(rb"\b(?:%s)[ \t]+import[ \t]*\*" % names)
+    for text in texts:
+        spelled = name.encode() in text and whole.search(text) is not None
+        if not spelled and b"getattr(" not in text:
+            continue
+        if spelled and any(whole.search(s) or star.search(s) for s in _IMPORT_BYTES.findall(text)):
+            return True
+        modules = b"|".join([names, b"sys\\.modules\\[[^\\]]*\\]",
+                             *(re.escape(a or b) for a, b in bound.findall(text))])
+        looked_up = rb"getattr\([ \t]*(?:%s)[ \t]*,[ \t]*(?:[\"']%s[\"']|[^\"'\s])" % (modules, word)
+        read = rb"(?<![\w.])(?:%s)[ \t]*[.:][ \t]*%s\b|(?:import_module|__import__)\([^()]*\)\.%s\b" % (
+            modules, word, word)
+        if re.search(looked_up, text) or spelled and re.search(read, text):
+            return True
+    return False
+
+
+def _star_importers(path: str) -> Set[str]:
+    """The name of the module at ``path`` and of the modules of its package that star-import it, or one of them."""
+    def leaf(module: str) -> str:
+        return os.path.basename(os.path.dirname(module) if module.endswith("__init__.py") else module[:-len(".py")])
+    found = {leaf(path)}
+    package = package_of(path)
+    modules = _modules(package) if package is not None else {}
+    grew = True
+    while grew:
+        stars = re.compile(r"^[ \t]*from[ \t]+[\w.]*\b(?:%s)[ \t]+import[ \t]*\*" % "|".join(map(re.escape, found)),
+                           re.M)
+        grown = found | {leaf(module) for module, text in modules.items() if stars.search(text)}
+        grew, found = grown != found, grown
+    return found
+
+
+_IMPORT_BYTES = re.compile(_IMPORTS.pattern.encode(), re.M)
 
 
 # what a module may bind without spelling the name, besides a star import: a module ``__getattr__``, a lazy module
