@@ -71,16 +71,18 @@ def _dead(ctx, definition: ast.FunctionDef, cls: Optional[ast.ClassDef]) -> bool
 def _candidate(ctx, definition: ast.FunctionDef, cls: Optional[ast.ClassDef]) -> bool:
     """May ``definition`` be dead code: an ASCII, non-dunder name, no decorator that may register it
     (``@MODELS.register_module()``, ``@click.command()``, ``@pytest.fixture``; a method's ``property`` only changes
-    how it is called), a method only of a ``_plain_class`` and no static or class method (called on the class
+    how it is called), a method only of a ``_plain_class``, no static or class method (called on the class
     itself, as a library's users call its helpers and factories: ignite 0.5.5 metrics/accuracy.py:95
-    ``Accuracy.get_sequence_transform``), in a file on disk that looks none of its names up in ``globals()`` and is
-    no ``hubconf.py`` (``torch.hub.load`` calls its functions by name)."""
+    ``Accuracy.get_sequence_transform``) and no public method of a class of the package's public interface
+    (``ctx.public``: neuralprophet 0.9.0 forecaster.py:2087 ``NeuralProphet.get_latest_forecast`` is its users'),
+    in a file on disk that looks none of its names up in ``globals()`` and is no ``hubconf.py`` (``torch.hub.load``
+    calls its functions by name)."""
     name = definition.name
     if not name.isascii() or (name.startswith("__") and name.endswith("__")):
         return False
     if cls is None and definition.decorator_list or cls is not None and (
             any(dotted(d) not in _PLAIN_DECORATORS for d in definition.decorator_list)
-            or not _plain_class(ctx, cls, 0)):
+            or not _plain_class(ctx, cls, 0) or not name.startswith("_") and ctx.public(cls.name)):
         return False
     path = ctx.module_path()
     if path is None or os.path.basename(path) == "hubconf.py" or not os.path.isfile(path):
