@@ -701,10 +701,10 @@ def read_elsewhere(path: str, name: str) -> bool:
                        rb"(\w+)[ \t]*=[ \t]*[\w.]*(?:\bimport_module|\b__import__)\(" % names)
     star = re.compile(rb"\b(?:%s)[ \t]+import[ \t]*\*" % names)
     for text in texts:
-        spelled = name.encode() in text and whole.search(text) is not None
+        spelled = name.encode() in text and whole(text) > 0
         if not spelled and b"getattr(" not in text:
             continue
-        if spelled and any(whole.search(s) or star.search(s) for s in _IMPORT_BYTES.findall(text)):
+        if spelled and any(whole(s) or star.search(s) for s in _IMPORT_BYTES.findall(text)):
             return True
         modules = b"|".join([names, b"sys\\.modules\\[[^\\]]*\\]",
                              *(re.escape(a or b) for a, b in bound.findall(text))])
