@@ -718,6 +718,12 @@ _CLIP_METRICS = (
 )
 
 
+_KERNEL_BUFFER = ("import torch\n{default}_KERNELS = {{'linear': [1 / 8, 3 / 8, 3 / 8, 1 / 8]}}\n"
+                  "class Downsample2d(torch.nn.Module):\n    def __init__(self, kernel='linear', device=None):\n"
+                  "        super().__init__()\n        kernel_1d = torch.tensor([_KERNELS[kernel]]{device}) * 2\n"
+                  "        self.register_buffer('kernel', kernel_1d.T @ kernel_1d)\n")
+
+
 class MatmulNondeterministic(_CallAdvice):
     code = "ASC603"
     summary = "torch.matmul (or `@`), whose NPU result may not be reproducible (off by default)"
@@ -741,7 +747,8 @@ class MatmulNondeterministic(_CallAdvice):
         "filled only by `scatter_(1, index.unsqueeze(1), 1)`): each output element adds one product to zeros, which "
         "is exact in any order (`one_hot.t() @ x` sums over the batch and is reported); so does a diagonal operand "
         "on either side (`torch.diag(v)` of a vector, `torch.diag_embed(v)`), which is not reported either; "
-        "nor is a matmul of two host tensors (also a parameter every caller in the file passes from the host, "
+        "nor is a matmul of two host tensors (also of two constant tables made from literals in a function that "
+        "places nothing on a device, such as a blur kernel's buffer in `__init__`, a parameter every caller in the file passes from the host, "
         "a `torch.cat` of `.cpu()` copies), nor the hand-written fallback of a module whose other branch calls "
         "`scaled_dot_product_attention` (or a method the file calls only from the branch beside one that reaches "
         "SDPA: `if self.attn_implementation == \"sdpa\": self._sdpa_attention(...) else: "
@@ -816,8 +823,14 @@ class MatmulNondeterministic(_CallAdvice):
          "        attn = (q * self.scale) @ k.transpose(-2, -1)\n        return attn.softmax(dim=-1) @ v\n", 5),
         # near miss of the CPU copies below: the features are joined where the model left them
         (_CLIP_METRICS.format(moved=""), 10),
+        # near misses of the constant kernel below: made on a device the caller names, or under a default device
+        (_KERNEL_BUFFER.format(device=", device=device", default=""), 7),
+        (_KERNEL_BUFFER.format(device="", default="torch.set_default_device('cuda')\n"), 8),
     ]
     passes = [
+        # a constant kernel made from literals in ``__init__``, which places nothing on a device (k-diffusion
+        # 0.1.1.post1 k_diffusion/layers.py:250-257): the product runs once, on the CPU
+        _KERNEL_BUFFER.format(device="", default=""),
         # a product of features gathered as CPU copies (open_clip open_clip_train/train.py:285-317, 360-362)
         _CLIP_METRICS.format(moved=".cpu()"),
         # a contraction over two elements: a 2x2 rotation of offsets, a point grid times a literal 2x2 matrix
@@ -939,7 +952,8 @@ class MatmulNondeterministic(_CallAdvice):
     @staticmethod
     def _quiet_operands(left: ast.AST, right: ast.AST, ctx) -> bool:
         return transposed_last_two(right, ctx) or any(ctx.values.on_host(o) or ctx.values.is_array(o)
-                                                      for o in (left, right)) or outer_product(left, right, ctx) \
+                                                      for o in (left, right)) \
+            or ctx.values.host_side(left) and ctx.values.host_side(right) or outer_product(left, right, ctx) \
             or small_contraction(left, right, ctx) or one_hot_rows(left, ctx) or diagonal_matrix(left, ctx) \
             or diagonal_matrix(right, ctx)
 

@@ -37,6 +37,10 @@ _NAME_STEPS = 4  # ``n = m`` hops followed back to the element a name holds
 _QUEUE = ("import torch\ndef enqueue(self, keys: torch.Tensor, queue_ptr: torch.Tensor, valid):\n"
           "    batch_size = keys.shape[0]\n    ptr = int(queue_ptr)\n    self.queue[:, ptr:{stop}] = keys.transpose(0, 1)\n")
 
+_LENGTH_MASK = ("import torch\ndef create_length_mask(length: torch.Tensor, max_len, device):\n"
+                "    mask = torch.zeros(len(length), max_len)\n{moved}    for i in range(len(length)):\n"
+                "        mask[i, : length[i]] = 1\n{after}    return mask\n")
+
 
 class ShapeFromValue(Rule):
     code = "ASC403"
@@ -46,7 +50,8 @@ class ShapeFromValue(Rule):
         "A size read out of a tensor (`n.item()`, `int(mask.sum())`, `lengths.tolist()`) changes with the data, "
         "so the tensors built or sliced with it get a new shape every time and the NPU compiles new kernels; "
         "reading the value also stalls the host until the device catches up. A slice `x[p:p + n]` holds `n` "
-        "elements wherever `p` points, so only `n` is asked about."
+        "elements wherever `p` points, so only `n` is asked about. A slice of a tensor on the host (a `.cpu()` copy, or "
+        "one made with no device and moved to the device only afterwards) never reaches the NPU and is not reported."
     )
     example = "valid = x[: n.item()]\nbuf = torch.zeros(int(mask.sum()))"
     use_instead = (
@@ -76,8 +81,20 @@ class ShapeFromValue(Rule):
         # near misses of a fixed-length slice: a length read from the data, a stop that is not the start plus it
         (_QUEUE.format(stop="ptr + int(valid.sum())"), 5),
         (_QUEUE.format(stop="2 * ptr"), 5),
+        # near misses of a host mask: moved to the device before the slice, or made on the device of an input
+        (_LENGTH_MASK.format(moved="    mask = mask.to(device)\n", after=""), 6),
+        ("import torch\ndef f(x, length: torch.Tensor):\n    mask = torch.zeros(len(length), 9, device=x.device)\n"
+         "    for i in range(len(length)):\n        mask[i, : length[i]] = 1\n", 5),
+        ("import torch\ntorch.set_default_device('cuda')\n" + _LENGTH_MASK.format(moved="", after=""), 7),
     ]
     passes = [
+        # a mask built on the host and moved to the device after the slices (s3prl 0.4.17
+        # downstream/diarization/utils.py:19-25), a model's output copied with .cpu() before it is sliced
+        # (downstream/sws2013/expert.py:137-143)
+        _LENGTH_MASK.format(moved="", after="    mask = mask.to(device)\n"),
+        "import torch\ndef f(self, audio_tensors, lengths: torch.Tensor, records):\n"
+        "    embs = self.model(audio_tensors)\n    embs = embs.detach().cpu()\n    offset = 0\n"
+        "    for length in lengths:\n        records.append(embs[offset : offset + length])\n        offset += length\n",
         # a queue written at a pointer read from a tensor: the slice holds batch_size keys wherever it starts
         # (mmselfsup 1.0.0 models/algorithms/moco.py:80-86, densecl.py:96)
         _QUEUE.format(stop="ptr + batch_size"),
@@ -136,8 +153,9 @@ class ShapeFromValue(Rule):
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.Subscript):
             found = self._in_slices(node.slice, ctx)
-            if found is not None and ctx.values.not_tensor(node.value):
-                return  # slicing a numpy array or a list by a tensor's value keeps the NPU out of it
+            if found is not None and (ctx.values.not_tensor(node.value) or ctx.values.on_host(node.value)
+                                      or ctx.values.host_here(node.value)):
+                return  # slicing a numpy array, a list or a CPU tensor by a tensor's value keeps the NPU out of it
         else:
             found = self._in_sizes(node, ctx)
         if found is not None and not runs_once(node, ctx):  # once per object or request: one shape for every step

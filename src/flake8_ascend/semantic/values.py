@@ -290,8 +290,9 @@ class Values:
         value = self.of(expr)
         if value.device == HOST:
             return True
-        if not (value.tensor and (value.const and value.device is None or value.device == BUILT_ON_HOST)):
-            return False
+        if not (value.tensor and (value.const and value.device is None and not self._default_device_changed()
+                                  or value.device == BUILT_ON_HOST)):
+            return False  # under ``torch.set_default_device('cuda')`` a table made with no device is on the GPU
         owner = self.model.function(expr)
         return owner is not None and not self._places_on_device(owner)
 
