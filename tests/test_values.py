@@ -343,6 +343,9 @@ _IMPUTED = ("import torch\ndef impute(self, post, normalize_cells, threshold):\n
 _SEGMENT = ("import torch\ndef segment(im, mask, model, transforms, device):\n    tensor_im = transforms(im)\n"
             "    if mask:\n        tensor_im[~transforms(mask).bool()] = 0\n{move}")
 _MOVE = "model.nn(tensor_im.unsqueeze(0).to(device))"
+_CALIBRATED = ("import torch\ndef fit(uncs, targets, mask, neg):\n    targets = targets.float()\n"
+               "    targets[targets == 0] = neg[targets == 0]\n    for j in range(uncs.shape[1]):\n"
+               "        mask_j = mask[:, j]\n        t = {read}\n")
 
 
 @pytest.mark.parametrize("source,host", [
@@ -372,6 +375,16 @@ _MOVE = "model.nn(tensor_im.unsqueeze(0).to(device))"
     # ... but a loop target is bound afresh in each iteration
     ("import torch\ndef f(loader, device, model):\n    for x in loader:\n        x[x < 0] = 0\n"
      "        x = x.to(device)\n        model(x)\n", True),
+    # the same tensor converted by .numpy() with no move before it, which only a CPU tensor allows (chemprop 2.2.1
+    # uncertainty/calibrator.py:380-389, Platt scaling's targets)
+    (_CALIBRATED.format(read="targets[:, j][mask_j].numpy()"), True),
+    (_CALIBRATED.format(read="targets[:, j][mask_j].detach().numpy()"), True),
+    # near misses: .numpy() of a .cpu() copy (the device tensor is read before it), of force=True (which copies from
+    # any device), of another binding of the name, of another name
+    (_CALIBRATED.format(read="targets[:, j][mask_j].cpu().numpy()"), False),
+    (_CALIBRATED.format(read="targets[:, j][mask_j].numpy(force=True)"), False),
+    (_CALIBRATED.format(read="None\n        targets = targets.cpu()\n        t = targets.numpy()"), False),
+    (_CALIBRATED.format(read="uncs[:, j].numpy()"), False),
 ])
 def test_host_here(source, host):
     assert _host_at_last_put(source) is host

@@ -154,6 +154,9 @@ def _built_on_host(x: ast.AST, ctx) -> bool:
     return device == BUILT_ON_HOST and values.host_side(x)
 
 
+_CALIBRATED = ("import torch\ndef fit(uncs: torch.Tensor, targets: torch.Tensor, mask, neg: torch.Tensor):\n"
+               "    targets = targets.float()\n    targets[targets == 0] = neg[targets == 0]\n"
+               "    return [targets[:, j][mask[:, j]]{numpy} for j in range(uncs.shape[1])]\n")
 _FROM_NUMPY = ("import torch\ndef load_map(array, codes, weights, device):\n    tensor = torch.from_numpy(array)\n{moved}"
                "    for code, ordinal in codes.items():\n        tensor[tensor == code] = ordinal\n    return tensor\n")
 
@@ -264,6 +267,8 @@ class AffinityPattern(Rule):
     fires = [
         # near miss of the host tensor below: the function moves data to a device too
         (_FROM_NUMPY.format(moved="    weights = weights.to(device)\n"), 6),
+        # near miss of the calibration below: .numpy() of a .cpu() copy says nothing of the tensor before it
+        (_CALIBRATED.format(numpy=".cpu().numpy()"), 4),
         # near miss of the meta skeleton below: a default device that may be the NPU
         (_TOKEN_TYPES.format(device="self.device"), 10),
         (_CAIT_ATTENTION, 11),  # the matmul-softmax-matmul, reported alone (ASC303 keeps quiet about q @ k.T)
@@ -398,6 +403,9 @@ class AffinityPattern(Rule):
         "    b_sparse[b < 1 / (2 * sparsity)] = -1\n    return b_sparse\n",
         # a label map read from a file into a host tensor (torchgeo 0.8.1 datasets/bigearthnet.py:839-842)
         _FROM_NUMPY.format(moved=""),
+        # a put into targets that the same function converts with .numpy(), which only a CPU tensor allows
+        # (chemprop 2.2.1 uncertainty/calibrator.py:380-389, Platt scaling's targets)
+        _CALIBRATED.format(numpy=".numpy()"),
         _TOKEN_TYPES.format(device="'meta'"),
         # a put into a tensor the function then moves to a device: it ran on the host (pyannote 3.3.2
         # pipelines/speaker_verification.py:192-197)

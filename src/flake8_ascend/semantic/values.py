@@ -302,8 +302,8 @@ class Values:
         on every path (scvi-tools 1.4.2 model/_multivi.py:565-574: ``p = ...cpu()``, ``p *= w`` under an ``if``,
         then ``p[p < t] = 0``); or moved to a device, itself or through view and shape methods, by a statement
         that runs after the read on every path (kraken 7.1.1 blla.py:116-121, ``tensor_im.unsqueeze(0).to(device)``
-        inside two ``with`` blocks; pyannote 3.3.2 pipelines/speaker_verification.py:192-197). ``with`` bodies
-        run whole. Not a ``.cpu()`` in a branch of its own (``if assign_on_cpu: x = x.cpu()``), a move in a branch
+        inside two ``with`` blocks; pyannote 3.3.2 pipelines/speaker_verification.py:192-197); or converted, the same
+        binding, by a ``.numpy()`` of the function (``_numpy_reads``). ``with`` bodies run whole. Not a ``.cpu()`` in a branch of its own (``if assign_on_cpu: x = x.cpu()``), a move in a branch
         or beside another tensor (``labels.to(logits.device)`` only puts them together), a conversion that only
         looks like a move (``h.to(self.compute_dtype)``), nor a loop that binds the name elsewhere (moved in one
         iteration, read in the next)."""
@@ -324,6 +324,9 @@ class Values:
         if bound is not None and bound.index is None and _copied_to_host(bound.value) \
                 and any(_binds(s, bound) for b in before for s in b):
             return True
+        if bound is not None and any(flow.binding(root, in_place=False) is bound
+                                     for root in self._numpy_reads(owner, name.id)):
+            return True
         later = [s for _, block, index in levels for s in _unfolded(block[index + 1:]) if isinstance(s, _STRAIGHT)]
         for call, _ in self.data_placements(owner):
             receiver = _chain_root(call.func.value, _RESHAPES) if isinstance(call.func, ast.Attribute) else None
@@ -335,6 +338,20 @@ class Values:
                     and any(s.lineno <= call.lineno <= s.end_lineno for s in later):
                 return True
         return False
+
+    def _numpy_reads(self, owner: ast.AST, name: str) -> List[ast.Name]:
+        """The reads of ``name`` in ``owner`` that ``.numpy()`` converts with no move before it (``t[:, j][m].numpy()``,
+        ``t.detach().numpy()``): without ``force=True`` it converts "only if the tensor is on the CPU" (torch 2.13.0
+        torch/_tensor_docs.py:3640-3641), so the tensor they read is on the host (chemprop 2.2.1
+        uncertainty/calibrator.py:381-389)."""
+        found = []
+        for call in self.model.calls("numpy"):
+            if isinstance(call.func, ast.Attribute) and not call.args and not call.keywords \
+                    and self.model.function(call) is owner:
+                root = _chain_root(call.func.value)
+                if root is not None and root.id == name:
+                    found.append(root)
+        return found
 
     def maybe_tensor(self, expr: ast.AST) -> bool:
         """For pattern rules: a tensor, or unknown in a function that uses no numpy / pandas / cupy, in a file
@@ -1144,7 +1161,7 @@ def places_on_device(owner: ast.AST) -> bool:
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _STRAIGHT = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)  # statements with no branch inside
-_MOVES = frozenset(("to", "cuda", "npu"))
+_MOVES = frozenset(("to", "cuda", "npu", "cpu"))
 # Methods that keep a tensor where it is and show it whole (``x.unsqueeze(0).to(device)`` moves ``x``'s data).
 _RESHAPES = frozenset("""view view_as reshape reshape_as squeeze unsqueeze flatten unflatten permute transpose t
     expand expand_as movedim swapaxes contiguous clone detach float half double bfloat16 long int bool""".split())
