@@ -171,6 +171,15 @@ class NevaDataset:
     def collate_fn(self, instances):
         return packing.convert_to_packed([i["tokens"] for i in instances], [i["labels"] for i in instances])
 """
+# s3prl 0.4.17 pretrain/mockingjay/dataset.py:20: imported as run from inside the package's folder
+TOP_LEVEL = """\
+from packing import convert_to_packed
+
+
+class KaldiAcousticDataset:
+    def __getitem__(self, index):
+        return convert_to_packed(self.tokens[index], self.labels[index])
+"""
 FORWARD = """\
 from .packing import convert_to_packed
 
@@ -184,9 +193,11 @@ class Model:
 @pytest.mark.parametrize("callers, init, lines", [
     ([ENCODER, COLLATE], "", []),
     ([ENCODER], "", []),
+    ([TOP_LEVEL], "", []),
     # near misses: a model's forward calls it too; nothing in the project calls it; the package exports it, so its
     # users may call it anywhere
     ([ENCODER, COLLATE, FORWARD], "", [7]),
+    ([TOP_LEVEL, FORWARD.replace("from .packing", "from packing")], "", [7]),
     ([], "", [7]),
     ([COLLATE], "from .packing import convert_to_packed\n", [7]),
 ])

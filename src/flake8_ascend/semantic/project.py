@@ -204,6 +204,10 @@ def _bindings(imports: List[ast.stmt], path: str, target: str, name: str) -> Tup
             source = absolute("." * node.level + (node.module or ""), path) if node.level else node.module or ""
             if source is None:
                 continue  # above the top-level package: no import Python runs
+            if not node.level and source.partition(".")[0] != parents[0]:
+                source = f"{parents[0]}.{source}"  # run with the package's folder on sys.path (s3prl 0.4.17
+                # pretrain/mockingjay/dataset.py:20, ``from pretrain.mockingjay.task import ...``); another
+                # top-level module of the same path and function is not looked for
             for alias in node.names:  # both where the module defines a function of its name (nemo 2.x ``from
                 # nemo.collections.common.parts import rnn``: the module, unless the package re-exports the function)
                 if alias.name == name and (source == target or target.startswith(source + ".")):
