@@ -363,6 +363,8 @@ _CALIBRATED = ("import torch\ndef fit(uncs, targets, mask, neg):\n    targets = 
     (_SEGMENT.format(move=f"    if device != 'cpu':\n        o = {_MOVE}\n"), False),
     ("import torch\ndef f(labels, logits, ignore):\n    labels[labels == ignore] = -100\n"
      "    return labels.to(logits.device)\n", False),
+    # a copy to the host after the read (deepspeed 0.19.8 sequence/fpdt_layer.py:1282-1293, saved for backward)
+    ("import torch\ndef f(ctx, x, t):\n    x[x < t] = 0\n    ctx.save_for_backward(x.to('cpu'))\n", False),
     # a conversion to a dtype kept in an attribute (unsloth 2026.10.9 studio/backend/core/inference/
     # diffusion_native_quant.py:398-406, ``h.to(self.compute_dtype)``)
     ("import torch\ndef f(self, w, t):\n    h = build(device=w.device)\n    h[h < t] = 0\n"

@@ -303,10 +303,11 @@ class Values:
         then ``p[p < t] = 0``); or moved to a device, itself or through view and shape methods, by a statement
         that runs after the read on every path (kraken 7.1.1 blla.py:116-121, ``tensor_im.unsqueeze(0).to(device)``
         inside two ``with`` blocks; pyannote 3.3.2 pipelines/speaker_verification.py:192-197); or converted, the same
-        binding, by a ``.numpy()`` of the function (``_numpy_reads``). ``with`` bodies run whole. Not a ``.cpu()`` in a branch of its own (``if assign_on_cpu: x = x.cpu()``), a move in a branch
-        or beside another tensor (``labels.to(logits.device)`` only puts them together), a conversion that only
-        looks like a move (``h.to(self.compute_dtype)``), nor a loop that binds the name elsewhere (moved in one
-        iteration, read in the next)."""
+        binding, by a ``.numpy()`` of the function (``_numpy_reads``). ``with`` bodies run whole. Not a ``.cpu()``
+        in a branch of its own (``if assign_on_cpu: x = x.cpu()``), a move in a branch or beside another tensor
+        (``labels.to(logits.device)`` only puts them together), a conversion that only looks like a move
+        (``h.to(self.compute_dtype)``) or a copy to the host, nor a loop that binds the name elsewhere (moved in
+        one iteration, read in the next)."""
         name = _chain_root(expr)
         owner = self.model.function(name) if name is not None else None
         read = next((r for r in self.model.reads(owner, name.id) if r.node is name), None) if owner else None
@@ -442,8 +443,9 @@ class Values:
                 dtype = next((k.value for k in node.keywords if k.arg == "dtype"), None)
                 if isinstance(func, ast.Attribute) and (func.attr in _TO_DEVICE or func.attr == "to" and (
                         device is not None or node.args and not _is_dtype(node.args[0]))):
-                    if device is not None and _device_literal(device) == HOST:
-                        continue
+                    where = device if device is not None else node.args[0] if func.attr == "to" and node.args else None
+                    if where is not None and _device_literal(where) == HOST:
+                        continue  # ``.to('cpu')`` (deepspeed 0.19.8 sequence/fpdt_layer.py:1293) moves to the host
                     if dtype is None and func.attr == "to" and len(node.args) > 1 and _is_dtype(node.args[1]):
                         dtype = node.args[1]
                     if dtype is None and func.attr == "to" and device is not None and node.args \
