@@ -51,7 +51,8 @@ class ShapeFromValue(Rule):
         "so the tensors built or sliced with it get a new shape every time and the NPU compiles new kernels; "
         "reading the value also stalls the host until the device catches up. A slice `x[p:p + n]` holds `n` "
         "elements wherever `p` points, so only `n` is asked about. A slice of a tensor on the host (a `.cpu()` copy, or "
-        "one made with no device and moved to the device only afterwards) never reaches the NPU and is not reported."
+        "one made with no device and moved to the device only afterwards), or a tensor made there (`torch.randperm(n)` "
+        "with no device inside a function), never reaches the NPU and is not reported."
     )
     example = "valid = x[: n.item()]\nbuf = torch.zeros(int(mask.sum()))"
     use_instead = (
@@ -74,7 +75,7 @@ class ShapeFromValue(Rule):
         ("import torch\ndef f(feats, num_per_img: torch.Tensor):\n    return torch.split(feats, num_per_img[0])\n", 3),
         # a count defined on another line (yolov5 utils/segment/loss.py:127)
         ("import torch\ndef f(targets: torch.Tensor, i, na):\n    num = (targets[:, 0] == i).sum()\n"
-         "    return torch.arange(num).view(1, num).repeat(na, 1)\n", 4),
+         "    return torch.arange(num, device=targets.device).view(1, num).repeat(na, 1)\n", 4),
         # a bound on a count read from data (diffusers scheduling_block_refinement.py:324)
         ("import torch\nk = min(num_to_transfer, int(active_block[b].sum().item()))\n_, idx = torch.topk(confidence[b], k=k)\n",
          3),
@@ -92,6 +93,10 @@ class ShapeFromValue(Rule):
         # downstream/diarization/utils.py:19-25), a model's output copied with .cpu() before it is sliced
         # (downstream/sws2013/expert.py:137-143)
         _LENGTH_MASK.format(moved="", after="    mask = mask.to(device)\n"),
+        # a random permutation made on the host with a size read from the data (espnet 202511
+        # espnet2/ssl/utils/mask.py:170-228)
+        "import torch\ndef f(padding_mask, frame, num_mask):\n    sz = frame - padding_mask.long().sum().item()\n"
+        "    return torch.randperm(sz - 1)[:num_mask]\n",
         "import torch\ndef f(self, audio_tensors, lengths: torch.Tensor, records):\n"
         "    embs = self.model(audio_tensors)\n    embs = embs.detach().cpu()\n    offset = 0\n"
         "    for length in lengths:\n        records.append(embs[offset : offset + length])\n        offset += length\n",
@@ -158,6 +163,8 @@ class ShapeFromValue(Rule):
                 return  # slicing a numpy array, a list or a CPU tensor by a tensor's value keeps the NPU out of it
         else:
             found = self._in_sizes(node, ctx)
+            if found is not None and ctx.values.on_host(node):
+                return  # a tensor made or reshaped on the host (``torch.randperm(n)`` with no device in a function)
         if found is not None and not runs_once(node, ctx):  # once per object or request: one shape for every step
             text = ast.unparse(found)[:40]
             ctx.report(node, self.code, f"shape taken from a tensor value ({text}): every new value is a new "
