@@ -363,6 +363,8 @@ _CALIBRATED = ("import torch\ndef fit(uncs, targets, mask, neg):\n    targets = 
     (_SEGMENT.format(move=f"    if device != 'cpu':\n        o = {_MOVE}\n"), False),
     ("import torch\ndef f(labels, logits, ignore):\n    labels[labels == ignore] = -100\n"
      "    return labels.to(logits.device)\n", False),
+    # a conversion through a table of dtypes (funasr 1.4.16 models/fun_asr_nano/model.py:358-380)
+    ("import torch\ndef f(self, e, t):\n    e[e < t] = 0\n    return self.llm(e.to(dtype_map[self.llm_dtype]))\n", False),
     # a copy to the host after the read (deepspeed 0.19.8 sequence/fpdt_layer.py:1282-1293, saved for backward)
     ("import torch\ndef f(ctx, x, t):\n    x[x < t] = 0\n    ctx.save_for_backward(x.to('cpu'))\n", False),
     # a conversion to a dtype kept in an attribute (unsloth 2026.10.9 studio/backend/core/inference/

@@ -306,7 +306,7 @@ class Values:
         binding, by a ``.numpy()`` of the function (``_numpy_reads``). ``with`` bodies run whole. Not a ``.cpu()``
         in a branch of its own (``if assign_on_cpu: x = x.cpu()``), a move in a branch or beside another tensor
         (``labels.to(logits.device)`` only puts them together), a conversion that only looks like a move
-        (``h.to(self.compute_dtype)``) or a copy to the host, nor a loop that binds the name elsewhere (moved in
+        (``h.to(self.compute_dtype)``, ``h.to(dtype_map[self.llm_dtype])``) or a copy to the host, nor a loop that binds the name elsewhere (moved in
         one iteration, read in the next)."""
         name = _chain_root(expr)
         owner = self.model.function(name) if name is not None else None
@@ -335,7 +335,8 @@ class Values:
             if receiver is not None and receiver.id == name.id and flow.binding(receiver, in_place=False) is bound \
                     and not (isinstance(where, ast.Attribute) and where.attr == "device"
                              and isinstance(where.value, ast.Name) and where.value.id != "self") \
-                    and "dtype" not in getattr(where, "attr", "") \
+                    and not (where is not None and any("dtype" in (getattr(n, "attr", None) or getattr(n, "id", ""))
+                                                       for n in walk(where))) \
                     and any(s.lineno <= call.lineno <= s.end_lineno for s in later):
                 return True
         return False
