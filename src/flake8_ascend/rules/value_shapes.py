@@ -41,6 +41,10 @@ _LENGTH_MASK = ("import torch\ndef create_length_mask(length: torch.Tensor, max_
                 "    mask = torch.zeros(len(length), max_len)\n{moved}    for i in range(len(length)):\n"
                 "        mask[i, : length[i]] = 1\n{after}    return mask\n")
 
+_SLICED_EMBEDDINGS = ("import torch\ndef f(self, audio_tensors, lengths: torch.Tensor, records):\n"
+                      "    embs = self.model(audio_tensors)\n{copy}    offset = 0\n    for length in lengths:\n"
+                      "        records.append(embs[offset : offset + length])\n        offset += length\n")
+
 
 class ShapeFromValue(Rule):
     code = "ASC403"
@@ -87,6 +91,8 @@ class ShapeFromValue(Rule):
         ("import torch\ndef f(x, length: torch.Tensor):\n    mask = torch.zeros(len(length), 9, device=x.device)\n"
          "    for i in range(len(length)):\n        mask[i, : length[i]] = 1\n", 5),
         ("import torch\ntorch.set_default_device('cuda')\n" + _LENGTH_MASK.format(moved="", after=""), 7),
+        # near miss of the .cpu() copy below: the model's output sliced where the model left it
+        (_SLICED_EMBEDDINGS.format(copy=""), 6),
     ]
     passes = [
         # a mask built on the host and moved to the device after the slices (s3prl 0.4.17
@@ -97,9 +103,7 @@ class ShapeFromValue(Rule):
         # espnet2/ssl/utils/mask.py:170-228)
         "import torch\ndef f(padding_mask, frame, num_mask):\n    sz = frame - padding_mask.long().sum().item()\n"
         "    return torch.randperm(sz - 1)[:num_mask]\n",
-        "import torch\ndef f(self, audio_tensors, lengths: torch.Tensor, records):\n"
-        "    embs = self.model(audio_tensors)\n    embs = embs.detach().cpu()\n    offset = 0\n"
-        "    for length in lengths:\n        records.append(embs[offset : offset + length])\n        offset += length\n",
+        _SLICED_EMBEDDINGS.format(copy="    embs = embs.detach().cpu()\n"),
         # a queue written at a pointer read from a tensor: the slice holds batch_size keys wherever it starts
         # (mmselfsup 1.0.0 models/algorithms/moco.py:80-86, densecl.py:96)
         _QUEUE.format(stop="ptr + batch_size"),
