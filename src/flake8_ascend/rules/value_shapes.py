@@ -6,7 +6,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..detect.once_per_call import runs_once
 from ..registry import Rule
-from ..semantic.values import BUILT_ON_HOST
+from ..semantic.values import BUILT_ON_HOST, HOST
 from .value_dependent_ops import DYNAMIC_SOURCE
 
 ALL = -1  # every positional argument is a size
@@ -54,9 +54,9 @@ class ShapeFromValue(Rule):
         "A size read out of a tensor (`n.item()`, `int(mask.sum())`, `lengths.tolist()`) changes with the data, "
         "so the tensors built or sliced with it get a new shape every time and the NPU compiles new kernels; "
         "reading the value also stalls the host until the device catches up. A slice `x[p:p + n]` holds `n` "
-        "elements wherever `p` points, so only `n` is asked about. A slice of a tensor on the host (a `.cpu()` copy, or "
-        "one made with no device and moved to the device only afterwards), or a tensor made there (`torch.randperm(n)` "
-        "with no device inside a function), never reaches the NPU and is not reported."
+        "elements wherever `p` points, so only `n` is asked about. A slice read from a `.cpu()` copy, or written into a tensor "
+        "on the host (one made with no device and moved to the device only afterwards), never reaches the NPU and is "
+        "not reported; a tensor made on the host with a size or slice read from data may still be moved there."
     )
     example = "valid = x[: n.item()]\nbuf = torch.zeros(int(mask.sum()))"
     use_instead = (
@@ -79,7 +79,12 @@ class ShapeFromValue(Rule):
         ("import torch\ndef f(feats, num_per_img: torch.Tensor):\n    return torch.split(feats, num_per_img[0])\n", 3),
         # a count defined on another line (yolov5 utils/segment/loss.py:127)
         ("import torch\ndef f(targets: torch.Tensor, i, na):\n    num = (targets[:, 0] == i).sum()\n"
-         "    return torch.arange(num, device=targets.device).view(1, num).repeat(na, 1)\n", 4),
+         "    return torch.arange(num).view(1, num).repeat(na, 1)\n", 4),
+        # near misses of a host tensor: made there and moved with its new shape (espnet 202511
+        # asr_transducer/utils.py:138, funasr 1.4.16 paraformer/model.py:445)
+        ("import torch\ndef f(lengths: torch.Tensor):\n    max_len = int(lengths.max())\n"
+         "    return torch.arange(max_len).expand(len(lengths), max_len).to(lengths)\n", 4),
+        ("import torch\ndef f(n: torch.Tensor, k, device):\n    return torch.randperm(100)[:n.item()].to(device)\n", 3),
         # a bound on a count read from data (diffusers scheduling_block_refinement.py:324)
         ("import torch\nk = min(num_to_transfer, int(active_block[b].sum().item()))\n_, idx = torch.topk(confidence[b], k=k)\n",
          3),
@@ -99,10 +104,6 @@ class ShapeFromValue(Rule):
         # downstream/diarization/utils.py:19-25), a model's output copied with .cpu() before it is sliced
         # (downstream/sws2013/expert.py:137-143)
         _LENGTH_MASK.format(moved="", after="    mask = mask.to(device)\n"),
-        # a random permutation made on the host with a size read from the data (espnet 202511
-        # espnet2/ssl/utils/mask.py:170-228)
-        "import torch\ndef f(padding_mask, frame, num_mask):\n    sz = frame - padding_mask.long().sum().item()\n"
-        "    return torch.randperm(sz - 1)[:num_mask]\n",
         _SLICED_EMBEDDINGS.format(copy="    embs = embs.detach().cpu()\n"),
         # a queue written at a pointer read from a tensor: the slice holds batch_size keys wherever it starts
         # (mmselfsup 1.0.0 models/algorithms/moco.py:80-86, densecl.py:96)
@@ -162,13 +163,10 @@ class ShapeFromValue(Rule):
     def check(self, node, ctx) -> None:
         if isinstance(node, ast.Subscript):
             found = self._in_slices(node.slice, ctx)
-            if found is not None and (ctx.values.not_tensor(node.value) or ctx.values.on_host(node.value)
-                                      or ctx.values.host_here(node.value)):
+            if found is not None and (ctx.values.not_tensor(node.value) or _host_slice(node, ctx)):
                 return  # slicing a numpy array, a list or a CPU tensor by a tensor's value keeps the NPU out of it
         else:
             found = self._in_sizes(node, ctx)
-            if found is not None and ctx.values.on_host(node):
-                return  # a tensor made or reshaped on the host (``torch.randperm(n)`` with no device in a function)
         if found is not None and not runs_once(node, ctx):  # once per object or request: one shape for every step
             text = ast.unparse(found)[:40]
             ctx.report(node, self.code, f"shape taken from a tensor value ({text}): every new value is a new "
@@ -195,6 +193,17 @@ class ShapeFromValue(Rule):
             if found is not None:
                 return found
         return None
+
+
+def _host_slice(node: ast.Subscript, ctx) -> bool:
+    """A slice the NPU never sees: written into a tensor on the host, whose shape it does not change (s3prl 0.4.17
+    nn/pit.py:19-25, ``mask[i, :length[i]] = 1`` of a ``torch.zeros(...)`` moved only afterwards), or read from a
+    ``.cpu()`` copy (downstream/sws2013/expert.py:137-143). A slice read from a tensor made on the host with no
+    device may still go to the device with its new shape (``torch.randperm(n)[:k].to(device)``)."""
+    values = ctx.values
+    if isinstance(node.ctx, ast.Store):
+        return values.on_host(node.value) or values.host_here(node.value)
+    return values.of(node.value).device == HOST
 
 
 def _fixed_length(part: ast.Slice, ctx) -> bool:
