@@ -306,8 +306,8 @@ class Values:
         binding, by a ``.numpy()`` of the function (``_numpy_reads``). ``with`` bodies run whole. Not a ``.cpu()``
         in a branch of its own (``if assign_on_cpu: x = x.cpu()``), a move in a branch or beside another tensor
         (``labels.to(logits.device)`` only puts them together), a conversion that only looks like a move
-        (``h.to(self.compute_dtype)``, ``h.to(dtype_map[self.llm_dtype])``) or a copy to the host, nor a loop that binds the name elsewhere (moved in
-        one iteration, read in the next)."""
+        (``h.to(self.compute_dtype)``, ``h.to(dtype_map[self.llm_dtype])``) or a copy to the host, nor a loop that
+        binds the name elsewhere (moved in one iteration, read in the next)."""
         name = _chain_root(expr)
         owner = self.model.function(name) if name is not None else None
         read = next((r for r in self.model.reads(owner, name.id) if r.node is name), None) if owner else None
