@@ -500,8 +500,8 @@ class CudaApi(Rule):
 # questions about the device's properties, which torch/cuda/__init__.py answers from one
 # ``get_device_properties(device)`` (``get_device_capability`` returns its major and minor, ``get_device_name`` its
 # name): instructlab-training 0.16.2 instructlab/training/model.py:464 and :468 ask the capability and the
-# properties in one flash-attention gate. Not torch/cuda/memory.py: a statistic there is a report, ``empty_cache`` an action (yolov5
-# 7.0.14 utils/torch_utils.py:190 and :198, the second judged right on its own)
+# properties in one flash-attention gate. Not torch/cuda/memory.py: a statistic there is a report, ``empty_cache``
+# an action (yolov5 7.0.14 utils/torch_utils.py:190 and :198, the second judged right on its own)
 CUDA_FAMILIES = {
     **dict.fromkeys(("Stream", "ExternalStream", "Event", "StreamContext", "current_stream", "default_stream",
                      "set_stream", "stream"), "streams"),

@@ -56,7 +56,8 @@ class ShapeFromValue(Rule):
         "reading the value also stalls the host until the device catches up. A slice `x[p:p + n]` holds `n` "
         "elements wherever `p` points, so only `n` is asked about. A slice read from a `.cpu()` copy, or written "
         "into a tensor on the host (one made with no device and moved to the device only afterwards), never reaches "
-        "the NPU and is not reported; a tensor made on the host with a size or slice read from data may still be moved there."
+        "the NPU and is not reported; a tensor made on the host with a size or slice read from data may still be "
+        "moved there."
     )
     example = "valid = x[: n.item()]\nbuf = torch.zeros(int(mask.sum()))"
     use_instead = (
