@@ -543,7 +543,6 @@ def tensor_dispatch(test: Optional[ast.AST]) -> bool:
         isinstance(test.value, ast.Name) and test.value.id == "self")
 
 
-
 def tensor_dispatched_flag(node: ast.AST, ctx) -> bool:
     """``node`` runs in the body of ``if self.flag:`` where the class sets ``self.flag`` to a true constant only in
     the body of a test of a tensor's own ``.is_cuda``, and otherwise only to false constants (mmagic 1.2.0
@@ -569,6 +568,7 @@ def _set_for_cuda_tensors(cls: ast.ClassDef, attr: str) -> bool:
         for t in n.targets)]
     return any(id(s) in dispatched for s in sets) and all(
         isinstance(s.value, ast.Constant) and (not s.value.value or id(s) in dispatched) for s in sets)
+
 
 def moves_tested_object(call: ast.Call, test: Optional[ast.AST]) -> bool:
     """``call`` (``m.cuda()``) moves the object whose own device ``test`` asks about, or whose parameters it asks

@@ -154,7 +154,7 @@ class BooleanMaskRead(Rule):
                 continue
             if (index.kind == MASK or self._masks_itself(node.value, part, ctx) or (
                     (index.kind == COMPARE or index.boolean) and values.is_tensor(node.value))) \
-                    and not values.on_host(node.value) and not values.host_here(node.value) \
+                    and not values.on_host_here(node.value) \
                     and not runs_once(node, ctx):
                 ctx.report(node, self.code, f"boolean-mask read {ast.unparse(node)[:60]} has a data-dependent "
                            "length (each new length compiles new NPU kernels)",

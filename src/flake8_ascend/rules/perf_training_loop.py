@@ -409,7 +409,7 @@ def _device_tensor(expr: ast.AST, ctx) -> bool:
 def _host_value(expr: ast.AST, ctx) -> bool:
     """Already on the host: a CPU tensor, a numpy array or a number (``np.mean(a).item()`` waits for nothing), or a
     tensor the step moves to the device only later (``values.host_here``)."""
-    return ctx.values.on_host(expr) or ctx.values.of(expr).kind in (ARRAY, NUMBER) or ctx.values.host_here(expr)
+    return ctx.values.on_host_here(expr) or ctx.values.of(expr).kind in (ARRAY, NUMBER)
 
 
 def _device_like(expr, ctx) -> bool:

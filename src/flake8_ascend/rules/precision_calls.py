@@ -952,8 +952,8 @@ class MatmulNondeterministic(_CallAdvice):
 
     @staticmethod
     def _quiet_operands(left: ast.AST, right: ast.AST, ctx) -> bool:
-        return transposed_last_two(right, ctx) or any(ctx.values.on_host(o) or ctx.values.host_here(o)
-                                                      or ctx.values.is_array(o) for o in (left, right)) \
+        return transposed_last_two(right, ctx) or any(ctx.values.on_host_here(o) or ctx.values.is_array(o)
+                                                      for o in (left, right)) \
             or ctx.values.host_side(left) and ctx.values.host_side(right) or outer_product(left, right, ctx) \
             or small_contraction(left, right, ctx) or one_hot_rows(left, ctx) or diagonal_matrix(left, ctx) \
             or diagonal_matrix(right, ctx)

@@ -203,7 +203,7 @@ def _host_slice(node: ast.Subscript, ctx) -> bool:
     device may still go to the device with its new shape (``torch.randperm(n)[:k].to(device)``)."""
     values = ctx.values
     if isinstance(node.ctx, ast.Store):
-        return values.on_host(node.value) or values.host_here(node.value)
+        return values.on_host_here(node.value)
     return values.of(node.value).device == HOST
 
 

@@ -284,6 +284,11 @@ class Values:
         value = self.of(expr)
         return value.tensor and value.device in _HOSTS
 
+    def on_host_here(self, expr: ast.AST) -> bool:
+        """On the CPU where it is read: by its value (``on_host``) or by what its function does with it
+        (``host_here``)."""
+        return self.on_host(expr) or self.host_here(expr)
+
     def host_side(self, expr: ast.AST) -> bool:
         """Lives on the CPU: said so (``.cpu()``, ``device='cpu'``), or a constant table built in a function
         that places nothing on a device (``torch.arange(n)`` there never reaches the NPU)."""
